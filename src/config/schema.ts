@@ -1,0 +1,109 @@
+import { z } from 'zod';
+
+/** Ports: 0 lets the OS choose (tests); otherwise a real TCP port. */
+const port = z.number().int().min(0).max(65535);
+const positiveInt = z.number().int().positive();
+const nonNegativeInt = z.number().int().min(0);
+const scopeName = z.string().regex(/^[a-z][a-z0-9_.-]*:[a-z][a-z0-9_.-]*$/, 'must look like resource:action');
+const httpUrl = z
+  .string()
+  .url()
+  .refine((u) => /^https?:\/\//.test(u), 'must be an http:// or https:// URL');
+
+export const windowSchema = z.enum(['second', 'minute', 'hour', 'day']);
+
+export const rateLimitPolicySchema = z.strictObject({
+  limit: positiveInt,
+  burst: positiveInt,
+  window: windowSchema,
+  shared: z.boolean().default(false),
+});
+
+export const routeSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only (1-64)'),
+  prefix: z.string().startsWith('/', 'must start with /'),
+  strip_prefix: z.boolean().default(false),
+  auth: z.enum(['required', 'optional', 'none']).default('required'),
+  scopes: z.strictObject({ read: scopeName, write: scopeName }).nullable().default(null),
+  origins: z.record(z.string(), httpUrl).refine((o) => Object.keys(o).length > 0, 'needs at least one origin'),
+  timeout_ms: positiveInt.default(30_000),
+  latency_objective_ms: positiveInt.nullable().default(null),
+  availability_objective: z.number().gt(0).lt(1).nullable().default(null),
+  rate_limit: z.string().default('default'),
+});
+
+export const environmentSchema = z.strictObject({
+  class: z.enum(['live', 'test']),
+  wake_retention_days: positiveInt.max(3650).default(30),
+});
+
+export const configSchema = z.strictObject({
+  server: z.strictObject({
+    port,
+    host: z.string().min(1),
+    ops_port: port,
+    ops_host: z.string().min(1),
+    region: z.string().min(1).max(64),
+    /** Slowloris guard: the whole header block must arrive within this time. */
+    headers_timeout_ms: positiveInt,
+    /** The whole request (headers and body) must arrive within this time; 0 disables. */
+    request_timeout_ms: nonNegativeInt,
+    keep_alive_timeout_ms: positiveInt,
+    /** Larger request header blocks get 431. */
+    max_header_bytes: positiveInt,
+    /** Body limit of /v2 management calls; larger ones get 413. */
+    api_body_limit_bytes: positiveInt,
+    /** Upper bound on open client connections. */
+    max_connections: positiveInt,
+  }),
+  storage: z.strictObject({
+    data_dir: z.string().min(1),
+    clickhouse_url: httpUrl.nullable(),
+    clickhouse_user: z.string().nullable(),
+    clickhouse_password: z.string().nullable(),
+    clickhouse_database: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a plain identifier'),
+    cluster: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a plain identifier')
+      .nullable(),
+    /** Disk budget of the capture spool used while storage is down. */
+    spool_max_bytes: positiveInt,
+    /** How often the key mirror asks the store for key changes. */
+    key_poll_interval_ms: positiveInt,
+  }),
+  environments: z
+    .record(
+      z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/, 'environment names are lower-case identifiers'),
+      environmentSchema,
+    )
+    .refine((e) => Object.keys(e).length > 0, 'at least one environment is needed'),
+  capture: z.strictObject({
+    batch_rows: positiveInt.max(1_000_000),
+    flush_interval_ms: positiveInt,
+    max_buffered_rows: positiveInt,
+  }),
+  routes: z.array(routeSchema),
+  rate_limits: z.record(z.string(), rateLimitPolicySchema),
+  webhooks: z.strictObject({
+    timeout_ms: positiveInt,
+    retry_schedule_s: z.array(nonNegativeInt).max(20),
+    jitter: z.number().min(0).max(1),
+    allow_insecure_http: z.boolean(),
+    allow_private_networks: z.boolean(),
+    disable_after_410_days: positiveInt,
+    max_concurrency: positiveInt,
+    max_per_endpoint: positiveInt,
+    max_queued_events: positiveInt,
+    dead_letter_retention_days: positiveInt,
+  }),
+  instance: z.strictObject({ index: nonNegativeInt, count: positiveInt }),
+  log: z.strictObject({ level: z.enum(['debug', 'info', 'warn', 'error', 'silent']) }),
+  /** Secret of the bootstrap admin key (WAKEGATE_ADMIN_KEY). Never logged. */
+  admin_key: z.string().nullable(),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type RouteConfig = z.infer<typeof routeSchema>;
+export type RateLimitPolicy = z.infer<typeof rateLimitPolicySchema>;
+export type EnvironmentConfig = z.infer<typeof environmentSchema>;
+export type RateWindow = z.infer<typeof windowSchema>;

@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+// Random bytes are drawn from a pool refilled 8 KB at a time, so an id costs no syscall.
+let pool = randomBytes(8192);
+let poolPos = 0;
+
+function takeRandom(n: number): Buffer {
+  if (poolPos + n > pool.length) {
+    pool = randomBytes(8192);
+    poolPos = 0;
+  }
+  const out = pool.subarray(poolPos, poolPos + n);
+  poolPos += n;
+  return out;
+}
+
+/** `n` base62 characters. Rejection sampling keeps every character uniform. */
+export function randomBase62(n: number): string {
+  let s = '';
+  while (s.length < n) {
+    for (const b of takeRandom(n - s.length + 8)) {
+      if (b < 248) s += BASE62[b % 62];
+      if (s.length === n) break;
+    }
+  }
+  return s;
+}
+
+/** Fixed-width base36 time part: lexical order is time order (good until year 5138). */
+export function timePart(ms: number): string {
+  return ms.toString(36).padStart(9, '0');
+}
+
+/** An id whose string order is its creation order: `<prefix>_<time><random>`. */
+export function sortableId(prefix: string, ms: number): string {
+  return `${prefix}_${timePart(ms)}${randomBase62(14)}`;
+}
+
+export const newWakeId = (ms: number): string => sortableId('wk', ms);
+export const newEventId = (ms: number): string => sortableId('evt', ms);
+export const newDeliveryId = (ms: number): string => sortableId('dlv', ms);
+export const newKeyId = (): string => `key_${randomBase62(20)}`;
+export const newEndpointId = (): string => `we_${randomBase62(20)}`;
+
+/** Secret part: 43 base62 characters carry 256 bits (43 * log2(62) = 256.04). */
+export const newSecret = (): string => randomBase62(43);
+
+/** Reads the millisecond timestamp back out of a sortable id, or null. */
+export function idTime(id: string): number | null {
+  const m = /^[a-z]+_([0-9a-z]{9})[0-9A-Za-z]{14}$/.exec(id);
+  if (!m) return null;
+  const ms = Number.parseInt(m[1] as string, 36);
+  return Number.isFinite(ms) ? ms : null;
+}

@@ -1,0 +1,85 @@
+import type { Store } from './client.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Statements; `{db}` is replaced by the (validated) database identifier. */
+  statements: string[];
+}
+
+/**
+ * The schema, in order. A migration never changes once released: a change is a
+ * new migration. Tables that hold mutable records use ReplacingMergeTree keyed by
+ * id and versioned by `updated_at`, and are read with FINAL.
+ */
+export const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: 'wakes',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS {db}.wakes (
+        id String,
+        environment LowCardinality(String),
+        captured_at DateTime64(3, 'UTC'),
+        method LowCardinality(String),
+        path String,
+        route LowCardinality(String),
+        status UInt16,
+        latency_ms UInt32,
+        consumer String,
+        key_id String,
+        region LowCardinality(String),
+        request_bytes UInt64,
+        response_bytes UInt64,
+        client_ip String,
+        user_agent String,
+        retention_days UInt16,
+        INDEX idx_status status TYPE minmax GRANULARITY 4,
+        INDEX idx_latency latency_ms TYPE minmax GRANULARITY 4,
+        INDEX idx_key key_id TYPE bloom_filter GRANULARITY 4,
+        INDEX idx_consumer consumer TYPE bloom_filter GRANULARITY 4,
+        INDEX idx_path path TYPE ngrambf_v1(3, 4096, 2, 0) GRANULARITY 4
+      ) ENGINE = MergeTree
+      PARTITION BY toDate(captured_at)
+      ORDER BY (environment, captured_at, id)
+      TTL toDateTime(captured_at) + toIntervalDay(retention_days)
+      SETTINGS non_replicated_deduplication_window = 10000`,
+    ],
+  },
+];
+
+const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (
+  version UInt32, name String, applied_at DateTime64(3, 'UTC')
+) ENGINE = MergeTree ORDER BY version`;
+
+/** Applies every migration not yet recorded, in order, and records each. Returns the applied versions. */
+export async function migrate(store: Store, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
+  const { client, db } = store;
+  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+  await client.command({ query: ledger(db) });
+  const rs = await client.query({ query: `SELECT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
+  const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  const applied: number[] = [];
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (done.has(m.version)) continue;
+    for (const sql of m.statements) await client.command({ query: sql.replaceAll('{db}', db) });
+    await client.insert({
+      table: `${db}.schema_migrations`,
+      values: [{ version: m.version, name: m.name, applied_at: Date.now() }],
+      format: 'JSONEachRow',
+    });
+    applied.push(m.version);
+  }
+  return applied;
+}
+
+/** True when every known migration is recorded (the /readyz check). */
+export async function migrationsApplied(store: Store): Promise<boolean> {
+  const rs = await store.client.query({
+    query: `SELECT max(version) AS v FROM ${store.db}.schema_migrations`,
+    format: 'JSONEachRow',
+  });
+  const [row] = await rs.json<{ v: number }>();
+  const latest = Math.max(...MIGRATIONS.map((m) => m.version));
+  return Number(row?.v ?? 0) >= latest;
+}

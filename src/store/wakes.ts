@@ -1,0 +1,198 @@
+import type { Store } from './client.js';
+import { queryRows } from './client.js';
+
+/** One captured request: SPEC.md's wake plus what the gateway knows about it. */
+export interface Wake {
+  id: string;
+  method: string;
+  path: string;
+  route: string;
+  status: number;
+  latency_ms: number;
+  consumer: string;
+  key_id: string;
+  environment: string;
+  region: string;
+  /** Milliseconds since the epoch; the same millisecond as the id's time part. */
+  captured_at: number;
+  request_bytes: number;
+  response_bytes: number;
+  client_ip: string;
+  user_agent: string;
+}
+
+const COLUMNS = [
+  'id',
+  'environment',
+  'captured_at',
+  'method',
+  'path',
+  'route',
+  'status',
+  'latency_ms',
+  'consumer',
+  'key_id',
+  'region',
+  'request_bytes',
+  'response_bytes',
+  'client_ip',
+  'user_agent',
+  'retention_days',
+] as const;
+
+/** Owns every write to the wakes table. */
+export class WakeInserter {
+  constructor(
+    private readonly store: Store,
+    private readonly retentionDays: (environment: string) => number,
+  ) {}
+
+  /**
+   * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
+   * ambiguous failure (or replayed from the spool) is stored once.
+   */
+  async insert(wakes: readonly Wake[], token: string): Promise<void> {
+    if (wakes.length === 0) return;
+    const values = wakes.map((w) => [
+      w.id,
+      w.environment,
+      w.captured_at,
+      w.method,
+      w.path,
+      w.route,
+      w.status,
+      w.latency_ms,
+      w.consumer,
+      w.key_id,
+      w.region,
+      w.request_bytes,
+      w.response_bytes,
+      w.client_ip,
+      w.user_agent,
+      this.retentionDays(w.environment),
+    ]);
+    await this.store.client.insert({
+      table: `${this.store.db}.wakes`,
+      columns: [...COLUMNS],
+      values,
+      format: 'JSONCompactEachRow',
+      clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
+    });
+  }
+}
+
+export interface WakeFilter {
+  environment: string;
+  status?: number;
+  /** 2..5 for 2xx..5xx. */
+  statusClass?: number;
+  /** An RE2 pattern the whole path must match (built from a path template). */
+  pathPattern?: string;
+  consumer?: string;
+  minLatencyMs?: number;
+  keyId?: string;
+}
+
+/** Keyset position: the last row of the previous page. */
+export interface WakePosition {
+  t: number;
+  id: string;
+}
+
+interface WakeRowOut extends Omit<Wake, 'captured_at' | 'request_bytes' | 'response_bytes'> {
+  captured_ms: string | number;
+  request_bytes: string | number;
+  response_bytes: string | number;
+}
+
+const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
+  toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent`;
+
+const fromRow = (r: WakeRowOut): Wake => ({
+  id: r.id,
+  method: r.method,
+  path: r.path,
+  route: r.route,
+  status: Number(r.status),
+  latency_ms: Number(r.latency_ms),
+  consumer: r.consumer,
+  key_id: r.key_id,
+  environment: r.environment,
+  region: r.region,
+  captured_at: Number(r.captured_ms),
+  request_bytes: Number(r.request_bytes),
+  response_bytes: Number(r.response_bytes),
+  client_ip: r.client_ip,
+  user_agent: r.user_agent,
+});
+
+/** Owns every read of the wakes table. */
+export class WakeQuerier {
+  constructor(private readonly store: Store) {}
+
+  /** Newest first; returns up to `limit` rows and whether more exist after them. */
+  async list(
+    filter: WakeFilter,
+    limit: number,
+    after: WakePosition | null,
+  ): Promise<{ rows: Wake[]; hasMore: boolean }> {
+    const where = ['environment = {env:String}'];
+    const params: Record<string, unknown> = { env: filter.environment, lim: limit + 1 };
+    if (filter.status !== undefined) {
+      where.push('status = {status:UInt16}');
+      params.status = filter.status;
+    }
+    if (filter.statusClass !== undefined) {
+      where.push('status >= {slo:UInt16} AND status <= {shi:UInt16}');
+      params.slo = filter.statusClass * 100;
+      params.shi = filter.statusClass * 100 + 99;
+    }
+    if (filter.pathPattern !== undefined) {
+      where.push('match(path, {path_re:String})');
+      params.path_re = filter.pathPattern;
+    }
+    if (filter.consumer !== undefined) {
+      where.push('consumer = {consumer:String}');
+      params.consumer = filter.consumer;
+    }
+    if (filter.minLatencyMs !== undefined) {
+      where.push('latency_ms > {min_lat:UInt32}');
+      params.min_lat = filter.minLatencyMs;
+    }
+    if (filter.keyId !== undefined) {
+      where.push('key_id = {key_id:String}');
+      params.key_id = filter.keyId;
+    }
+    if (after) {
+      // Keyset on (captured_at, id): rows sharing a millisecond are ordered by id,
+      // so none is skipped or repeated across pages.
+      where.push(
+        "(captured_at < fromUnixTimestamp64Milli({ct:Int64}, 'UTC') OR (captured_at = fromUnixTimestamp64Milli({ct:Int64}, 'UTC') AND id < {cid:String}))",
+      );
+      params.ct = after.t;
+      params.cid = after.id;
+    }
+    const sql = `${SELECT} FROM ${this.store.db}.wakes WHERE ${where.join(' AND ')}
+      ORDER BY captured_at DESC, id DESC LIMIT {lim:UInt32}`;
+    const rows = (await queryRows<WakeRowOut>(this.store, sql, params)).map(fromRow);
+    const hasMore = rows.length > limit;
+    return { rows: hasMore ? rows.slice(0, limit) : rows, hasMore };
+  }
+
+  /** One wake by id in one environment; the id's time part narrows the scan to one millisecond. */
+  async get(environment: string, id: string, capturedAt: number): Promise<Wake | null> {
+    const sql = `${SELECT} FROM ${this.store.db}.wakes
+      WHERE environment = {env:String} AND captured_at = fromUnixTimestamp64Milli({t:Int64}, 'UTC') AND id = {id:String}
+      LIMIT 1`;
+    const rows = await queryRows<WakeRowOut>(this.store, sql, { env: environment, t: capturedAt, id });
+    return rows[0] ? fromRow(rows[0]) : null;
+  }
+
+  async count(environment?: string): Promise<number> {
+    const sql = environment
+      ? `SELECT count() AS c FROM ${this.store.db}.wakes WHERE environment = {env:String}`
+      : `SELECT count() AS c FROM ${this.store.db}.wakes`;
+    const [row] = await queryRows<{ c: string }>(this.store, sql, environment ? { env: environment } : {});
+    return Number(row?.c ?? 0);
+  }
+}

@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newWakeId } from '../../src/ids.js';
+import type { Store } from '../../src/store/client.js';
+import { MIGRATIONS, migrate, migrationsApplied } from '../../src/store/migrations.js';
+import { type Wake, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
+import { tempStore } from '../helpers/store.js';
+
+const base = Date.UTC(2026, 10, 20, 12, 0, 0);
+function wake(i: number, over: Partial<Wake> = {}): Wake {
+  const t = over.captured_at ?? base + i;
+  return {
+    id: newWakeId(t),
+    method: 'GET',
+    path: `/v2/payments/p${i}`,
+    route: 'payments',
+    status: 200,
+    latency_ms: i,
+    consumer: 'c',
+    key_id: 'key_x',
+    environment: 'production',
+    region: 'local',
+    captured_at: t,
+    request_bytes: 0,
+    response_bytes: 10,
+    client_ip: '127.0.0.1',
+    user_agent: 'test',
+    ...over,
+  };
+}
+
+describe('wakes table', () => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ store, cleanup } = await tempStore());
+  });
+  afterAll(() => cleanup());
+
+  it('records migrations and applies them once', async () => {
+    expect(await migrationsApplied(store)).toBe(true);
+    expect(await migrate(store)).toEqual([]);
+    const rs = await store.client.query({
+      query: `SELECT version FROM ${store.db}.schema_migrations`,
+      format: 'JSONEachRow',
+    });
+    expect((await rs.json()).length).toBe(MIGRATIONS.length);
+  });
+
+  it('stores a batch once even when the same batch is inserted twice (dedup token)', async () => {
+    const ins = new WakeInserter(store, () => 30);
+    const q = new WakeQuerier(store);
+    const batch = [wake(1, { environment: 'dedup' }), wake(2, { environment: 'dedup' })];
+    await ins.insert(batch, 'batch-1');
+    await ins.insert(batch, 'batch-1');
+    expect(await q.count('dedup')).toBe(2);
+    await ins.insert(batch.slice(0, 1), 'batch-2');
+    expect(await q.count('dedup')).toBe(3);
+  });
+
+  it('pages newest first without skipping or repeating rows that share a millisecond', async () => {
+    const ins = new WakeInserter(store, () => 30);
+    const q = new WakeQuerier(store);
+    // 25 rows in the same millisecond, 25 spread out.
+    const rows = [
+      ...Array.from({ length: 25 }, (_, i) => wake(i, { environment: 'paging', captured_at: base + 1000 })),
+      ...Array.from({ length: 25 }, (_, i) => wake(i, { environment: 'paging' })),
+    ];
+    await ins.insert(rows, 'paging');
+    const seen: string[] = [];
+    let after = null;
+    for (;;) {
+      const page = await q.list({ environment: 'paging' }, 7, after);
+      seen.push(...page.rows.map((r) => r.id));
+      if (!page.hasMore) break;
+      const last = page.rows[page.rows.length - 1] as Wake;
+      after = { t: last.captured_at, id: last.id };
+    }
+    expect(seen.length).toBe(50);
+    expect(new Set(seen).size).toBe(50);
+    const expected = [...rows].sort((a, b) => b.captured_at - a.captured_at || (a.id < b.id ? 1 : -1)).map((r) => r.id);
+    expect(seen).toEqual(expected);
+  });
+
+  it('filters and reads back by id', async () => {
+    const ins = new WakeInserter(store, () => 30);
+    const q = new WakeQuerier(store);
+    const a = wake(1, { environment: 'f', status: 503, latency_ms: 900, consumer: 'acme', key_id: 'key_a' });
+    const b = wake(2, { environment: 'f', status: 200, latency_ms: 5, path: '/v2/payments/p2/refunds' });
+    await ins.insert([a, b], 'f');
+    expect((await q.list({ environment: 'f', statusClass: 5 }, 10, null)).rows.map((r) => r.id)).toEqual([a.id]);
+    expect((await q.list({ environment: 'f', status: 200 }, 10, null)).rows.map((r) => r.id)).toEqual([b.id]);
+    expect((await q.list({ environment: 'f', minLatencyMs: 5 }, 10, null)).rows.map((r) => r.id)).toEqual([a.id]);
+    expect((await q.list({ environment: 'f', consumer: 'acme' }, 10, null)).rows.map((r) => r.id)).toEqual([a.id]);
+    expect((await q.list({ environment: 'f', keyId: 'key_a' }, 10, null)).rows.map((r) => r.id)).toEqual([a.id]);
+    expect(
+      (await q.list({ environment: 'f', pathPattern: '^/v2/payments/[^/]+/refunds$' }, 10, null)).rows.map((r) => r.id),
+    ).toEqual([b.id]);
+    expect(await q.get('f', a.id, a.captured_at)).toEqual(a);
+    expect(await q.get('production', a.id, a.captured_at)).toBeNull();
+  });
+});

@@ -1,0 +1,22 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config/index.js';
+import { openStore, type Store } from '../../src/store/client.js';
+import { migrate } from '../../src/store/migrations.js';
+
+/** A fresh embedded store in its own temporary directory (one per test file/process). */
+export async function tempStore(): Promise<{ store: Store; dir: string; cleanup: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'wakegate-test-'));
+  const cfg = loadConfig({ env: { DATA_DIR: dir } });
+  const store = await openStore(cfg.storage);
+  await migrate(store);
+  return {
+    store,
+    dir,
+    cleanup: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

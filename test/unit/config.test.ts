@@ -1,0 +1,84 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, mergeConfig } from '../../src/config/index.js';
+
+const fail = (fn: () => unknown): string => {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('config', () => {
+  it('starts from DESIGN.md defaults', () => {
+    const c = loadConfig();
+    expect(c.server.port).toBe(8080);
+    expect(c.server.ops_host).toBe('127.0.0.1');
+    expect(c.rate_limits.default).toEqual({ limit: 6000, burst: 9000, window: 'minute', shared: false });
+    expect(c.rate_limits.sandbox?.shared).toBe(true);
+    expect(c.webhooks.retry_schedule_s).toHaveLength(7);
+    expect(c.routes[0]?.prefix).toBe('/v2/payments');
+    expect(Object.isFrozen(c.server)).toBe(true);
+  });
+
+  it('merges sections key by key and replaces lists', () => {
+    expect(mergeConfig({ a: { x: 1, y: 2 }, l: [1, 2] }, { a: { y: 3 }, l: [9] })).toEqual({
+      a: { x: 1, y: 3 },
+      l: [9],
+    });
+    const c = loadConfig({ values: { capture: { batch_rows: 10 }, routes: [] } });
+    expect(c.capture.batch_rows).toBe(10);
+    expect(c.capture.flush_interval_ms).toBe(500);
+    expect(c.routes).toEqual([]);
+  });
+
+  it('reads a YAML file and lets environment variables override it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-cfg-'));
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'server:\n  port: 9000\n  region: eu-1\n');
+    const c = loadConfig({ file, env: { PORT: '9100', DATA_DIR: '/tmp/x' } });
+    expect(c.server.port).toBe(9100);
+    expect(c.server.region).toBe('eu-1');
+    expect(c.storage.data_dir).toBe('/tmp/x');
+  });
+
+  it('ORIGIN_URL makes one catch-all route with no auth', () => {
+    const c = loadConfig({ env: { ORIGIN_URL: 'http://127.0.0.1:3000' } });
+    expect(c.routes).toHaveLength(1);
+    expect(c.routes[0]).toMatchObject({ prefix: '/', auth: 'none', origins: { production: 'http://127.0.0.1:3000' } });
+  });
+
+  it('names the key path of a bad value in one line', () => {
+    expect(fail(() => loadConfig({ values: { server: { port: 'x' } } }))).toMatch(/^config: server\.port: /);
+    expect(fail(() => loadConfig({ values: { capture: { batch_rows: -1 } } }))).toMatch(
+      /^config: capture\.batch_rows: /,
+    );
+    expect(fail(() => loadConfig({ values: { bogus: 1 } }))).toMatch(/config: \(root\): .*bogus/);
+    expect(fail(() => loadConfig({ env: { PORT: 'eighty' } }))).toMatch(
+      /^config: server\.port: PORT must be a whole number/,
+    );
+    const bad = [{ name: 'r', prefix: '/x', auth: 'none', origins: { nowhere: 'http://127.0.0.1:1' } }];
+    expect(fail(() => loadConfig({ values: { routes: bad } }))).toMatch(
+      /^config: routes\[0\]\.origins\.nowhere: unknown environment/,
+    );
+    const badPolicy = [
+      { name: 'r', prefix: '/x', auth: 'none', origins: { production: 'http://a' }, rate_limit: 'zzz' },
+    ];
+    expect(fail(() => loadConfig({ values: { routes: badPolicy } }))).toMatch(/routes\[0\]\.rate_limit/);
+    expect(fail(() => loadConfig({ values: { routes: [{ prefix: 'x' }] } }))).toMatch(/^config: routes\[0\]\./);
+    expect(fail(() => loadConfig({ env: { WAKEGATE_ADMIN_KEY: 'nope' } }))).toMatch(/^config: admin_key: /);
+    expect(fail(() => loadConfig({ file: '/nonexistent.yaml' }))).toMatch(/cannot read/);
+    expect(
+      fail(() =>
+        loadConfig({
+          values: { routes: [{ name: 'a', prefix: '/a', auth: 'required', origins: { production: 'http://a' } }] },
+        }),
+      ),
+    ).toMatch(/routes\[0\]\.scopes/);
+  });
+});
