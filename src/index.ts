@@ -1,1 +1,4 @@
-export {};
+export { Gateway, type GatewayOptions } from './app.js';
+export { type Clock, ManualClock, systemClock } from './clock.js';
+export { type Config, ConfigError, loadConfig } from './config/index.js';
+export { wireGateway } from './wire.js';

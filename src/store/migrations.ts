@@ -46,6 +46,44 @@ export const MIGRATIONS: Migration[] = [
       SETTINGS non_replicated_deduplication_window = 10000`,
     ],
   },
+  {
+    version: 2,
+    name: 'api_keys',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS {db}.api_keys (
+        id String,
+        environment LowCardinality(String),
+        label String,
+        consumer String,
+        scopes Array(String),
+        rate_limit String,
+        replaces String,
+        secret_hash String,
+        created_at DateTime64(3, 'UTC'),
+        revoke_at Nullable(DateTime64(3, 'UTC')),
+        revoked_at Nullable(DateTime64(3, 'UTC')),
+        updated_at DateTime64(3, 'UTC')
+      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY id`,
+      `CREATE TABLE IF NOT EXISTS {db}.key_usage (
+        key_id String,
+        last_used_at DateTime64(3, 'UTC')
+      ) ENGINE = ReplacingMergeTree(last_used_at) ORDER BY key_id`,
+    ],
+  },
+  {
+    version: 3,
+    name: 'events',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS {db}.events (
+        id String,
+        environment LowCardinality(String),
+        type LowCardinality(String),
+        created_at DateTime64(3, 'UTC'),
+        data String
+      ) ENGINE = ReplacingMergeTree ORDER BY (created_at, id)
+      SETTINGS non_replicated_deduplication_window = 10000`,
+    ],
+  },
 ];
 
 const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (

@@ -1,0 +1,38 @@
+import type { KeyRing } from '../auth/keyring.js';
+import type { KeyService } from '../auth/keys-service.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import type { RequestLimiter } from '../ratelimit/types.js';
+import type { KeyRecord } from '../store/keys.js';
+import type { WakeQuerier } from '../store/wakes.js';
+
+/** What the /v2 API is handed; each plugin takes what it needs from here. */
+export interface ApiDeps {
+  config: Readonly<Config>;
+  clock: Clock;
+  log: Logger;
+  ring: KeyRing;
+  keys: KeyService;
+  wakes: WakeQuerier;
+  limiter: RequestLimiter | null;
+  /** Optional services added by later layers (webhooks, replay). */
+  extra?: Record<string, unknown>;
+}
+
+/** Per-route settings read by the auth hook. */
+export interface RouteAuth {
+  /** Scope the operation needs; null for public documents. */
+  scope: string | null;
+  /** A rate-limit policy drawn from in addition to the key's bucket. */
+  policy?: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    key: KeyRecord;
+  }
+  interface FastifyContextConfig {
+    auth?: RouteAuth;
+  }
+}

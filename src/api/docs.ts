@@ -1,0 +1,21 @@
+import type { z } from 'zod';
+
+/** What the OpenAPI document says of one route; kept beside the route's own schemas. */
+export interface RouteDoc {
+  method: string;
+  /** fastify form: /v2/wakes/:wake_id */
+  url: string;
+  summary: string;
+  scope: string | null;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  success: number;
+  object?: string;
+  errors: number[];
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    doc?: Omit<RouteDoc, 'method' | 'url' | 'scope'>;
+  }
+}

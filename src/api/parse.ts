@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import { GatewayError } from '../errors.js';
+
+/** A query parameter holding a whole number in [min, max]. */
+export const intParam = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^-?\d{1,10}$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+function paramOf(issue: z.core.$ZodIssue, prefix: string): string {
+  if (issue.code === 'unrecognized_keys') return [...issue.path, issue.keys[0]].join('.') || prefix;
+  const p = issue.path
+    .map((s, i) => (typeof s === 'number' ? `[${s}]` : i === 0 ? String(s) : `.${String(s)}`))
+    .join('');
+  return p || prefix;
+}
+
+function describe(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys') return `unknown parameter ${JSON.stringify(issue.keys[0])}`;
+  if (issue.code === 'invalid_type' && issue.input === undefined) return 'is required';
+  return issue.message;
+}
+
+/**
+ * Parses input with a schema; the first problem becomes 400 invalid_request naming
+ * the offending parameter (`param`).
+ */
+export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what: 'query' | 'body'): z.output<S> {
+  if (what === 'body' && (input === undefined || input === null)) input = {};
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0] as z.core.$ZodIssue;
+  const param = paramOf(issue, what);
+  throw new GatewayError('invalid_request', `${param}: ${describe(issue)}`, param);
+}

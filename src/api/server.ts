@@ -1,0 +1,148 @@
+import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
+import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
+import { errorBody, GatewayError } from '../errors.js';
+import type { ApiDeps } from './context.js';
+import type { RouteDoc } from './docs.js';
+import { keysPlugin } from './keys.js';
+import { openapiPlugin } from './openapi.js';
+import { wakesPlugin } from './wakes.js';
+
+export type ApiPlugin = (app: FastifyInstance, deps: ApiDeps) => Promise<void> | void;
+
+/** Maps every error to DESIGN.md's body; unknown errors become 500 internal_error. */
+function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (!(err instanceof Error)) return new GatewayError('internal_error');
+  const code = (err as FastifyError).code;
+  switch (code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new GatewayError('payload_too_large', 'the request body is larger than the limit');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new GatewayError(
+        'invalid_request',
+        'bodies must be sent as Content-Type: application/json',
+        'content-type',
+      );
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new GatewayError('invalid_request', 'the body is empty; send a JSON object', 'body');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new GatewayError('invalid_request', 'Content-Length does not match the body', 'content-length');
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return new GatewayError('invalid_request', 'the Content-Type header is not valid', 'content-type');
+  }
+  const status = (err as FastifyError).statusCode;
+  if (status && status >= 400 && status < 500) return new GatewayError('invalid_request', err.message);
+  return new GatewayError('internal_error');
+}
+
+/**
+ * Builds the /v2 management API. The gateway owns the HTTP server; `handler` is
+ * what the gateway's listener calls for /v2 management paths.
+ */
+export async function buildApi(
+  deps: ApiDeps,
+  server: Server,
+  plugins: ApiPlugin[] = [],
+): Promise<{ app: FastifyInstance; handler: (req: IncomingMessage, res: ServerResponse) => void }> {
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
+  const app = Fastify({
+    logger: false,
+    bodyLimit: deps.config.server.api_body_limit_bytes,
+    serverFactory: (h) => {
+      handler = h;
+      return server;
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    return503OnClosing: true,
+  });
+
+  // JSON only; invalid UTF-8 is refused rather than silently replaced.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
+    if (!isUtf8(body)) {
+      done(new GatewayError('invalid_request', 'the body is not valid UTF-8', 'body'), undefined);
+      return;
+    }
+    if (body.length === 0) {
+      done(null, undefined);
+      return;
+    }
+    try {
+      done(null, JSON.parse(body.toString('utf8')));
+    } catch (e) {
+      done(
+        new GatewayError('invalid_request', `the body is not valid JSON: ${(e as Error).message}`, 'body'),
+        undefined,
+      );
+    }
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const g = toGatewayError(err);
+    if (g.type === 'internal_error') deps.log.error('unhandled API error', { err, url: request.url });
+    const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
+    if (g.status === 401) reply.header('www-authenticate', 'Bearer');
+    if (g.retryAfter !== null) reply.header('retry-after', String(g.retryAfter));
+    reply
+      .code(g.status)
+      .type('application/json; charset=utf-8')
+      .send(errorBody(g.type, wakeId, g.message, g.param, g.retryAfter));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
+    reply
+      .code(404)
+      .send(errorBody('resource_missing', wakeId, `no such endpoint: ${request.method} ${request.url.split('?')[0]}`));
+  });
+
+  app.decorateRequest('key', null as never);
+  app.addHook('onRequest', async (request, reply) => {
+    const auth = request.routeOptions.config.auth;
+    if (!auth || auth.scope === null) return;
+    const x = (request.raw as WithExchange)[EXCHANGE];
+    const now = deps.clock.now();
+    const a = authenticate(deps.ring, request.headers.authorization, now);
+    if (a.error) {
+      if (x && a.key) {
+        x.key = a.key;
+        x.consumer = a.key.consumer;
+        x.environment = a.key.environment;
+      }
+      throw a.error;
+    }
+    const key = a.key;
+    if (x) {
+      x.key = key;
+      x.consumer = key.consumer;
+      x.environment = key.environment;
+    }
+    deps.ring.touch(key.id, now);
+    if (!hasScope(key, auth.scope)) throw scopeError(auth.scope);
+    if (deps.limiter) {
+      const d = deps.limiter.check(key, request.ip, auth.policy ?? null, now);
+      for (let i = 0; i < d.headers.length; i += 2) reply.header(d.headers[i] as string, d.headers[i + 1]);
+      if (!d.allowed) throw new GatewayError('rate_limit_exceeded', undefined, null, d.retryAfter);
+    }
+    request.key = key;
+  });
+
+  const docs: RouteDoc[] = [];
+  app.addHook('onRoute', (r) => {
+    const doc = r.config?.doc;
+    if (!doc) return;
+    for (const method of [r.method].flat()) {
+      if (method === 'HEAD') continue;
+      docs.push({ ...doc, method, url: r.url, scope: r.config?.auth?.scope ?? null });
+    }
+  });
+  await app.register(async (scoped) => {
+    for (const p of [wakesPlugin, keysPlugin, ...plugins, openapiPlugin(docs)]) await p(scoped, deps);
+  });
+  await app.ready();
+  if (!handler) throw new Error('fastify did not hand over its request handler');
+  return { app, handler };
+}

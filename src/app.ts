@@ -1,0 +1,286 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { ApiDeps } from './api/context.js';
+import { type ApiPlugin, buildApi } from './api/server.js';
+import { KeyRing } from './auth/keyring.js';
+import { KeyService } from './auth/keys-service.js';
+import { Batcher, type Sink } from './capture/batcher.js';
+import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
+import { Spool } from './capture/spool.js';
+import { type Clock, systemClock } from './clock.js';
+import type { Config } from './config/index.js';
+import { EventBus } from './events/bus.js';
+import { createLogger, type Logger } from './log.js';
+import { createMetrics, type Metrics } from './metrics/index.js';
+import { createOpsServer } from './ops.js';
+import { ProxyHandler } from './proxy/handler.js';
+import { RouteTable } from './proxy/routes.js';
+import { handleUpgrade } from './proxy/websocket.js';
+import type { RequestLimiter } from './ratelimit/types.js';
+import { openStore, type Store } from './store/client.js';
+import { EventTable } from './store/events.js';
+import { KeyTable } from './store/keys.js';
+import { migrate, migrationsApplied } from './store/migrations.js';
+import { type Wake, WakeInserter, WakeQuerier } from './store/wakes.js';
+
+export interface GatewayOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** Replaces the wake inserter (tests inject a failing one). */
+  wakeSink?: (real: Sink<Wake>) => Sink<Wake>;
+  /** How often spooled batches are retried while storage is down. */
+  spoolRetryMs?: number;
+}
+
+const MANAGEMENT = ['/v2/wakes', '/v2/api-keys', '/v2/webhooks', '/v2/openapi.json'];
+
+/** True for the paths the /v2 management API owns; everything else is proxied. */
+export function isManagementPath(url: string): boolean {
+  if (url.charCodeAt(1) !== 118 || !url.startsWith('/v2/')) return false;
+  for (const p of MANAGEMENT) {
+    if (url.startsWith(p)) {
+      const c = url.charCodeAt(p.length);
+      if (Number.isNaN(c) || c === 47 || c === 63) return true;
+    }
+  }
+  return false;
+}
+
+/** The whole gateway, built from a config: start() listens, stop() drains and flushes. */
+export class Gateway {
+  readonly metrics: Metrics;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly server: http.Server;
+  readonly ops: http.Server;
+  private api: FastifyInstance | null = null;
+  private stopping: Promise<void> | null = null;
+  /** Secret of a bootstrap admin key generated on this start (printed once by main). */
+  generatedAdminSecret: string | null = null;
+  ring!: KeyRing;
+  keys!: KeyService;
+  events!: EventBus;
+  batcher!: Batcher<Wake>;
+  wakes!: WakeQuerier;
+  proxy!: ProxyHandler;
+  limiter: RequestLimiter | null = null;
+  store!: Store;
+  private apiPlugins: ApiPlugin[] = [];
+  private readonly stopHooks: (() => Promise<void> | void)[] = [];
+
+  constructor(
+    readonly config: Readonly<Config>,
+    private readonly opts: GatewayOptions = {},
+  ) {
+    this.clock = opts.clock ?? systemClock;
+    this.log = opts.log ?? createLogger(config.log.level);
+    this.metrics = createMetrics();
+    const s = config.server;
+    this.server = http.createServer({
+      maxHeaderSize: s.max_header_bytes,
+      headersTimeout: s.headers_timeout_ms,
+      requestTimeout: s.request_timeout_ms,
+      keepAliveTimeout: s.keep_alive_timeout_ms,
+      // The gateway answers 431 / 400 itself for malformed requests (see clientError below).
+      requireHostHeader: false,
+    });
+    this.server.maxConnections = s.max_connections;
+    this.ops = createOpsServer({
+      metrics: this.metrics,
+      refresh: () => this.refreshGauges(),
+      ready: () => this.readiness(),
+    });
+  }
+
+  /** Adds /v2 routes (later layers: webhooks); call before start(). */
+  use(plugin: ApiPlugin): void {
+    this.apiPlugins.push(plugin);
+  }
+
+  onStop(hook: () => Promise<void> | void): void {
+    this.stopHooks.push(hook);
+  }
+
+  /** Opens storage, applies migrations, loads keys, builds the pipeline. Does not listen yet. */
+  async init(): Promise<void> {
+    const cfg = this.config;
+    this.store = await openStore(cfg.storage);
+    const applied = await migrate(this.store);
+    if (applied.length) this.log.info('migrations applied', { versions: applied });
+    const keyTable = new KeyTable(this.store);
+    this.ring = new KeyRing(keyTable, this.clock, this.log);
+    await this.ring.load();
+    this.events = new EventBus(new EventTable(this.store), this.clock, this.log);
+    this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
+    const boot = await this.keys.bootstrap(cfg.admin_key);
+    this.generatedAdminSecret = boot.secret;
+    if (boot.created) this.log.info('bootstrap admin key installed', { key_id: boot.created.id });
+
+    const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
+    const realSink: Sink<Wake> = (rows, token) => inserter.insert(rows, token);
+    const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
+    const spool = new Spool<Wake>(join(cfg.storage.data_dir, 'spool', 'wakes'), cfg.storage.spool_max_bytes);
+    this.batcher = new Batcher<Wake>(
+      {
+        batchRows: cfg.capture.batch_rows,
+        flushIntervalMs: cfg.capture.flush_interval_ms,
+        maxBufferedRows: cfg.capture.max_buffered_rows,
+        retryIntervalMs: this.opts.spoolRetryMs ?? 1000,
+      },
+      sink,
+      spool,
+      this.log,
+    );
+    this.batcher.onDrop = (n, reason) => this.metrics.wakesDropped.labels(reason).inc(n);
+    this.batcher.onFlush = (n, ms) => {
+      this.metrics.wakesFlushed.inc(n);
+      this.metrics.flushDuration.observe(ms / 1000);
+    };
+    this.wakes = new WakeQuerier(this.store);
+    const recorder = new Recorder(this.clock, this.metrics, cfg.server.region, (w) => this.batcher.push(w));
+    const proxyDeps = {
+      routes: new RouteTable(cfg.routes, cfg.environments),
+      ring: this.ring,
+      limiter: this.limiter,
+      recorder,
+      metrics: this.metrics,
+      log: this.log,
+    };
+    this.proxy = new ProxyHandler(proxyDeps);
+    const apiDeps: ApiDeps = {
+      config: cfg,
+      clock: this.clock,
+      log: this.log,
+      ring: this.ring,
+      keys: this.keys,
+      wakes: this.wakes,
+      limiter: this.limiter,
+    };
+    const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, this.apiPlugins);
+    this.api = app;
+    const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const url = req.url ?? '/';
+      if (!isManagementPath(url)) return this.proxy.handle(req, res);
+      const x = recorder.begin();
+      x.route = 'v2';
+      x.environment = fallbackEnv;
+      (req as WithExchange)[EXCHANGE] = x;
+      res.setHeader('x-wake-id', x.id);
+      res.on('close', () => {
+        x.status = res.writableFinished ? res.statusCode : 499;
+        x.reqBytes = Number(req.headers['content-length'] ?? 0) || 0;
+        x.resBytes = Number(res.getHeader('content-length') ?? 0) || 0;
+        recorder.finish(req, x);
+      });
+      apiHandler(req, res);
+    });
+    this.server.on('upgrade', (req, socket, head) => handleUpgrade(proxyDeps, req, socket, head));
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) return socket.destroy();
+      const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+      const type = code === 431 ? 'request_header_fields_too_large' : 'invalid_request';
+      const body = JSON.stringify({
+        error: {
+          type,
+          message: code === 408 ? 'request timed out' : 'malformed request',
+          param: null,
+          retry_after: null,
+          wake_id: null,
+        },
+      });
+      const text = code === 431 ? 'Request Header Fields Too Large' : code === 408 ? 'Request Timeout' : 'Bad Request';
+      socket.end(
+        `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    });
+    this.ring.start(cfg.storage.key_poll_interval_ms);
+    this.keys.start();
+  }
+
+  /** Sets the rate limiter; call before init(). */
+  setLimiter(l: RequestLimiter): void {
+    this.limiter = l;
+  }
+
+  async start(): Promise<{ port: number; opsPort: number }> {
+    if (!this.store) await this.init();
+    const s = this.config.server;
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(s.port, s.host, () => resolve());
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.ops.once('error', reject);
+      this.ops.listen(s.ops_port, s.ops_host, () => resolve());
+    });
+    const port = (this.server.address() as AddressInfo).port;
+    const opsPort = (this.ops.address() as AddressInfo).port;
+    this.log.info('wakegate listening', { port, ops_port: opsPort, routes: this.config.routes.length });
+    return { port, opsPort };
+  }
+
+  refreshGauges(): void {
+    const m = this.metrics;
+    const st = this.batcher.stats;
+    m.wakesBuffered.set(this.batcher.buffered);
+    m.spoolBytes.set(st.spoolBytes);
+    m.spoolBatches.set(st.spoolBatches);
+    m.storageUp.set(st.storageUp ? 1 : 0);
+    m.keysHeld.set(this.ring.size);
+  }
+
+  private async readiness(): Promise<{ ok: boolean; body: Record<string, unknown> }> {
+    if (!this.store || this.stopping) return { ok: false, body: { status: this.stopping ? 'stopping' : 'starting' } };
+    const st = this.batcher.stats;
+    let storage = 'up';
+    let migrations = false;
+    try {
+      migrations = await migrationsApplied(this.store);
+    } catch {
+      storage = 'down';
+    }
+    if (!st.storageUp) storage = 'down';
+    // During a storage outage the gateway still serves (wakes go to the spool),
+    // so it stays ready; the body and the metrics show the outage.
+    const ok = storage === 'up' ? migrations : st.spoolBatches >= 0;
+    return {
+      ok,
+      body: {
+        status: storage === 'up' ? (migrations ? 'ready' : 'migrations pending') : 'degraded',
+        storage,
+        migrations_applied: migrations,
+        wakes_buffered: this.batcher.buffered,
+        spool_bytes: st.spoolBytes,
+        spool_batches: st.spoolBatches,
+      },
+    };
+  }
+
+  /** Stops accepting, finishes in-flight requests, flushes every buffered wake and event. */
+  stop(graceMs = 10_000): Promise<void> {
+    this.stopping ??= (async () => {
+      const closed = new Promise<void>((r) => this.server.close(() => r()));
+      this.server.closeIdleConnections();
+      const idle = setInterval(() => this.server.closeIdleConnections(), 100);
+      const force = setTimeout(() => this.server.closeAllConnections(), graceMs);
+      await closed;
+      clearInterval(idle);
+      clearTimeout(force);
+      for (const h of this.stopHooks) await h();
+      this.keys?.stop();
+      await this.batcher?.stop();
+      await this.events?.flush();
+      await this.ring?.stop();
+      this.proxy?.close();
+      await this.api?.close();
+      await new Promise<void>((r) => this.ops.close(() => r()));
+      this.ops.closeAllConnections();
+      await this.store?.close();
+      this.log.info('wakegate stopped');
+    })();
+    return this.stopping;
+  }
+}

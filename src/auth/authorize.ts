@@ -1,0 +1,44 @@
+import { GatewayError } from '../errors.js';
+import type { KeyRecord } from '../store/keys.js';
+import type { KeyRing } from './keyring.js';
+import { bearerToken } from './secrets.js';
+
+/** True when the key is revoked at `now`: immediately, or because its scheduled instant has come. */
+export function isRevoked(k: KeyRecord, now: number): boolean {
+  return (k.revoked_at !== null && k.revoked_at <= now) || (k.revoke_at !== null && k.revoke_at <= now);
+}
+
+/** A revoked key is still identified (`key` set with the error), so its wake names it for leak review. */
+export type AuthOutcome = { key: KeyRecord; error: null } | { key: KeyRecord | null; error: GatewayError };
+
+const MISSING = new GatewayError('authentication_required');
+const MALFORMED = new GatewayError(
+  'authentication_required',
+  'the Authorization header must be "Bearer svc_live_..." or "Bearer svc_test_..."',
+);
+const UNKNOWN = new GatewayError('authentication_required', 'this key is not known');
+const REVOKED = new GatewayError('key_revoked');
+
+/**
+ * Checks an Authorization header against the key ring. Never throws and never
+ * touches storage; the errors are shared constants, so a flood of bad keys
+ * allocates little.
+ */
+export function authenticate(ring: KeyRing, header: string | undefined, now: number): AuthOutcome {
+  if (header === undefined || header === '') return { key: null, error: MISSING };
+  const token = bearerToken(header);
+  if (token === null) return { key: null, error: MALFORMED };
+  const key = ring.bySecret(token);
+  if (!key) return { key: null, error: UNKNOWN };
+  if (isRevoked(key, now)) return { key, error: REVOKED };
+  return { key, error: null };
+}
+
+/** Explicit scopes only: no wildcard, no inheritance. */
+export function hasScope(key: KeyRecord, scope: string): boolean {
+  return key.scopes.includes(scope);
+}
+
+export function scopeError(scope: string): GatewayError {
+  return new GatewayError('insufficient_scope', `this key lacks the scope ${scope}`);
+}

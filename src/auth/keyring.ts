@@ -1,0 +1,125 @@
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { KeyRecord, KeyTable } from '../store/keys.js';
+import { hashSecret } from './secrets.js';
+
+/** Overlap between polls, so a write stamped by a slightly late clock is not missed. */
+const POLL_OVERLAP_MS = 5_000;
+
+/**
+ * The in-memory mirror of every API key. The proxy's hot path reads it and never
+ * touches storage: a key unknown here is unknown, so a flood of random keys costs
+ * one hash and one map miss each. Keys written by this instance are applied at
+ * once; keys written by other instances arrive through a poll (every second by
+ * default), so a revocation elsewhere takes effect here within about 2 s.
+ */
+export class KeyRing {
+  private readonly byHash = new Map<string, KeyRecord>();
+  private readonly byId = new Map<string, KeyRecord>();
+  private readonly usage = new Map<string, number>();
+  private readonly dirtyUsage = new Map<string, number>();
+  private maxUpdated = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private polling: Promise<void> | null = null;
+
+  constructor(
+    private readonly table: KeyTable,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  async load(): Promise<void> {
+    for (const k of await this.table.changedSince(0)) this.apply(k);
+  }
+
+  /** Applies one key version if it is newer than what is held. */
+  apply(k: KeyRecord): void {
+    const held = this.byId.get(k.id);
+    if (held && held.updated_at > k.updated_at) return;
+    if (held && held.secret_hash !== k.secret_hash) this.byHash.delete(held.secret_hash);
+    this.byId.set(k.id, k);
+    this.byHash.set(k.secret_hash, k);
+    if (k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
+  }
+
+  async poll(): Promise<void> {
+    if (this.polling) return this.polling;
+    this.polling = (async () => {
+      try {
+        for (const k of await this.table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
+      } catch (e) {
+        this.log.warn('key poll failed; keeping the keys held', { err: e as Error });
+      } finally {
+        this.polling = null;
+      }
+    })();
+    return this.polling;
+  }
+
+  bySecret(secret: string): KeyRecord | undefined {
+    return this.byHash.get(hashSecret(secret));
+  }
+
+  byHashValue(hash: string): KeyRecord | undefined {
+    return this.byHash.get(hash);
+  }
+
+  get(id: string): KeyRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  all(): IterableIterator<KeyRecord> {
+    return this.byId.values();
+  }
+
+  /** Records a use, to the second; written back in batches by flushUsage(). */
+  touch(id: string, now: number): void {
+    const sec = now - (now % 1000);
+    if (this.usage.get(id) === sec) return;
+    this.usage.set(id, sec);
+    this.dirtyUsage.set(id, sec);
+  }
+
+  lastUsedInMemory(id: string): number | undefined {
+    return this.usage.get(id);
+  }
+
+  async flushUsage(): Promise<void> {
+    if (this.dirtyUsage.size === 0) return;
+    const batch = new Map(this.dirtyUsage);
+    this.dirtyUsage.clear();
+    try {
+      await this.table.writeUsage(batch);
+    } catch (e) {
+      // Put them back unless a newer use arrived meanwhile; the next flush retries.
+      for (const [id, t] of batch) if (!this.dirtyUsage.has(id)) this.dirtyUsage.set(id, t);
+      this.log.warn('writing key usage failed; will retry', { err: e as Error });
+    }
+  }
+
+  start(pollMs: number, usageFlushMs = 5_000): void {
+    let ticks = 0;
+    const every = Math.max(1, Math.round(usageFlushMs / pollMs));
+    this.timer = setInterval(() => {
+      void this.poll();
+      if (++ticks % every === 0) void this.flushUsage();
+    }, pollMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.polling) await this.polling;
+    await this.flushUsage();
+  }
+
+  /** The clock this ring judges revocation by. */
+  now(): number {
+    return this.clock.now();
+  }
+}

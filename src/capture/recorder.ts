@@ -1,0 +1,89 @@
+import type { IncomingMessage } from 'node:http';
+import type { Clock } from '../clock.js';
+import { newWakeId } from '../ids.js';
+import { type Metrics, methodLabel, statusClass } from '../metrics/index.js';
+import type { KeyRecord } from '../store/keys.js';
+import type { Wake } from '../store/wakes.js';
+
+/** Per-request state, kept on one object so the hot path allocates little. */
+export interface Exchange {
+  id: string;
+  /** Clock time of arrival (ms); the wake's captured_at and its id's time part. */
+  start: number;
+  /** performance.now() at arrival. */
+  t0: number;
+  route: string;
+  key: KeyRecord | null;
+  consumer: string;
+  environment: string;
+  reqBytes: number;
+  resBytes: number;
+  status: number;
+  /** performance.now() when the request went upstream (0 if it never did). */
+  tUp: number;
+  done: boolean;
+}
+
+const MAX_UA = 512;
+
+/** Turns finished exchanges into wakes (and request metrics) and hands them to capture. */
+export class Recorder {
+  constructor(
+    private readonly clock: Clock,
+    private readonly metrics: Metrics,
+    private readonly region: string,
+    private readonly capture: (w: Wake) => void,
+  ) {}
+
+  begin(): Exchange {
+    const start = this.clock.now();
+    return {
+      id: newWakeId(start),
+      start,
+      t0: performance.now(),
+      route: '',
+      key: null,
+      consumer: 'anonymous',
+      environment: '',
+      reqBytes: 0,
+      resBytes: 0,
+      status: 0,
+      tUp: 0,
+      done: false,
+    };
+  }
+
+  /** Records the exchange as a wake, once. */
+  finish(req: IncomingMessage, x: Exchange): void {
+    if (x.done) return;
+    x.done = true;
+    const end = performance.now();
+    const m = this.metrics;
+    m.requests.labels(x.route || 'none', methodLabel(req.method), statusClass(x.status)).inc();
+    if (x.tUp > 0) m.upstreamLatency.labels(x.route).observe((end - x.tUp) / 1000);
+    const ua = req.headers['user-agent'];
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    this.capture({
+      id: x.id,
+      method: req.method ?? '',
+      path: q === -1 ? url : url.slice(0, q),
+      route: x.route,
+      status: x.status,
+      latency_ms: Math.round(end - x.t0),
+      consumer: x.consumer,
+      key_id: x.key?.id ?? '',
+      environment: x.environment,
+      region: this.region,
+      captured_at: x.start,
+      request_bytes: x.reqBytes,
+      response_bytes: x.resBytes,
+      client_ip: req.socket.remoteAddress ?? '',
+      user_agent: ua === undefined ? '' : ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua,
+    });
+  }
+}
+
+/** Where the exchange of a /v2 call is kept on its request. */
+export const EXCHANGE: unique symbol = Symbol('wakegate.exchange');
+export type WithExchange = IncomingMessage & { [EXCHANGE]?: Exchange };

@@ -1,0 +1,133 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Bounded label values: known methods, else OTHER. */
+export const methodLabel = (m: string | undefined): string => (m && METHODS.has(m) ? m : 'OTHER');
+const CLASSES = ['1xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
+export const statusClass = (s: number): string => CLASSES[Math.floor(s / 100)] ?? 'other';
+
+/** Every instrument of the gateway. Labels stay bounded: route names, methods, status classes, policy names. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'wakegate_' });
+  const requests = new Counter({
+    name: 'wakegate_requests_total',
+    help: 'Requests served, by route, method and status class',
+    labelNames: ['route', 'method', 'status_class'] as const,
+    registers: [registry],
+  });
+  const upstreamLatency = new Histogram({
+    name: 'wakegate_upstream_latency_seconds',
+    help: 'Time from sending a request upstream to the end of its response',
+    labelNames: ['route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const overhead = new Histogram({
+    name: 'wakegate_gateway_overhead_seconds',
+    help: 'Time the gateway spends on a request before it goes upstream (routing, key check, rate limit)',
+    labelNames: ['route'] as const,
+    buckets: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01],
+    registers: [registry],
+  });
+  const wakesBuffered = new Gauge({
+    name: 'wakegate_wakes_buffered',
+    help: 'Wakes waiting in memory to be written',
+    registers: [registry],
+  });
+  const wakesFlushed = new Counter({
+    name: 'wakegate_wakes_flushed_total',
+    help: 'Wakes written to storage',
+    registers: [registry],
+  });
+  const wakesDropped = new Counter({
+    name: 'wakegate_wakes_dropped_total',
+    help: 'Wakes dropped, by reason (buffer_full, spool_full, storage_failed)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const flushDuration = new Histogram({
+    name: 'wakegate_flush_duration_seconds',
+    help: 'Duration of one batched insert of wakes',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const spoolBytes = new Gauge({
+    name: 'wakegate_spool_bytes',
+    help: 'Bytes of wakes spooled on disk while storage is unavailable',
+    registers: [registry],
+  });
+  const spoolBatches = new Gauge({
+    name: 'wakegate_spool_batches',
+    help: 'Batches of wakes spooled on disk, waiting to be replayed',
+    registers: [registry],
+  });
+  const storageUp = new Gauge({
+    name: 'wakegate_storage_up',
+    help: '1 when the last write to storage succeeded, 0 during an outage',
+    registers: [registry],
+  });
+  const keysHeld = new Gauge({ name: 'wakegate_keys', help: 'API keys held in memory', registers: [registry] });
+  const rateLimited = new Counter({
+    name: 'wakegate_rate_limited_total',
+    help: 'Requests refused by a rate limit, by policy',
+    labelNames: ['policy'] as const,
+    registers: [registry],
+  });
+  const buckets = new Gauge({
+    name: 'wakegate_ratelimit_buckets',
+    help: 'Token buckets held in memory',
+    registers: [registry],
+  });
+  const deliveries = new Counter({
+    name: 'wakegate_webhook_deliveries_total',
+    help: 'Webhook delivery attempts, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const deliveryLatency = new Histogram({
+    name: 'wakegate_webhook_attempt_seconds',
+    help: 'Duration of one webhook delivery attempt',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const deliveryQueue = new Gauge({
+    name: 'wakegate_webhook_queue_depth',
+    help: 'Webhook deliveries pending (waiting for an attempt)',
+    registers: [registry],
+  });
+  const deliveryOldest = new Gauge({
+    name: 'wakegate_webhook_oldest_pending_seconds',
+    help: 'Age of the oldest pending webhook delivery',
+    registers: [registry],
+  });
+  const eventsShed = new Counter({
+    name: 'wakegate_events_shed_total',
+    help: 'Events not turned into deliveries because the event queue was full, by type',
+    labelNames: ['type'] as const,
+    registers: [registry],
+  });
+  return {
+    registry,
+    requests,
+    upstreamLatency,
+    overhead,
+    wakesBuffered,
+    wakesFlushed,
+    wakesDropped,
+    flushDuration,
+    spoolBytes,
+    spoolBatches,
+    storageUp,
+    keysHeld,
+    rateLimited,
+    buckets,
+    deliveries,
+    deliveryLatency,
+    deliveryQueue,
+    deliveryOldest,
+    eventsShed,
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

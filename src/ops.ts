@@ -1,0 +1,43 @@
+import http from 'node:http';
+import type { Metrics } from './metrics/index.js';
+
+export interface OpsDeps {
+  metrics: Metrics;
+  /** Refreshes gauges just before a scrape. */
+  refresh: () => void;
+  /** Readiness: whether the gateway can serve, and what to say about it. */
+  ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
+}
+
+/** The ops listener: /metrics, /healthz, /readyz. */
+export function createOpsServer(d: OpsDeps): http.Server {
+  return http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    const json = (status: number, body: unknown) => {
+      const s = JSON.stringify(body);
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
+      res.end(s);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return json(405, { status: 'method not allowed' });
+    if (path === '/healthz') return json(200, { status: 'ok' });
+    if (path === '/readyz') {
+      d.ready().then(
+        (r) => json(r.ok ? 200 : 503, r.body),
+        (e: Error) => json(503, { status: 'not ready', error: e.message }),
+      );
+      return;
+    }
+    if (path === '/metrics') {
+      d.refresh();
+      d.metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': d.metrics.registry.contentType });
+          res.end(text);
+        },
+        () => json(500, { status: 'metrics failed' }),
+      );
+      return;
+    }
+    json(404, { status: 'not found' });
+  });
+}

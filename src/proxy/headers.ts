@@ -1,0 +1,101 @@
+/**
+ * Hop-by-hop header fields (RFC 9110 §7.6.1), which apply to one connection and
+ * are never forwarded, plus the fields a proxy consumes itself
+ * (Proxy-Authorization, RFC 9110 §11.7.2; Proxy-Connection, a legacy form).
+ */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+]);
+
+export interface ForwardHeadersOptions {
+  /** Drop the Authorization header (the gateway checked the key it carried). */
+  dropAuthorization: boolean;
+  clientIp: string;
+  proto: string;
+  /** Host of the origin, sent as Host. */
+  originHost: string;
+  /** Identity of the checked key, as x-wakegate-* headers. */
+  identity: [keyId: string, consumer: string, environment: string] | null;
+  /** Keep Connection/Upgrade (a WebSocket handshake). */
+  keepUpgrade?: boolean;
+}
+
+/** Fields named in a Connection header, lower-cased (they are hop-by-hop too). */
+function connectionTokens(raw: string[]): Set<string> | null {
+  let out: Set<string> | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    if ((raw[i] as string).length === 10 && (raw[i] as string).toLowerCase() === 'connection') {
+      for (const t of (raw[i + 1] as string).split(',')) {
+        const v = t.trim().toLowerCase();
+        if (!v) continue;
+        out ??= new Set();
+        out.add(v);
+      }
+    }
+  }
+  return out;
+}
+
+/** Request headers for the origin, as a flat raw array (names keep their case and order). */
+export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): string[] {
+  const named = connectionTokens(raw);
+  const out: string[] = [];
+  let xff: string | null = null;
+  let xfp: string | null = null;
+  let host = '';
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    const lower = name.toLowerCase();
+    if (lower === 'host') {
+      host = value;
+      continue;
+    }
+    if (lower === 'x-forwarded-for') {
+      xff = xff === null ? value : `${xff}, ${value}`;
+      continue;
+    }
+    if (lower === 'x-forwarded-proto') {
+      xfp ??= value;
+      continue;
+    }
+    if (lower === 'x-forwarded-host' || lower.startsWith('x-wakegate-')) continue;
+    if (lower === 'authorization' && o.dropAuthorization) continue;
+    if (o.keepUpgrade && (lower === 'connection' || lower === 'upgrade')) {
+      out.push(name, value);
+      continue;
+    }
+    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    out.push(name, value);
+  }
+  out.push('Host', o.originHost);
+  out.push('X-Forwarded-For', xff === null ? o.clientIp : `${xff}, ${o.clientIp}`);
+  out.push('X-Forwarded-Proto', xfp ?? o.proto);
+  if (host) out.push('X-Forwarded-Host', host);
+  if (o.identity) {
+    out.push('x-wakegate-key-id', o.identity[0], 'x-wakegate-consumer', o.identity[1]);
+    out.push('x-wakegate-environment', o.identity[2]);
+  }
+  return out;
+}
+
+/** Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`. */
+export function forwardResponseHeaders(raw: string[], extra: string[]): string[] {
+  const named = connectionTokens(raw);
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = (raw[i] as string).toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'x-wake-id') continue;
+    out.push(raw[i] as string, raw[i + 1] as string);
+  }
+  for (const h of extra) out.push(h);
+  return out;
+}

@@ -1,0 +1,101 @@
+import type { Config, RouteConfig } from '../config/index.js';
+
+export interface Origin {
+  environment: string;
+  protocol: 'http:' | 'https:';
+  hostname: string;
+  port: number;
+  /** Base path of the origin URL without a trailing slash ('' for none). */
+  basePath: string;
+  /** host[:port] as the Host header should carry it. */
+  host: string;
+}
+
+export interface Route {
+  cfg: RouteConfig;
+  name: string;
+  prefix: string;
+  /** Environment used when no key chooses one: the first origin's. */
+  defaultEnvironment: string;
+  origins: Map<string, Origin>;
+}
+
+function parseOrigin(environment: string, url: string): Origin {
+  const u = new URL(url);
+  const protocol = u.protocol === 'https:' ? 'https:' : 'http:';
+  const port = u.port ? Number(u.port) : protocol === 'https:' ? 443 : 80;
+  return {
+    environment,
+    protocol,
+    hostname: u.hostname.replace(/^\[|\]$/g, ''),
+    port,
+    basePath: u.pathname.replace(/\/+$/, ''),
+    host: u.host,
+  };
+}
+
+/** Longest-prefix route table. A prefix matches itself and anything below it (`/a` matches `/a/b`, not `/ab`). */
+export class RouteTable {
+  private readonly routes: Route[];
+
+  /** Environment of wakes that match no route: the first live environment. */
+  readonly fallbackEnvironment: string;
+
+  constructor(routes: Config['routes'], environments: Config['environments']) {
+    this.fallbackEnvironment =
+      Object.entries(environments).find(([, e]) => e.class === 'live')?.[0] ?? (Object.keys(environments)[0] as string);
+    this.routes = routes
+      .map((cfg) => {
+        const origins = new Map(Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url)]));
+        return {
+          cfg,
+          name: cfg.name,
+          prefix: cfg.prefix,
+          defaultEnvironment: Object.keys(cfg.origins)[0] as string,
+          origins,
+        };
+      })
+      .sort((a, b) => b.prefix.length - a.prefix.length);
+  }
+
+  get all(): readonly Route[] {
+    return this.routes;
+  }
+
+  /** Matches the raw (undecoded) path, so encoded tricks cannot move a request to another route. */
+  match(path: string): Route | null {
+    for (const r of this.routes) {
+      const p = r.prefix;
+      if (!path.startsWith(p)) continue;
+      if (path.length === p.length || p.endsWith('/') || path.charCodeAt(p.length) === 47) return r;
+    }
+    return null;
+  }
+}
+
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * Rejects request targets an origin could resolve to a different route than the
+ * gateway matched: dot segments (`/a/../b`, also percent-encoded), an encoded
+ * slash (`%2f`), a backslash, or anything not in origin-form (RFC 9112 §3.2.1).
+ */
+export function unsafePath(path: string): string | null {
+  if (path.charCodeAt(0) !== 47) return 'the request target must start with /';
+  if (DOT_SEGMENT.test(path)) return 'the path must not contain dot segments';
+  if (path.includes('%2f') || path.includes('%2F') || path.includes('%5c') || path.includes('%5C')) {
+    return 'the path must not contain an encoded slash or backslash';
+  }
+  if (path.includes('\\')) return 'the path must not contain a backslash';
+  return null;
+}
+
+/** Path sent upstream: the raw path (optionally without the route prefix) under the origin's base path. */
+export function upstreamPath(route: Route, origin: Origin, rawPath: string, query: string): string {
+  let p = rawPath;
+  if (route.cfg.strip_prefix && route.prefix !== '/') {
+    p = rawPath.slice(route.prefix.length);
+    if (p === '' || p.charCodeAt(0) !== 47) p = `/${p}`;
+  }
+  return origin.basePath + p + query;
+}

@@ -1,0 +1,18 @@
+import type { KeyRecord } from '../store/keys.js';
+
+/** What a limiter says of one request. */
+export interface LimitDecision {
+  allowed: boolean;
+  /** Response headers to add, as a flat raw array. */
+  headers: string[];
+  /** Seconds until a token is available (refused requests). */
+  retryAfter: number;
+  /** Name of the policy that refused the request. */
+  policy: string | null;
+}
+
+/** The gateway's view of a rate limiter, called once per request. */
+export interface RequestLimiter {
+  /** `extraPolicy`: a route's or operation's own policy, drawn from as well as the key's bucket. */
+  check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision;
+}

@@ -1,0 +1,59 @@
+import type { Store } from './client.js';
+import { queryRows } from './client.js';
+
+export interface EventRecord {
+  id: string;
+  type: string;
+  environment: string;
+  /** Milliseconds since the epoch. */
+  created_at: number;
+  data: Record<string, unknown>;
+}
+
+/** Owns the events table: every event raised, which the webhook dispatcher fans out. */
+export class EventTable {
+  constructor(private readonly store: Store) {}
+
+  async insert(events: readonly EventRecord[], token?: string): Promise<void> {
+    if (events.length === 0) return;
+    await this.store.client.insert({
+      table: `${this.store.db}.events`,
+      format: 'JSONEachRow',
+      values: events.map((e) => ({
+        id: e.id,
+        environment: e.environment,
+        type: e.type,
+        created_at: e.created_at,
+        data: JSON.stringify(e.data),
+      })),
+      ...(token ? { clickhouse_settings: { insert_deduplication_token: token } } : {}),
+    });
+  }
+
+  async list(filter: { type?: string; environment?: string } = {}, limit = 1000): Promise<EventRecord[]> {
+    const where: string[] = ['1'];
+    const params: Record<string, unknown> = { lim: limit };
+    if (filter.type) {
+      where.push('type = {type:String}');
+      params.type = filter.type;
+    }
+    if (filter.environment) {
+      where.push('environment = {env:String}');
+      params.env = filter.environment;
+    }
+    const sql = `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data
+      FROM ${this.store.db}.events FINAL WHERE ${where.join(' AND ')} ORDER BY created_at, id LIMIT {lim:UInt32}`;
+    const rows = await queryRows<{ id: string; environment: string; type: string; created_ms: string; data: string }>(
+      this.store,
+      sql,
+      params,
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      environment: r.environment,
+      type: r.type,
+      created_at: Number(r.created_ms),
+      data: JSON.parse(r.data) as Record<string, unknown>,
+    }));
+  }
+}
