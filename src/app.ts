@@ -18,7 +18,7 @@ import { createOpsServer } from './ops.js';
 import { ProxyHandler } from './proxy/handler.js';
 import { RouteTable } from './proxy/routes.js';
 import { handleUpgrade } from './proxy/websocket.js';
-import type { RequestLimiter } from './ratelimit/types.js';
+import { RateLimiter } from './ratelimit/limiter.js';
 import { openStore, type Store } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
@@ -65,7 +65,7 @@ export class Gateway {
   batcher!: Batcher<Wake>;
   wakes!: WakeQuerier;
   proxy!: ProxyHandler;
-  limiter: RequestLimiter | null = null;
+  limiter!: RateLimiter;
   store!: Store;
   private apiPlugins: ApiPlugin[] = [];
   private readonly stopHooks: (() => Promise<void> | void)[] = [];
@@ -139,6 +139,17 @@ export class Gateway {
       this.metrics.flushDuration.observe(ms / 1000);
     };
     this.wakes = new WakeQuerier(this.store);
+    this.limiter = new RateLimiter(cfg);
+    this.limiter.onWarning = (w) =>
+      this.events.emit('consumer.quota.warning', w.key.environment, {
+        key_id: w.key.id,
+        consumer: w.key.consumer,
+        threshold: w.threshold,
+        limit: w.limit,
+        used: w.used,
+        window: w.window,
+      });
+    this.limiter.start(() => this.clock.now());
     const recorder = new Recorder(this.clock, this.metrics, cfg.server.region, (w) => this.batcher.push(w));
     const proxyDeps = {
       routes: new RouteTable(cfg.routes, cfg.environments),
@@ -157,6 +168,7 @@ export class Gateway {
       keys: this.keys,
       wakes: this.wakes,
       limiter: this.limiter,
+      metrics: this.metrics,
     };
     const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, this.apiPlugins);
     this.api = app;
@@ -200,11 +212,6 @@ export class Gateway {
     this.keys.start();
   }
 
-  /** Sets the rate limiter; call before init(). */
-  setLimiter(l: RequestLimiter): void {
-    this.limiter = l;
-  }
-
   async start(): Promise<{ port: number; opsPort: number }> {
     if (!this.store) await this.init();
     const s = this.config.server;
@@ -230,6 +237,7 @@ export class Gateway {
     m.spoolBatches.set(st.spoolBatches);
     m.storageUp.set(st.storageUp ? 1 : 0);
     m.keysHeld.set(this.ring.size);
+    m.buckets.set(this.limiter.size);
   }
 
   private async readiness(): Promise<{ ok: boolean; body: Record<string, unknown> }> {
@@ -271,6 +279,7 @@ export class Gateway {
       clearTimeout(force);
       for (const h of this.stopHooks) await h();
       this.keys?.stop();
+      this.limiter?.stop();
       await this.batcher?.stop();
       await this.events?.flush();
       await this.ring?.stop();

@@ -3,6 +3,7 @@ import type { KeyService } from '../auth/keys-service.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import type { KeyRecord } from '../store/keys.js';
 import type { WakeQuerier } from '../store/wakes.js';
@@ -16,6 +17,7 @@ export interface ApiDeps {
   keys: KeyService;
   wakes: WakeQuerier;
   limiter: RequestLimiter | null;
+  metrics: Metrics;
   /** Optional services added by later layers (webhooks, replay). */
   extra?: Record<string, unknown>;
 }

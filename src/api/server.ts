@@ -124,8 +124,13 @@ export async function buildApi(
     if (!hasScope(key, auth.scope)) throw scopeError(auth.scope);
     if (deps.limiter) {
       const d = deps.limiter.check(key, request.ip, auth.policy ?? null, now);
-      for (let i = 0; i < d.headers.length; i += 2) reply.header(d.headers[i] as string, d.headers[i + 1]);
-      if (!d.allowed) throw new GatewayError('rate_limit_exceeded', undefined, null, d.retryAfter);
+      for (let i = 0; i < d.headers.length; i += 2) {
+        if (d.headers[i] !== 'retry-after') reply.header(d.headers[i] as string, d.headers[i + 1]);
+      }
+      if (!d.allowed) {
+        deps.metrics.rateLimited.labels(d.policy ?? 'unknown').inc();
+        throw new GatewayError('rate_limit_exceeded', undefined, null, d.retryAfter);
+      }
     }
     request.key = key;
   });

@@ -65,6 +65,7 @@ export const defaults = {
     dead_letter_retention_days: 30,
   },
   instance: { index: 0, count: 1 },
+  ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
   log: { level: 'info' },
   admin_key: null,
 } as const;

@@ -97,6 +97,12 @@ export const configSchema = z.strictObject({
     dead_letter_retention_days: positiveInt,
   }),
   instance: z.strictObject({ index: nonNegativeInt, count: positiveInt }),
+  ratelimit: z.strictObject({
+    /** Most token buckets held at once; past it the oldest are folded into a fixed-size sketch. */
+    max_buckets: positiveInt,
+    /** Cells of that sketch (each 8 bytes). */
+    sketch_cells: positiveInt.max(16_777_216),
+  }),
   log: z.strictObject({ level: z.enum(['debug', 'info', 'warn', 'error', 'silent']) }),
   /** Secret of the bootstrap admin key (WAKEGATE_ADMIN_KEY). Never logged. */
   admin_key: z.string().nullable(),

@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
+import type { LimitDecision } from '../../src/ratelimit/types.js';
+import type { KeyRecord } from '../../src/store/keys.js';
+
+const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
+const key = (id: string, env = 'production', rate_limit: KeyRecord['rate_limit'] = null): KeyRecord => ({
+  id,
+  environment: env,
+  label: id,
+  consumer: id,
+  scopes: [],
+  rate_limit,
+  replaces: null,
+  secret_hash: id,
+  created_at: 0,
+  revoke_at: null,
+  revoked_at: null,
+  updated_at: 0,
+});
+const limiter = (over: Record<string, unknown> = {}) => new RateLimiter(loadConfig({ values: over }));
+const header = (d: LimitDecision, name: string) => d.headers[d.headers.indexOf(name) + 1];
+function drain(
+  l: RateLimiter,
+  k: KeyRecord | null,
+  n: number,
+  now: number,
+  policy: string | null = null,
+  ip = '1.1.1.1',
+): number {
+  let ok = 0;
+  for (let i = 0; i < n; i++) if (l.check(k, ip, policy, now).allowed) ok++;
+  return ok;
+}
+
+describe('token buckets', () => {
+  it('default policy: exactly 9,000 at once, then 100 a second', () => {
+    const l = limiter();
+    const k = key('a');
+    expect(drain(l, k, 9000, T0)).toBe(9000);
+    const refused = l.check(k, '', null, T0);
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfter).toBe(1);
+    expect(drain(l, k, 1000, T0 + 1000)).toBe(100);
+    expect(drain(l, k, 1000, T0 + 1010)).toBe(1);
+    expect(drain(l, k, 10_000, T0 + 61_010)).toBe(6000);
+  });
+
+  it('retry-after is the true wait for one token, rounded up to whole seconds', () => {
+    const l = limiter();
+    const k = key('w');
+    expect(drain(l, k, 120, T0, 'webhook_registration')).toBe(120);
+    const d = l.check(k, '', 'webhook_registration', T0);
+    expect(d.allowed).toBe(false);
+    expect(d.retryAfter).toBe(30); // 120 an hour: one every 30 s
+    expect(header(d, 'retry-after')).toBe('30');
+    expect(l.check(k, '', 'webhook_registration', T0 + 29_999).allowed).toBe(false);
+    expect(l.check(k, '', 'webhook_registration', T0 + 30_000).allowed).toBe(true);
+  });
+
+  it("a key's own rate_limit replaces the default", () => {
+    const l = limiter();
+    const k = key('own', 'production', { limit: 60, burst: 10, window: 'minute' });
+    expect(drain(l, k, 50, T0)).toBe(10);
+    expect(l.check(k, '', null, T0).retryAfter).toBe(1);
+    expect(drain(l, k, 50, T0 + 1000)).toBe(1);
+    expect(drain(l, k, 50, T0 + 5000)).toBe(4);
+  });
+
+  it('every test-class key shares the one sandbox bucket', () => {
+    const l = limiter();
+    const a = key('sa', 'sandbox');
+    const b = key('sb', 'sandbox', { limit: 100_000, burst: 100_000, window: 'minute' });
+    expect(drain(l, a, 700, T0)).toBe(700);
+    expect(drain(l, b, 700, T0)).toBe(500);
+    expect(l.check(a, '', null, T0).policy).toBe('sandbox');
+    expect(drain(l, key('live'), 10, T0)).toBe(10);
+  });
+
+  it('a route with its own policy draws from both buckets, all or nothing', () => {
+    const l = limiter();
+    const k = key('r');
+    expect(drain(l, k, 700, T0, 'reports')).toBe(600);
+    const refused = l.check(k, '', 'reports', T0);
+    expect(refused.policy).toBe('reports');
+    // The 100 refused report calls took nothing from the key's own bucket.
+    const plain = l.check(k, '', null, T0);
+    expect(header(plain, 'x-ratelimit-remaining')).toBe(String(9000 - 600 - 1));
+    // And when the key's bucket refuses, the reports bucket is not charged.
+    const k2 = key('r2', 'production', { limit: 5, burst: 5, window: 'minute' });
+    expect(drain(l, k2, 5, T0)).toBe(5);
+    expect(l.check(k2, '', 'reports', T0).allowed).toBe(false);
+    const later = l.check(k2, '', 'reports', T0 + 12_000);
+    expect(later.allowed).toBe(true);
+    expect(later.headers[later.headers.indexOf('ratelimit') + 1]).toContain('"reports";r=599;');
+  });
+
+  it('120 webhook registrations an hour', () => {
+    const l = limiter();
+    const k = key('wh');
+    expect(drain(l, k, 200, T0, 'webhook_registration')).toBe(120);
+    expect(drain(l, k, 200, T0 + 3_600_000, 'webhook_registration')).toBe(120);
+  });
+
+  it('sets the headers on allowed and refused answers', () => {
+    const l = limiter();
+    const k = key('h', 'production', { limit: 60, burst: 10, window: 'minute' });
+    const ok = l.check(k, '', null, T0);
+    expect(
+      Object.fromEntries(
+        Array.from({ length: ok.headers.length / 2 }, (_, i) => [ok.headers[2 * i], ok.headers[2 * i + 1]]),
+      ),
+    ).toEqual({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '9',
+      'x-ratelimit-reset': '1',
+      'ratelimit-policy': '"key";q=60;w=60',
+      ratelimit: '"key";r=9;t=1',
+    });
+    drain(l, k, 9, T0);
+    const no = l.check(k, '', null, T0);
+    expect(no.allowed).toBe(false);
+    expect(header(no, 'x-ratelimit-remaining')).toBe('0');
+    expect(header(no, 'x-ratelimit-reset')).toBe('10');
+    expect(header(no, 'retry-after')).toBe('1');
+  });
+
+  it('limits unkeyed requests per client address', () => {
+    const l = limiter({ rate_limits: { default: { limit: 60, burst: 3, window: 'minute' } } });
+    expect(drain(l, null, 10, T0, null, '10.0.0.1')).toBe(3);
+    expect(drain(l, null, 10, T0, null, '10.0.0.2')).toBe(3);
+  });
+
+  it('divides each limit among instances', () => {
+    const l = limiter({ instance: { index: 0, count: 3 } });
+    expect(drain(l, key('i'), 9000, T0)).toBe(3000);
+    expect(l.policy('default')?.limit).toBe(2000);
+  });
+});
+
+describe('quota warnings', () => {
+  it('fire once per key, threshold and window at 80% and 95% of limit', () => {
+    const l = limiter();
+    const warnings: QuotaWarning[] = [];
+    l.onWarning = (w) => warnings.push(w);
+    const k = key('q', 'production', { limit: 100, burst: 200, window: 'minute' });
+    drain(l, k, 79, T0);
+    expect(warnings).toEqual([]);
+    drain(l, k, 1, T0);
+    expect(warnings.map((w) => [w.threshold, w.used])).toEqual([[0.8, 80]]);
+    drain(l, k, 15, T0 + 1);
+    expect(warnings.map((w) => [w.threshold, w.used])).toEqual([
+      [0.8, 80],
+      [0.95, 95],
+    ]);
+    drain(l, k, 5, T0 + 2);
+    expect(warnings).toHaveLength(2);
+    expect(warnings[0]).toMatchObject({ limit: 100, window: 'minute' });
+    drain(l, k, 80, T0 + 60_000);
+    expect(warnings).toHaveLength(3);
+    drain(l, key('other', 'production', { limit: 100, burst: 200, window: 'minute' }), 80, T0 + 60_000);
+    expect(warnings).toHaveLength(4);
+  });
+});
+
+describe('bounded memory', () => {
+  it('one million distinct client addresses stay within max_buckets', () => {
+    const l = limiter({ ratelimit: { max_buckets: 50_000, sketch_cells: 65_536 } });
+    for (let i = 0; i < 1_000_000; i++) l.check(null, `a${i}`, null, T0 + i);
+    expect(l.size).toBeLessThanOrEqual(50_000);
+  });
+
+  it('sweeping drops only full buckets, and eviction never resets a drained bucket', () => {
+    const l = limiter({ ratelimit: { max_buckets: 100, sketch_cells: 4096 } });
+    const drained = key('drained', 'production', { limit: 60, burst: 10, window: 'minute' });
+    expect(drain(l, drained, 10, T0)).toBe(10);
+    l.sweep(T0 + 1000);
+    expect(l.check(drained, '', null, T0 + 1000).allowed).toBe(true);
+    expect(l.check(drained, '', null, T0 + 1000).allowed).toBe(false);
+    // Push it out with 1,000 other keys.
+    for (let i = 0; i < 1000; i++) l.check(key(`k${i}`), '', null, T0 + 1000);
+    expect(l.size).toBeLessThanOrEqual(100);
+    expect(l.check(drained, '', null, T0 + 1000).allowed).toBe(false);
+    expect(l.check(drained, '', null, T0 + 2000).allowed).toBe(true);
+    // A full bucket is swept away: it is the same as none.
+    l.sweep(T0 + 3_600_000);
+    expect(l.size).toBe(0);
+  });
+});
