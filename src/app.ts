@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from './api/context.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
+import { webhooksPlugin } from './api/webhooks.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import { Batcher, type Sink } from './capture/batcher.js';
@@ -12,6 +13,7 @@ import { Spool } from './capture/spool.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { EventBus } from './events/bus.js';
+import { wakeRules } from './events/wake-rules.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
@@ -24,6 +26,10 @@ import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
 import { type Wake, WakeInserter, WakeQuerier } from './store/wakes.js';
+import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
+import { Dispatcher } from './webhooks/dispatcher.js';
+import { EndpointService } from './webhooks/endpoints.js';
+import { FanOut } from './webhooks/fanout.js';
 
 export interface GatewayOptions {
   clock?: Clock;
@@ -67,6 +73,10 @@ export class Gateway {
   proxy!: ProxyHandler;
   limiter!: RateLimiter;
   store!: Store;
+  endpoints!: EndpointService;
+  deliveries!: DeliveryTable;
+  dispatcher!: Dispatcher;
+  fanout!: FanOut;
   private apiPlugins: ApiPlugin[] = [];
   private readonly stopHooks: (() => Promise<void> | void)[] = [];
 
@@ -160,6 +170,7 @@ export class Gateway {
       log: this.log,
     };
     this.proxy = new ProxyHandler(proxyDeps);
+    await this.initWebhooks();
     const apiDeps: ApiDeps = {
       config: cfg,
       clock: this.clock,
@@ -210,6 +221,38 @@ export class Gateway {
     });
     this.ring.start(cfg.storage.key_poll_interval_ms);
     this.keys.start();
+  }
+
+  /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
+  private async initWebhooks(): Promise<void> {
+    const cfg = this.config;
+    this.endpoints = new EndpointService(cfg, new EndpointTable(this.store), this.events, this.clock, this.log);
+    await this.endpoints.load();
+    this.deliveries = new DeliveryTable(this.store);
+    await applyDeliveryRetention(this.store, cfg.webhooks.dead_letter_retention_days);
+    this.dispatcher = new Dispatcher(cfg, this.deliveries, this.endpoints, this.clock, this.log, this.metrics);
+    this.fanout = new FanOut(
+      cfg,
+      new EventTable(this.store),
+      this.deliveries,
+      this.endpoints,
+      this.dispatcher,
+      this.clock,
+      this.log,
+      this.metrics,
+      new FanoutCursorTable(this.store),
+      cfg.instance.index,
+    );
+    await this.fanout.init();
+    await this.dispatcher.resume();
+    this.events.onEvents(() => void this.fanout.poll());
+    this.batcher.onBatch(wakeRules(cfg, this.events));
+    this.apiPlugins.push(
+      webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher }),
+    );
+    this.endpoints.start(cfg.storage.key_poll_interval_ms);
+    this.dispatcher.start();
+    this.fanout.start();
   }
 
   async start(): Promise<{ port: number; opsPort: number }> {
@@ -282,6 +325,11 @@ export class Gateway {
       this.limiter?.stop();
       await this.batcher?.stop();
       await this.events?.flush();
+      // Turn the last events into (persisted) deliveries, then let running attempts finish.
+      await this.fanout?.poll();
+      await this.fanout?.stop();
+      await this.dispatcher?.stop();
+      this.endpoints?.stop();
       await this.ring?.stop();
       this.proxy?.close();
       await this.api?.close();

@@ -56,4 +56,43 @@ export class EventTable {
       data: JSON.parse(r.data) as Record<string, unknown>,
     }));
   }
+
+  /** The store's own clock (milliseconds); `recorded_at` is stamped by it. */
+  async serverNow(): Promise<number> {
+    const [row] = await queryRows<{ t: string }>(this.store, 'SELECT toUnixTimestamp64Milli(now64(3)) AS t');
+    return Number(row?.t ?? Date.now());
+  }
+
+  /**
+   * One page of events recorded (inserted) after the position (recordedMs, id),
+   * in recording order. The fan-out reads by recording time, not by the event's own
+   * time, so an event raised with a past timestamp is still seen.
+   */
+  async recordedAfter(
+    recordedMs: number,
+    afterId: string,
+    limit = 2000,
+  ): Promise<(EventRecord & { recorded_at: number })[]> {
+    const sql = `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data,
+        toUnixTimestamp64Milli(recorded_at) AS recorded_ms
+      FROM ${this.store.db}.events
+      WHERE (recorded_at, id) > (fromUnixTimestamp64Milli({rt:Int64}, 'UTC'), {rid:String})
+      ORDER BY recorded_at, id LIMIT {lim:UInt32}`;
+    const rows = await queryRows<{
+      id: string;
+      environment: string;
+      type: string;
+      created_ms: string;
+      data: string;
+      recorded_ms: string;
+    }>(this.store, sql, { rt: recordedMs, rid: afterId, lim: limit });
+    return rows.map((r) => ({
+      id: r.id,
+      environment: r.environment,
+      type: r.type,
+      created_at: Number(r.created_ms),
+      recorded_at: Number(r.recorded_ms),
+      data: JSON.parse(r.data) as Record<string, unknown>,
+    }));
+  }
 }

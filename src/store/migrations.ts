@@ -79,9 +79,53 @@ export const MIGRATIONS: Migration[] = [
         environment LowCardinality(String),
         type LowCardinality(String),
         created_at DateTime64(3, 'UTC'),
-        data String
+        data String,
+        recorded_at DateTime64(3, 'UTC') DEFAULT now64(3)
       ) ENGINE = ReplacingMergeTree ORDER BY (created_at, id)
       SETTINGS non_replicated_deduplication_window = 10000`,
+    ],
+  },
+  {
+    version: 4,
+    name: 'webhooks',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS {db}.webhook_endpoints (
+        id String,
+        environment LowCardinality(String),
+        url String,
+        events Array(String),
+        secret String,
+        status LowCardinality(String),
+        created_at DateTime64(3, 'UTC'),
+        first_410_at Nullable(DateTime64(3, 'UTC')),
+        disabled_at Nullable(DateTime64(3, 'UTC')),
+        updated_at DateTime64(3, 'UTC')
+      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY id`,
+      `CREATE TABLE IF NOT EXISTS {db}.webhook_deliveries (
+        id String,
+        environment LowCardinality(String),
+        endpoint_id String,
+        event_id String,
+        event_type LowCardinality(String),
+        payload String,
+        attempt UInt8,
+        max_attempts UInt8,
+        status LowCardinality(String),
+        response_status UInt16,
+        response_body String,
+        duration_ms UInt32,
+        is_replay UInt8,
+        replay_of String,
+        created_at DateTime64(3, 'UTC'),
+        next_attempt_at Nullable(DateTime64(3, 'UTC')),
+        updated_at DateTime64(3, 'UTC'),
+        INDEX idx_event event_id TYPE bloom_filter GRANULARITY 4
+      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY (environment, id)`,
+      `CREATE TABLE IF NOT EXISTS {db}.webhook_fanout_cursor (
+        instance UInt16,
+        recorded_at DateTime64(3, 'UTC'),
+        updated_at DateTime64(3, 'UTC')
+      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY instance`,
     ],
   },
 ];

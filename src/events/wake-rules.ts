@@ -1,0 +1,24 @@
+import { wakeView } from '../capture/view.js';
+import type { Config } from '../config/index.js';
+import type { Wake } from '../store/wakes.js';
+import type { EventBus } from './bus.js';
+
+/**
+ * Raises wake.error for every 5xx wake and wake.slow for every wake slower than
+ * its route's latency objective. Runs on each batch as it leaves the capture
+ * buffer, off the proxy's hot path.
+ */
+export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: readonly Wake[]) => void {
+  const objectives = new Map<string, number>();
+  for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
+  return (rows) => {
+    for (const w of rows) {
+      if (w.status >= 500 && w.status < 600)
+        events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at);
+      const objective = objectives.get(w.route);
+      if (objective !== undefined && w.latency_ms > objective) {
+        events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at);
+      }
+    }
+  };
+}

@@ -1,0 +1,219 @@
+import type { Store } from './client.js';
+import { queryRows } from './client.js';
+
+export interface EndpointRecord {
+  id: string;
+  environment: string;
+  url: string;
+  events: string[];
+  /** The whsec_ signing secret; needed to sign, so it is kept (never logged). */
+  secret: string;
+  status: 'enabled' | 'disabled';
+  created_at: number;
+  /** Start of the current run of consecutive 410 answers, or null. */
+  first_410_at: number | null;
+  disabled_at: number | null;
+  updated_at: number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'dead_lettered';
+
+export interface DeliveryRecord {
+  id: string;
+  environment: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  /** The exact body sent: the event envelope as JSON. */
+  payload: string;
+  /** Attempts made so far. */
+  attempt: number;
+  max_attempts: number;
+  status: DeliveryStatus;
+  response_status: number;
+  response_body: string;
+  duration_ms: number;
+  is_replay: boolean;
+  replay_of: string | null;
+  created_at: number;
+  next_attempt_at: number | null;
+  updated_at: number;
+}
+
+const ms = (v: string | null): number | null => (v === null ? null : Number(v));
+const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assumeNotNull(${c}))) AS ${c}_ms`;
+
+/** Owns the webhook_endpoints table. */
+export class EndpointTable {
+  constructor(private readonly store: Store) {}
+
+  async put(e: EndpointRecord): Promise<void> {
+    await this.store.client.insert({
+      table: `${this.store.db}.webhook_endpoints`,
+      format: 'JSONEachRow',
+      values: [{ ...e }],
+    });
+  }
+
+  async changedSince(sinceMs: number): Promise<EndpointRecord[]> {
+    const sql = `SELECT id, environment, url, events, secret, status,
+        toUnixTimestamp64Milli(created_at) AS created_ms, ${tsCol('first_410_at')}, ${tsCol('disabled_at')},
+        toUnixTimestamp64Milli(updated_at) AS updated_ms
+      FROM ${this.store.db}.webhook_endpoints FINAL
+      WHERE updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`;
+    type Row = Omit<EndpointRecord, 'created_at' | 'first_410_at' | 'disabled_at' | 'updated_at'> & {
+      created_ms: string;
+      first_410_at_ms: string | null;
+      disabled_at_ms: string | null;
+      updated_ms: string;
+    };
+    return (await queryRows<Row>(this.store, sql, { since: sinceMs })).map((r) => ({
+      id: r.id,
+      environment: r.environment,
+      url: r.url,
+      events: r.events,
+      secret: r.secret,
+      status: r.status,
+      created_at: Number(r.created_ms),
+      first_410_at: ms(r.first_410_at_ms),
+      disabled_at: ms(r.disabled_at_ms),
+      updated_at: Number(r.updated_ms),
+    }));
+  }
+}
+
+interface DeliveryRowOut
+  extends Omit<DeliveryRecord, 'created_at' | 'next_attempt_at' | 'updated_at' | 'is_replay' | 'replay_of'> {
+  is_replay: number;
+  replay_of: string;
+  created_ms: string;
+  next_attempt_at_ms: string | null;
+  updated_ms: string;
+}
+
+const DELIVERY_SELECT = `SELECT id, environment, endpoint_id, event_id, event_type, payload, attempt, max_attempts, status,
+  response_status, response_body, duration_ms, is_replay, replay_of,
+  toUnixTimestamp64Milli(created_at) AS created_ms, ${tsCol('next_attempt_at')}, toUnixTimestamp64Milli(updated_at) AS updated_ms`;
+
+const fromDeliveryRow = (r: DeliveryRowOut): DeliveryRecord => ({
+  id: r.id,
+  environment: r.environment,
+  endpoint_id: r.endpoint_id,
+  event_id: r.event_id,
+  event_type: r.event_type,
+  payload: r.payload,
+  attempt: Number(r.attempt),
+  max_attempts: Number(r.max_attempts),
+  status: r.status,
+  response_status: Number(r.response_status),
+  response_body: r.response_body,
+  duration_ms: Number(r.duration_ms),
+  is_replay: Number(r.is_replay) === 1,
+  replay_of: r.replay_of || null,
+  created_at: Number(r.created_ms),
+  next_attempt_at: ms(r.next_attempt_at_ms),
+  updated_at: Number(r.updated_ms),
+});
+
+export interface DeliveryFilter {
+  environment: string;
+  endpointId?: string;
+  status?: DeliveryStatus;
+  eventType?: string;
+}
+
+/** Owns the webhook_deliveries table. Each state change is a new row version. */
+export class DeliveryTable {
+  constructor(private readonly store: Store) {}
+
+  async put(rows: readonly DeliveryRecord[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.store.client.insert({
+      table: `${this.store.db}.webhook_deliveries`,
+      format: 'JSONEachRow',
+      values: rows.map((d) => ({ ...d, is_replay: d.is_replay ? 1 : 0, replay_of: d.replay_of ?? '' })),
+    });
+  }
+
+  /** Deliveries still owed an attempt (pending or failed with a next attempt), for resuming after a restart. */
+  async unfinished(): Promise<DeliveryRecord[]> {
+    const sql = `${DELIVERY_SELECT} FROM ${this.store.db}.webhook_deliveries FINAL
+      WHERE status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`;
+    return (await queryRows<DeliveryRowOut>(this.store, sql)).map(fromDeliveryRow);
+  }
+
+  /** (event_id, endpoint_id) pairs that already have a delivery, among these events. */
+  async existingPairs(eventIds: readonly string[]): Promise<Set<string>> {
+    if (eventIds.length === 0) return new Set();
+    const sql = `SELECT DISTINCT event_id, endpoint_id FROM ${this.store.db}.webhook_deliveries
+      WHERE event_id IN {ids:Array(String)} AND is_replay = 0`;
+    const rows = await queryRows<{ event_id: string; endpoint_id: string }>(this.store, sql, { ids: eventIds });
+    return new Set(rows.map((r) => `${r.event_id}|${r.endpoint_id}`));
+  }
+
+  async get(environment: string, id: string): Promise<DeliveryRecord | null> {
+    const sql = `${DELIVERY_SELECT} FROM ${this.store.db}.webhook_deliveries FINAL
+      WHERE environment = {env:String} AND id = {id:String}`;
+    const [row] = await queryRows<DeliveryRowOut>(this.store, sql, { env: environment, id });
+    return row ? fromDeliveryRow(row) : null;
+  }
+
+  /** Newest first, keyset on id (ids sort by creation time). */
+  async list(
+    f: DeliveryFilter,
+    limit: number,
+    beforeId: string | null,
+  ): Promise<{ rows: DeliveryRecord[]; hasMore: boolean }> {
+    const where = ['environment = {env:String}'];
+    const params: Record<string, unknown> = { env: f.environment, lim: limit + 1 };
+    if (f.endpointId !== undefined) {
+      where.push('endpoint_id = {ep:String}');
+      params.ep = f.endpointId;
+    }
+    if (f.status !== undefined) {
+      where.push('status = {st:String}');
+      params.st = f.status;
+    }
+    if (f.eventType !== undefined) {
+      where.push('event_type = {et:String}');
+      params.et = f.eventType;
+    }
+    if (beforeId !== null) {
+      where.push('id < {before:String}');
+      params.before = beforeId;
+    }
+    const sql = `${DELIVERY_SELECT} FROM ${this.store.db}.webhook_deliveries FINAL
+      WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT {lim:UInt32}`;
+    const rows = (await queryRows<DeliveryRowOut>(this.store, sql, params)).map(fromDeliveryRow);
+    const hasMore = rows.length > limit;
+    return { rows: hasMore ? rows.slice(0, limit) : rows, hasMore };
+  }
+}
+
+/** Owns the fan-out cursor: how far each instance has turned recorded events into deliveries. */
+export class FanoutCursorTable {
+  constructor(private readonly store: Store) {}
+
+  async get(instance: number): Promise<number | null> {
+    const sql = `SELECT toUnixTimestamp64Milli(recorded_at) AS t FROM ${this.store.db}.webhook_fanout_cursor FINAL
+      WHERE instance = {i:UInt16}`;
+    const [row] = await queryRows<{ t: string }>(this.store, sql, { i: instance });
+    return row ? Number(row.t) : null;
+  }
+
+  async set(instance: number, recordedMs: number, nowMs: number): Promise<void> {
+    await this.store.client.insert({
+      table: `${this.store.db}.webhook_fanout_cursor`,
+      format: 'JSONEachRow',
+      values: [{ instance, recorded_at: recordedMs, updated_at: nowMs }],
+    });
+  }
+}
+
+/** Keeps deliveries (dead-lettered ones included) for the retention window. */
+export async function applyDeliveryRetention(store: Store, days: number): Promise<void> {
+  const n = Math.max(1, Math.floor(days));
+  await store.client.command({
+    query: `ALTER TABLE ${store.db}.webhook_deliveries MODIFY TTL toDateTime(updated_at) + toIntervalDay(${n})`,
+  });
+}

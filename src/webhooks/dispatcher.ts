@@ -1,0 +1,223 @@
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/index.js';
+import type { DeliveryRecord, DeliveryTable } from '../store/webhooks.js';
+import { retryDelay } from './backoff.js';
+import type { EndpointService } from './endpoints.js';
+import { MinHeap } from './heap.js';
+import { type AttemptOutcome, MAX_STORED_BODY, sendAttempt } from './sender.js';
+
+export type Send = (d: DeliveryRecord, attemptNo: number, nowMs: number) => Promise<AttemptOutcome>;
+
+/**
+ * Schedules and runs delivery attempts. What is due comes from a min-heap of
+ * deliveries by next_attempt_at; sending is a separate function. A delivery is
+ * written before its first attempt; each outcome is written back (in small
+ * batches). After a restart, unfinished deliveries are loaded and resume on their
+ * schedule; an attempt whose outcome was not yet written is made again under the
+ * same attempt number, never counted twice.
+ */
+export class Dispatcher {
+  private readonly heap: MinHeap<DeliveryRecord>;
+  private inflight = 0;
+  private readonly perEndpoint = new Map<string, number>();
+  private readonly active = new Set<Promise<void>>();
+  private writes: DeliveryRecord[] = [];
+  private writeTimer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  random: () => number = Math.random;
+  send: Send;
+
+  constructor(
+    private readonly cfg: Pick<Config, 'webhooks'>,
+    private readonly table: DeliveryTable,
+    private readonly endpoints: EndpointService,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+    heap: MinHeap<DeliveryRecord> = new MinHeap((d) => d.next_attempt_at ?? 0),
+  ) {
+    this.heap = heap;
+    const w = cfg.webhooks;
+    this.send = (d, n, nowMs) => {
+      const ep = this.endpoints.get(d.endpoint_id);
+      if (!ep)
+        return Promise.resolve({
+          ok: false,
+          status: 0,
+          body: '',
+          durationMs: 0,
+          retryAfter: null,
+          error: 'endpoint gone',
+        });
+      return sendAttempt(d, ep, n, {
+        timeoutMs: w.timeout_ms,
+        allowPrivate: w.allow_private_networks,
+        allowInsecure: w.allow_insecure_http,
+        nowMs,
+      });
+    };
+  }
+
+  /** Deliveries waiting for an attempt, plus those being attempted. */
+  get queued(): number {
+    return this.heap.size + this.inflight;
+  }
+
+  /** Age in ms of the most overdue pending delivery (0 when none is due). */
+  oldestPendingMs(): number {
+    const d = this.heap.peek();
+    if (!d || d.next_attempt_at === null) return 0;
+    return Math.max(0, this.clock.now() - d.next_attempt_at);
+  }
+
+  /** Loads unfinished deliveries this instance dispatches for (after a restart). */
+  async resume(): Promise<number> {
+    let n = 0;
+    for (const d of await this.table.unfinished()) {
+      if (!this.endpoints.owns(d.endpoint_id)) continue;
+      this.heap.push(d);
+      n++;
+    }
+    if (n) this.log.info('webhook deliveries resumed', { count: n });
+    return n;
+  }
+
+  /** Persists new deliveries, then schedules them. */
+  async add(rows: DeliveryRecord[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.table.put(rows);
+    for (const d of rows) this.heap.push(d);
+    this.tick();
+  }
+
+  /** Starts every attempt that is due, within the caps. */
+  tick(): void {
+    if (this.stopped) return;
+    const now = this.clock.now();
+    const w = this.cfg.webhooks;
+    let deferred: DeliveryRecord[] | null = null;
+    while (this.inflight < w.max_concurrency) {
+      const d = this.heap.peek();
+      if (!d || (d.next_attempt_at ?? 0) > now) break;
+      this.heap.pop();
+      if ((this.perEndpoint.get(d.endpoint_id) ?? 0) >= w.max_per_endpoint) {
+        deferred ??= [];
+        deferred.push(d);
+        continue;
+      }
+      this.run(d);
+    }
+    if (deferred) for (const d of deferred) this.heap.push(d);
+  }
+
+  private run(d: DeliveryRecord): void {
+    this.inflight++;
+    this.perEndpoint.set(d.endpoint_id, (this.perEndpoint.get(d.endpoint_id) ?? 0) + 1);
+    const p: Promise<void> = this.attempt(d)
+      .catch((e: Error) => this.log.error('delivery attempt failed unexpectedly', { delivery_id: d.id, err: e }))
+      .finally(() => {
+        this.inflight--;
+        const n = (this.perEndpoint.get(d.endpoint_id) ?? 1) - 1;
+        if (n === 0) this.perEndpoint.delete(d.endpoint_id);
+        else this.perEndpoint.set(d.endpoint_id, n);
+        this.active.delete(p);
+        this.tick();
+      });
+    this.active.add(p);
+  }
+
+  private async attempt(d: DeliveryRecord): Promise<void> {
+    const ep = this.endpoints.get(d.endpoint_id);
+    const w = this.cfg.webhooks;
+    if (!ep || ep.status !== 'enabled') {
+      this.finish({ ...d, status: 'dead_lettered', next_attempt_at: null, response_body: 'endpoint disabled' });
+      this.metrics.deliveries.labels('dead_lettered').inc();
+      return;
+    }
+    const n = d.attempt + 1;
+    const out = await this.send(d, n, this.clock.now());
+    const after = this.clock.now();
+    this.metrics.deliveryLatency.observe(out.durationMs / 1000);
+    const base = {
+      ...d,
+      attempt: n,
+      response_status: out.status,
+      response_body: (out.error ?? out.body).slice(0, MAX_STORED_BODY),
+      duration_ms: out.durationMs,
+    };
+    let next: DeliveryRecord;
+    if (out.ok) {
+      next = { ...base, status: 'delivered', next_attempt_at: null };
+      this.metrics.deliveries.labels('delivered').inc();
+    } else if (n >= d.max_attempts) {
+      next = { ...base, status: 'dead_lettered', next_attempt_at: null };
+      this.metrics.deliveries.labels('dead_lettered').inc();
+      this.log.warn('webhook delivery dead-lettered', { delivery_id: d.id, endpoint_id: d.endpoint_id, attempts: n });
+    } else {
+      const wait = retryDelay(n + 1, w.retry_schedule_s, w.jitter, this.random, out.retryAfter);
+      next = { ...base, status: 'failed', next_attempt_at: after + wait };
+      this.metrics.deliveries.labels('failed').inc();
+    }
+    this.finish(next);
+    if (next.status === 'failed') this.heap.push(next);
+    await this.endpoints.recordAnswer(d.endpoint_id, out.status, after);
+  }
+
+  private finish(d: DeliveryRecord): void {
+    d.updated_at = Math.max(this.clock.now(), d.updated_at + 1);
+    this.writes.push(d);
+    if (!this.writeTimer) {
+      this.writeTimer = setTimeout(() => void this.flushWrites(), 50);
+      this.writeTimer.unref();
+    }
+  }
+
+  /** Writes every recorded outcome; on failure they stay queued for the next flush. */
+  flushWrites(): Promise<void> {
+    if (this.writeTimer) clearTimeout(this.writeTimer);
+    this.writeTimer = null;
+    this.writing = this.writing.then(async () => {
+      const batch = this.writes;
+      if (batch.length === 0) return;
+      this.writes = [];
+      try {
+        await this.table.put(batch);
+      } catch (e) {
+        this.writes = batch.concat(this.writes);
+        this.log.error('could not record delivery outcomes; will retry', { count: batch.length, err: e as Error });
+        if (!this.writeTimer && !this.stopped) {
+          this.writeTimer = setTimeout(() => void this.flushWrites(), 1000);
+          this.writeTimer.unref();
+        }
+      }
+    });
+    return this.writing;
+  }
+
+  /** Resolves when no attempt is running and every outcome is written. */
+  async idle(): Promise<void> {
+    while (this.active.size > 0) await Promise.all([...this.active]);
+    await this.flushWrites();
+  }
+
+  start(everyMs = 50): void {
+    this.timer = setInterval(() => {
+      this.tick();
+      this.metrics.deliveryQueue.set(this.queued);
+      this.metrics.deliveryOldest.set(this.oldestPendingMs() / 1000);
+    }, everyMs);
+    this.timer.unref();
+  }
+
+  /** Stops starting attempts, waits for the running ones, writes their outcomes. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.idle();
+  }
+}

@@ -1,0 +1,197 @@
+import { createHash } from 'node:crypto';
+import { newSigningSecret } from '../auth/secrets.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import { missing, unprocessable } from '../errors.js';
+import { EVENT_TYPES, type EventBus } from '../events/bus.js';
+import { newEndpointId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { EndpointRecord, EndpointTable } from '../store/webhooks.js';
+import { hostIsReachable } from './address.js';
+
+const DAY_MS = 86_400_000;
+const POLL_OVERLAP_MS = 5_000;
+
+export interface EndpointView {
+  id: string;
+  object: 'webhook_endpoint';
+  url: string;
+  events: string[];
+  environment: string;
+  status: 'enabled' | 'disabled';
+  created_at: string;
+  disabled_at: string | null;
+  secret?: string;
+}
+
+export const endpointView = (e: EndpointRecord, withSecret = false): EndpointView => ({
+  id: e.id,
+  object: 'webhook_endpoint',
+  url: e.url,
+  events: [...e.events],
+  environment: e.environment,
+  status: e.status,
+  created_at: new Date(e.created_at).toISOString(),
+  disabled_at: e.disabled_at === null ? null : new Date(e.disabled_at).toISOString(),
+  ...(withSecret ? { secret: e.secret } : {}),
+});
+
+/**
+ * Webhook endpoints: registration (https only, public addresses only, unless the
+ * `allow_` settings say otherwise), an in-memory mirror kept fresh by a poll, and
+ * endpoint health: an endpoint that has answered 410 for `disable_after_410_days`
+ * in a row (any other answer resets the count) is disabled.
+ */
+export class EndpointService {
+  private readonly byId = new Map<string, EndpointRecord>();
+  private maxUpdated = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly cfg: Pick<Config, 'webhooks' | 'instance'>,
+    private readonly table: EndpointTable,
+    private readonly events: EventBus,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  async load(): Promise<void> {
+    for (const e of await this.table.changedSince(0)) this.apply(e);
+  }
+
+  apply(e: EndpointRecord): void {
+    const held = this.byId.get(e.id);
+    if (held && held.updated_at > e.updated_at) return;
+    this.byId.set(e.id, e);
+    if (e.updated_at > this.maxUpdated) this.maxUpdated = e.updated_at;
+  }
+
+  async poll(): Promise<void> {
+    try {
+      for (const e of await this.table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(e);
+    } catch (e) {
+      this.log.warn('endpoint poll failed', { err: e as Error });
+    }
+  }
+
+  start(everyMs: number): void {
+    this.timer = setInterval(() => void this.poll(), everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  get(id: string): EndpointRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  /** An endpoint of this environment, or 404. */
+  inEnvironment(id: string, env: string): EndpointRecord {
+    const e = this.byId.get(id);
+    if (!e || e.environment !== env) throw missing('webhook endpoint', 'endpoint_id');
+    return e;
+  }
+
+  list(env: string): EndpointRecord[] {
+    return [...this.byId.values()].filter((e) => e.environment === env).sort((a, b) => (a.id < b.id ? -1 : 1));
+  }
+
+  /** Whether this instance dispatches for the endpoint (shared by endpoint id hash). */
+  owns(id: string): boolean {
+    const { index, count } = this.cfg.instance;
+    if (count === 1) return true;
+    return createHash('sha256').update(id).digest().readUInt32BE(0) % count === index;
+  }
+
+  /** Enabled endpoints of `env` subscribed to `type` (or to "*"), that this instance dispatches for. */
+  subscribers(env: string, type: string, except?: string): EndpointRecord[] {
+    const out: EndpointRecord[] = [];
+    for (const e of this.byId.values()) {
+      if (e.environment !== env || e.status !== 'enabled' || e.id === except || !this.owns(e.id)) continue;
+      if (e.events.includes('*') || e.events.includes(type)) out.push(e);
+    }
+    return out;
+  }
+
+  async create(input: { url: string; events: string[] }, env: string): Promise<EndpointRecord> {
+    const w = this.cfg.webhooks;
+    let url: URL;
+    try {
+      url = new URL(input.url);
+    } catch {
+      throw unprocessable('url', 'url must be an absolute URL');
+    }
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && w.allow_insecure_http)) {
+      throw unprocessable('url', 'url must be https:// (redirects are not followed, so register the final URL)');
+    }
+    if (url.username || url.password) throw unprocessable('url', 'url must not carry credentials');
+    if (input.url.length > 2048) throw unprocessable('url', 'url is longer than 2048 characters');
+    const reach = await hostIsReachable(url.hostname, w.allow_private_networks);
+    if (!reach.ok) throw unprocessable('url', `url host is not allowed: ${reach.reason}`);
+    if (input.events.length === 0) throw unprocessable('events', 'subscribe to at least one event type, or ["*"]');
+    const seen = new Set<string>();
+    for (const [i, t] of input.events.entries()) {
+      if (t !== '*' && !(EVENT_TYPES as readonly string[]).includes(t)) {
+        throw unprocessable(`events[${i}]`, `unknown event type ${JSON.stringify(t)}`);
+      }
+      if (seen.has(t)) throw unprocessable(`events[${i}]`, `duplicate event type ${JSON.stringify(t)}`);
+      seen.add(t);
+    }
+    if (seen.has('*') && seen.size > 1) throw unprocessable('events', '"*" already means every type; send it alone');
+    const now = this.clock.now();
+    const e: EndpointRecord = {
+      id: newEndpointId(),
+      environment: env,
+      url: url.toString(),
+      events: [...input.events],
+      secret: newSigningSecret(),
+      status: 'enabled',
+      created_at: now,
+      first_410_at: null,
+      disabled_at: null,
+      updated_at: now,
+    };
+    await this.table.put(e);
+    this.apply(e);
+    this.log.info('webhook endpoint registered', { endpoint_id: e.id, environment: env, events: e.events });
+    return e;
+  }
+
+  /**
+   * Records how an endpoint answered an attempt. `status` 0 (timeout, refused) is
+   * no answer and changes nothing; 410 starts or continues the run; any other
+   * answer ends it. Returns true when this answer disabled the endpoint.
+   */
+  async recordAnswer(id: string, status: number, now: number): Promise<boolean> {
+    const e = this.byId.get(id);
+    if (!e || e.status !== 'enabled' || status === 0) return false;
+    let next: EndpointRecord | null = null;
+    let disabled = false;
+    if (status === 410) {
+      if (e.first_410_at === null) next = { ...e, first_410_at: now };
+      else if (now - e.first_410_at >= this.cfg.webhooks.disable_after_410_days * DAY_MS) {
+        next = { ...e, status: 'disabled', disabled_at: now };
+        disabled = true;
+      }
+    } else if (e.first_410_at !== null) {
+      next = { ...e, first_410_at: null };
+    }
+    if (!next) return false;
+    next.updated_at = Math.max(now, e.updated_at + 1);
+    this.apply(next);
+    try {
+      await this.table.put(next);
+    } catch (err) {
+      this.log.error('could not record endpoint state', { endpoint_id: id, err: err as Error });
+    }
+    if (disabled) {
+      const reason = `answered 410 Gone for ${this.cfg.webhooks.disable_after_410_days} consecutive days`;
+      this.log.warn('webhook endpoint disabled; tell the account owner', { endpoint_id: id, url: e.url, reason });
+      this.events.emit('webhook.disabled', e.environment, { endpoint: endpointView(next), reason }, now);
+    }
+    return disabled;
+  }
+}

@@ -1,0 +1,182 @@
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import { newDeliveryId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/index.js';
+import type { EventRecord, EventTable } from '../store/events.js';
+import type { DeliveryRecord, DeliveryTable, FanoutCursorTable } from '../store/webhooks.js';
+import type { Dispatcher } from './dispatcher.js';
+import type { EndpointService } from './endpoints.js';
+
+/** How far back each poll rereads, for inserts that became visible late. */
+const OVERLAP_MS = 3_000;
+/** How far back the first poll reads when no cursor was ever saved. */
+const STARTUP_LOOKBACK_MS = 120_000;
+
+/** The body of a delivery: DESIGN.md's event envelope. */
+export function envelope(e: EventRecord): string {
+  return JSON.stringify({
+    id: e.id,
+    type: e.type,
+    created: Math.floor(e.created_at / 1000),
+    environment: e.environment,
+    data: e.data,
+  });
+}
+
+/**
+ * Turns recorded events into deliveries: reads the events table by recording time
+ * (so events raised on any instance, or with a past timestamp, are seen), and for
+ * each event creates one delivery per enabled endpoint of its environment that
+ * subscribed to its type (or to "*") and that this instance dispatches for.
+ * Events recorded before this process started may have been fanned out already
+ * by the previous one, so those are checked against stored deliveries first.
+ * When the queue is full, new deliveries are shed, counted and logged.
+ */
+export class FanOut {
+  private cursor = 0;
+  private readonly seen = new Map<string, number>();
+  private startedAt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private polling: Promise<void> | null = null;
+  private again = false;
+  private lastShedLog = 0;
+  private savedCursor = 0;
+  shed = 0;
+
+  constructor(
+    private readonly cfg: Pick<Config, 'webhooks'>,
+    private readonly events: EventTable,
+    private readonly deliveries: DeliveryTable,
+    private readonly endpoints: EndpointService,
+    private readonly dispatcher: Dispatcher,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+    private readonly cursors: FanoutCursorTable,
+    private readonly instance: number,
+  ) {}
+
+  /** Resumes from the saved cursor (or a short look-back on a first start). */
+  async init(): Promise<void> {
+    this.startedAt = await this.events.serverNow();
+    const saved = await this.cursors.get(this.instance);
+    this.cursor = saved ?? this.startedAt - STARTUP_LOOKBACK_MS;
+    this.savedCursor = this.cursor;
+  }
+
+  /** Polls now (or right after the poll under way). */
+  poll(): Promise<void> {
+    if (this.polling) {
+      this.again = true;
+      return this.polling;
+    }
+    this.polling = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.pollOnce();
+        } while (this.again);
+      } catch (e) {
+        this.log.warn('webhook fan-out poll failed; will retry', { err: e as Error });
+      } finally {
+        this.polling = null;
+      }
+    })();
+    return this.polling;
+  }
+
+  private async pollOnce(): Promise<void> {
+    let pos = { t: this.cursor - OVERLAP_MS, id: '' };
+    for (;;) {
+      const page = await this.events.recordedAfter(pos.t, pos.id);
+      const fresh: EventRecord[] = [];
+      let early: string[] = [];
+      for (const e of page) {
+        if (e.recorded_at > this.cursor) this.cursor = e.recorded_at;
+        if (this.seen.has(e.id)) continue;
+        this.seen.set(e.id, e.recorded_at);
+        fresh.push(e);
+        if (e.recorded_at < this.startedAt) early.push(e.id);
+      }
+      if (fresh.length) {
+        const done = early.length ? await this.deliveries.existingPairs(early) : new Set<string>();
+        early = [];
+        await this.fanOut(fresh, done);
+      }
+      const last = page[page.length - 1];
+      if (!last || page.length < 2000) break;
+      pos = { t: last.recorded_at, id: last.id };
+    }
+    for (const [id, t] of this.seen) if (t < this.cursor - 4 * OVERLAP_MS) this.seen.delete(id);
+    if (this.cursor > this.savedCursor) {
+      // Saved after the deliveries are written: a crash rereads (and deduplicates), never skips.
+      await this.cursors.set(this.instance, this.cursor, this.clock.now());
+      this.savedCursor = this.cursor;
+    }
+  }
+
+  private async fanOut(events: EventRecord[], done: Set<string>): Promise<void> {
+    const now = this.clock.now();
+    const max = this.cfg.webhooks.retry_schedule_s.length + 1;
+    const rows: DeliveryRecord[] = [];
+    let shedNow = 0;
+    for (const e of events) {
+      const except =
+        e.type === 'webhook.disabled' ? ((e.data.endpoint as { id?: string } | undefined)?.id ?? undefined) : undefined;
+      const targets = this.endpoints.subscribers(e.environment, e.type, except);
+      if (targets.length === 0) continue;
+      const body = envelope(e);
+      for (const ep of targets) {
+        if (done.has(`${e.id}|${ep.id}`)) continue;
+        if (this.dispatcher.queued + rows.length >= this.cfg.webhooks.max_queued_events) {
+          shedNow++;
+          this.metrics.eventsShed.labels(e.type).inc();
+          continue;
+        }
+        rows.push({
+          id: newDeliveryId(now),
+          environment: e.environment,
+          endpoint_id: ep.id,
+          event_id: e.id,
+          event_type: e.type,
+          payload: body,
+          attempt: 0,
+          max_attempts: max,
+          status: 'pending',
+          response_status: 0,
+          response_body: '',
+          duration_ms: 0,
+          is_replay: false,
+          replay_of: null,
+          created_at: now,
+          next_attempt_at: now,
+          updated_at: now,
+        });
+      }
+    }
+    if (shedNow > 0) {
+      this.shed += shedNow;
+      if (now - this.lastShedLog > 10_000) {
+        this.lastShedLog = now;
+        this.log.warn('webhook queue full: deliveries shed (the events stay recorded)', {
+          shed_now: shedNow,
+          shed_total: this.shed,
+          queued: this.dispatcher.queued,
+        });
+      }
+    }
+    await this.dispatcher.add(rows);
+  }
+
+  start(everyMs = 250): void {
+    this.timer = setInterval(() => void this.poll(), everyMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.polling) await this.polling;
+  }
+}

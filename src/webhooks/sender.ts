@@ -1,0 +1,125 @@
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import type { DeliveryRecord, EndpointRecord } from '../store/webhooks.js';
+import { filteredLookup, isPublicAddress } from './address.js';
+import { parseRetryAfter } from './backoff.js';
+import { sign } from './signer.js';
+
+/** Receiver response bodies are kept up to this many bytes. */
+export const MAX_STORED_BODY = 20 * 1024;
+
+export interface SendOptions {
+  timeoutMs: number;
+  allowPrivate: boolean;
+  allowInsecure: boolean;
+  /** Clock time, for the signature timestamp. */
+  nowMs: number;
+}
+
+export interface AttemptOutcome {
+  ok: boolean;
+  /** The receiver's status, or 0 when there was no answer. */
+  status: number;
+  body: string;
+  durationMs: number;
+  /** Retry-After in seconds, on 429/503. */
+  retryAfter: number | null;
+  /** Why it failed without a status (timeout, refused, blocked address). */
+  error: string | null;
+}
+
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16, timeout: 30_000 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16, timeout: 30_000 }),
+};
+
+/**
+ * One signed POST of a delivery. A 2xx within the timeout is success; any other
+ * status (a redirect included: it is never followed), a timeout or a connection
+ * error is a failed attempt. Never throws.
+ */
+export function sendAttempt(
+  d: DeliveryRecord,
+  ep: EndpointRecord,
+  attemptNo: number,
+  o: SendOptions,
+): Promise<AttemptOutcome> {
+  const t0 = performance.now();
+  const fail = (error: string, status = 0): AttemptOutcome => ({
+    ok: false,
+    status,
+    body: '',
+    durationMs: Math.round(performance.now() - t0),
+    retryAfter: null,
+    error,
+  });
+  let url: URL;
+  try {
+    url = new URL(ep.url);
+  } catch {
+    return Promise.resolve(fail('invalid endpoint url'));
+  }
+  const isHttps = url.protocol === 'https:';
+  if (!isHttps && !(url.protocol === 'http:' && o.allowInsecure)) return Promise.resolve(fail('endpoint is not https'));
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  // IP literals never go through lookup, so they are checked here.
+  if (net.isIP(host) && !o.allowPrivate && !isPublicAddress(host))
+    return Promise.resolve(fail('address is not public'));
+  const body = d.payload;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(body)),
+    'user-agent': 'wakegate-webhooks/1',
+    'x-service-signature': sign(body, ep.secret, Math.floor(o.nowMs / 1000)),
+    'x-service-event-id': d.event_id,
+    'x-service-event-type': d.event_type,
+    'x-service-delivery-id': d.id,
+    'x-service-attempt': `${attemptNo}/${d.max_attempts}`,
+  };
+  if (d.is_replay) headers['x-service-replay'] = 'true';
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (r: AttemptOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    const req = (isHttps ? https : http).request(url, {
+      method: 'POST',
+      headers,
+      agent: isHttps ? agents.https : agents.http,
+      lookup: filteredLookup(o.allowPrivate) as unknown as net.LookupFunction,
+    });
+    const timer = setTimeout(() => {
+      req.destroy(new Error(`no answer within ${o.timeoutMs} ms`));
+    }, o.timeoutMs);
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      res.on('data', (c: Buffer) => {
+        if (kept < MAX_STORED_BODY) {
+          const part = c.subarray(0, MAX_STORED_BODY - kept);
+          chunks.push(part);
+          kept += part.length;
+        }
+      });
+      const finish = () =>
+        done({
+          ok: status >= 200 && status < 300,
+          status,
+          body: Buffer.concat(chunks).toString('utf8'),
+          durationMs: Math.round(performance.now() - t0),
+          retryAfter: status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after'], o.nowMs) : null,
+          error: null,
+        });
+      res.on('end', finish);
+      res.on('error', finish);
+      res.on('aborted', finish);
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => done(fail(e.code ?? e.message)));
+    req.end(body);
+  });
+}

@@ -1,0 +1,39 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * `x-service-signature: t=<unix seconds>,v1=<hex>`, where v1 is HMAC-SHA256 keyed
+ * with the whole `whsec_…` secret over `<t>.<raw body>` (the Stripe scheme).
+ */
+export function sign(rawBody: string | Buffer, secret: string, unixSeconds: number): string {
+  const mac = createHmac('sha256', secret).update(`${unixSeconds}.`).update(rawBody).digest('hex');
+  return `t=${unixSeconds},v1=${mac}`;
+}
+
+/**
+ * For receivers: true when `header` is a valid signature of `rawBody` (the bytes
+ * as received, before any parsing) by `secret`, made within `toleranceSeconds` of
+ * now. Any of several `v1=` values may match (secret rotation).
+ */
+export function verifySignature(
+  rawBody: string | Buffer,
+  header: string | null | undefined,
+  secret: string,
+  toleranceSeconds = 300,
+  nowSeconds: number = Math.floor(Date.now() / 1000),
+): boolean {
+  if (typeof header !== 'string' || header.length > 4096) return false;
+  let t: number | null = null;
+  const sigs: string[] = [];
+  for (const part of header.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const k = part.slice(0, eq).trim();
+    const v = part.slice(eq + 1).trim();
+    if (k === 't' && /^\d{1,12}$/.test(v)) t = Number(v);
+    else if (k === 'v1' && /^[0-9a-f]{64}$/.test(v)) sigs.push(v);
+  }
+  if (t === null || sigs.length === 0) return false;
+  if (Math.abs(nowSeconds - t) > toleranceSeconds) return false;
+  const expected = Buffer.from(createHmac('sha256', secret).update(`${t}.`).update(rawBody).digest('hex'));
+  return sigs.some((s) => timingSafeEqual(Buffer.from(s), expected));
+}
