@@ -116,13 +116,21 @@ export class Batcher<T> {
   /** Writes everything buffered now (and whatever the spool holds, if storage answers). */
   async flush(): Promise<void> {
     while (this.running) await this.running;
-    this.kick();
-    while (this.running) await this.running;
+    // Each drain writes (or spools, or drops and counts) one batch, so this ends.
+    do {
+      this.kick();
+      while (this.running) await this.running;
+    } while (this.buffer.length > 0);
   }
 
+  /**
+   * Writes one batch: what is buffered now, up to 4 x batchRows. Rows that arrive
+   * meanwhile wait for the next trigger (batchRows reached, or the interval), so a
+   * busy gateway writes few large batches instead of many small ones.
+   */
   private async drain(): Promise<void> {
     await this.replaySpool();
-    while (this.buffer.length > 0) {
+    if (this.buffer.length > 0) {
       const rows =
         this.buffer.length > this.opts.batchRows * 4 ? this.buffer.splice(0, this.opts.batchRows * 4) : this.buffer;
       if (rows === this.buffer) this.buffer = [];

@@ -28,6 +28,11 @@ const MAX_UA = 512;
 
 /** Turns finished exchanges into wakes (and request metrics) and hands them to capture. */
 export class Recorder {
+  // prom-client resolves label values on every labels() call; the children are few
+  // (routes x methods x classes), so they are looked up once and kept.
+  private readonly counters = new Map<string, { inc(): void }>();
+  private readonly upstream = new Map<string, { observe(v: number): void }>();
+
   constructor(
     private readonly clock: Clock,
     private readonly metrics: Metrics,
@@ -58,9 +63,24 @@ export class Recorder {
     if (x.done) return;
     x.done = true;
     const end = performance.now();
-    const m = this.metrics;
-    m.requests.labels(x.route || 'none', methodLabel(req.method), statusClass(x.status)).inc();
-    if (x.tUp > 0) m.upstreamLatency.labels(x.route).observe((end - x.tUp) / 1000);
+    const route = x.route || 'none';
+    const method = methodLabel(req.method);
+    const cls = statusClass(x.status);
+    const ck = `${route} ${method} ${cls}`;
+    let c = this.counters.get(ck);
+    if (c === undefined) {
+      c = this.metrics.requests.labels(route, method, cls);
+      this.counters.set(ck, c);
+    }
+    c.inc();
+    if (x.tUp > 0) {
+      let h = this.upstream.get(route);
+      if (h === undefined) {
+        h = this.metrics.upstreamLatency.labels(route);
+        this.upstream.set(route, h);
+      }
+      h.observe((end - x.tUp) / 1000);
+    }
     const ua = req.headers['user-agent'];
     const url = req.url ?? '';
     const q = url.indexOf('?');

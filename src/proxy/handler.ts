@@ -29,6 +29,7 @@ export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddre
 /** Where a request goes: the chosen route and origin, or the error that stops it. */
 export class ProxyHandler {
   private readonly agents = new Map<string, http.Agent>();
+  private readonly overhead = new Map<string, { observe(v: number): void }>();
 
   constructor(private readonly d: ProxyDeps) {}
 
@@ -195,7 +196,12 @@ export class ProxyHandler {
     });
     if (x.tUp === 0) {
       x.tUp = performance.now();
-      this.d.metrics.overhead.labels(x.route).observe((x.tUp - x.t0) / 1000);
+      let h = this.overhead.get(x.route);
+      if (h === undefined) {
+        h = this.d.metrics.overhead.labels(x.route);
+        this.overhead.set(x.route, h);
+      }
+      h.observe((x.tUp - x.t0) / 1000);
     }
     let timedOut = false;
     let sentBody = false;
@@ -250,7 +256,8 @@ export class ProxyHandler {
       this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
     });
 
-    if (!mayRetry) {
+    // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding): headers go in one write.
+    if (!mayRetry || (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined)) {
       up.end();
       return;
     }

@@ -1,0 +1,72 @@
+// Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import net from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export async function freePort() {
+  const s = net.createServer();
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address();
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/** Starts a child process and waits until `url` answers. */
+export async function startProcess(name, cmd, args, env, url, timeoutMs = 30_000) {
+  const proc = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (c) => {
+    out += c;
+  });
+  proc.stderr.on('data', (c) => {
+    out += c;
+  });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`${name} exited (${proc.exitCode}):\n${out}`);
+    const ok = await new Promise((r) => {
+      const req = http.get(url, { agent: false }, (res) => {
+        res.resume();
+        r(res.statusCode !== undefined);
+      });
+      req.on('error', () => r(false));
+      req.setTimeout(500, () => req.destroy());
+    });
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`${name} did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    name,
+    proc,
+    output: () => out,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((r) => {
+        if (proc.exitCode !== null) return r(proc.exitCode);
+        proc.once('exit', (code) => r(code));
+        proc.kill(signal);
+      }),
+  };
+}
+
+export function cannon(opts) {
+  return new Promise((resolve, reject) => {
+    autocannon({ ...opts }, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : Number.NaN;
+};
+
+export function table(headers, rows) {
+  const lines = [`| ${headers.join(' | ')} |`, `|${headers.map(() => '---').join('|')}|`];
+  for (const r of rows) lines.push(`| ${r.join(' | ')} |`);
+  return lines.join('\n');
+}

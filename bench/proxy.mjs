@@ -1,0 +1,317 @@
+#!/usr/bin/env node
+// bench:proxy — throughput at 50 connections and p50/p99 latency at a fixed
+// request rate, for the origin direct, wakegate (everything on), wakegate
+// pass-through (auth: none), bare http-proxy-3, fastify + @fastify/reply-from and
+// nginx (when installed), side by side in one run: warm-up, interleaved rounds,
+// medians. Every server is its own process; autocannon runs in this one.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cannon, freePort, median, ROOT, startProcess, table } from './lib.mjs';
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const RATE = Number(process.env.BENCH_RATE ?? 2000);
+const CONNECTIONS = 50;
+const node = process.execPath;
+const tmp = mkdtempSync(join(tmpdir(), 'wakegate-bench-'));
+const procs = [];
+
+function hasNginx() {
+  try {
+    execFileSync('nginx', ['-v'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function gatewayConfig(dir, port, opsPort, origin, auth) {
+  const file = join(dir, 'cfg.yaml');
+  writeFileSync(
+    file,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${opsPort}, ops_host: 127.0.0.1 }
+log: { level: warn }
+rate_limits:
+  default: { limit: 1000000000, burst: 1000000000, window: minute }
+routes:
+  - name: bench
+    prefix: /
+    auth: ${auth}
+    scopes: { read: bench:read, write: bench:write }
+    origins: { production: ${origin} }
+    latency_objective_ms: 1000
+`,
+  );
+  return file;
+}
+
+async function main() {
+  const originPort = await freePort();
+  const origin = `http://127.0.0.1:${originPort}`;
+  procs.push(
+    await startProcess('origin', node, [join(ROOT, 'bench/servers/origin.mjs')], { PORT: String(originPort) }, origin),
+  );
+  const targets = [{ name: 'direct', url: origin, headers: {} }];
+
+  // wakegate, everything on: keyed route, scope check, rate limit, capture, metrics.
+  const fullDir = join(tmp, 'full');
+  mkdirSync(fullDir);
+  const fullPort = await freePort();
+  const fullOps = await freePort();
+  const fullCfg = gatewayConfig(fullDir, fullPort, fullOps, origin, 'required');
+  const created = JSON.parse(
+    execFileSync(
+      node,
+      [
+        join(ROOT, 'dist/main.js'),
+        'keys',
+        'create',
+        '--label',
+        'bench',
+        '--environment',
+        'production',
+        '--scopes',
+        'bench:read',
+        '--config',
+        fullCfg,
+      ],
+      {
+        env: { ...process.env, DATA_DIR: join(fullDir, 'data') },
+      },
+    ).toString(),
+  );
+  const full = await startProcess(
+    'wakegate',
+    node,
+    [join(ROOT, 'dist/main.js'), 'serve', '--config', fullCfg],
+    { DATA_DIR: join(fullDir, 'data') },
+    `http://127.0.0.1:${fullPort}/`,
+  );
+  procs.push(full);
+  targets.push({
+    name: 'wakegate (full)',
+    url: `http://127.0.0.1:${fullPort}`,
+    headers: { authorization: `Bearer ${created.secret}` },
+    proc: full,
+    dataDir: join(fullDir, 'data'),
+    ops: `http://127.0.0.1:${fullOps}`,
+  });
+
+  const passDir = join(tmp, 'pass');
+  mkdirSync(passDir);
+  const passPort = await freePort();
+  const passCfg = gatewayConfig(passDir, passPort, await freePort(), origin, 'none');
+  procs.push(
+    await startProcess(
+      'wakegate-pass',
+      node,
+      [join(ROOT, 'dist/main.js'), 'serve', '--config', passCfg],
+      { DATA_DIR: join(passDir, 'data') },
+      `http://127.0.0.1:${passPort}/`,
+    ),
+  );
+  targets.push({ name: 'wakegate (pass-through)', url: `http://127.0.0.1:${passPort}`, headers: {} });
+
+  const hpPort = await freePort();
+  procs.push(
+    await startProcess(
+      'http-proxy-3',
+      node,
+      [join(ROOT, 'bench/servers/http-proxy-3.mjs')],
+      { PORT: String(hpPort), TARGET: origin },
+      `http://127.0.0.1:${hpPort}/`,
+    ),
+  );
+  targets.push({ name: 'http-proxy-3', url: `http://127.0.0.1:${hpPort}`, headers: {} });
+
+  const rfPort = await freePort();
+  procs.push(
+    await startProcess(
+      'reply-from',
+      node,
+      [join(ROOT, 'bench/servers/reply-from.mjs')],
+      { PORT: String(rfPort), TARGET: origin },
+      `http://127.0.0.1:${rfPort}/`,
+    ),
+  );
+  targets.push({ name: 'fastify + reply-from', url: `http://127.0.0.1:${rfPort}`, headers: {} });
+
+  if (hasNginx()) {
+    const nPort = await freePort();
+    const nDir = join(tmp, 'nginx');
+    mkdirSync(nDir);
+    writeFileSync(
+      join(nDir, 'nginx.conf'),
+      `worker_processes 1;
+pid ${nDir}/nginx.pid;
+error_log ${nDir}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${nDir}/body; proxy_temp_path ${nDir}/proxy; fastcgi_temp_path ${nDir}/fcgi;
+  uwsgi_temp_path ${nDir}/uwsgi; scgi_temp_path ${nDir}/scgi;
+  upstream origin { server 127.0.0.1:${originPort}; keepalive 256; }
+  server {
+    listen 127.0.0.1:${nPort};
+    keepalive_requests 1000000;
+    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+`,
+    );
+    procs.push(
+      await startProcess(
+        'nginx',
+        'nginx',
+        ['-p', nDir, '-c', join(nDir, 'nginx.conf'), '-g', 'daemon off;'],
+        {},
+        `http://127.0.0.1:${nPort}/`,
+      ),
+    );
+    targets.push({ name: 'nginx (1 worker)', url: `http://127.0.0.1:${nPort}`, headers: {} });
+  } else {
+    console.log('nginx not installed: skipped (apt-get install nginx to include it)');
+  }
+
+  const results = Object.fromEntries(
+    targets.map((t) => [t.name, { rps: [], p50: [], p99: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
+  );
+  const tally = (t, r) => {
+    const s = results[t.name];
+    s.ok2xx += r['2xx'];
+    s.errors += r.errors + r.timeouts;
+    s.non2xx += r.non2xx;
+  };
+  for (const t of targets) {
+    process.stderr.write(`warm-up ${t.name}\n`);
+    tally(t, await cannon({ url: `${t.url}/warm`, connections: CONNECTIONS, duration: WARMUP, headers: t.headers }));
+  }
+  for (let round = 1; round <= ROUNDS; round++) {
+    // Interleaved, and the order turns each round so no target always goes first.
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    for (const t of order) {
+      process.stderr.write(`round ${round}: throughput ${t.name}\n`);
+      const r = await cannon({
+        url: `${t.url}/bench/items?id=${round}`,
+        connections: CONNECTIONS,
+        duration: DURATION,
+        headers: t.headers,
+      });
+      tally(t, r);
+      results[t.name].rps.push(r.requests.average);
+    }
+    for (const t of order) {
+      process.stderr.write(`round ${round}: latency at ${RATE}/s ${t.name}\n`);
+      const r = await cannon({
+        url: `${t.url}/bench/items?id=${round}`,
+        connections: 20,
+        overallRate: RATE,
+        duration: DURATION,
+        headers: t.headers,
+      });
+      tally(t, r);
+      results[t.name].p50.push(r.latency.p50);
+      results[t.name].p99.push(r.latency.p99);
+    }
+  }
+
+  // Completeness: every request the full gateway served (its own counter, read after
+  // the load and before a clean stop) is a stored wake.
+  const fullT = targets.find((t) => t.proc);
+  const metricsText = await (await fetch(`${fullT.ops}/metrics`)).text();
+  const served = [...metricsText.matchAll(/^wakegate_requests_total\{route="bench"[^}]*\} (\d+)/gm)].reduce(
+    (a, m) => a + Number(m[1]),
+    0,
+  );
+  const exit = await fullT.proc.stop('SIGTERM');
+  const { openStore } = await import(join(ROOT, 'dist/store/client.js'));
+  const store = await openStore({ data_dir: fullT.dataDir, clickhouse_url: null, clickhouse_database: 'wakegate' });
+  const rs = await store.client.query({
+    query: "SELECT count() AS c FROM wakegate.wakes WHERE route = 'bench'",
+    format: 'JSONEachRow',
+  });
+  const stored = Number((await rs.json())[0].c);
+  await store.close();
+
+  const m = (name, k) => median(results[name][k]);
+  const hp = m('http-proxy-3', 'rps');
+  const rf = m('fastify + reply-from', 'rps');
+  const ng = results['nginx (1 worker)'] ? m('nginx (1 worker)', 'rps') : null;
+  const directP99 = m('direct', 'p99');
+  const rows = targets.map((t) => {
+    const rps = m(t.name, 'rps');
+    return [
+      t.name,
+      Math.round(rps).toLocaleString('en-US'),
+      results[t.name].rps.map((x) => Math.round(x)).join(' / '),
+      (rps / hp).toFixed(2),
+      (rps / rf).toFixed(2),
+      ng ? (rps / ng).toFixed(2) : 'n/a',
+      m(t.name, 'p50').toFixed(1),
+      m(t.name, 'p99').toFixed(1),
+      (m(t.name, 'p99') - directP99).toFixed(1),
+      String(results[t.name].errors + results[t.name].non2xx),
+    ];
+  });
+  const fullRps = m('wakegate (full)', 'rps');
+  const passRps = m('wakegate (pass-through)', 'rps');
+  console.log(
+    `\nbench:proxy — ${ROUNDS} interleaved rounds of ${DURATION}s after ${WARMUP}s warm-up; ${CONNECTIONS} connections; latency at ${RATE} req/s (20 connections); medians\n`,
+  );
+  console.log(
+    table(
+      [
+        'target',
+        'req/s (median)',
+        'rounds',
+        'x http-proxy-3',
+        'x reply-from',
+        'x nginx',
+        'p50 ms @rate',
+        'p99 ms @rate',
+        'p99 added vs direct',
+        'errors+non2xx',
+      ],
+      rows,
+    ),
+  );
+  const lines = [
+    ['full >= 2x bare http-proxy-3', (fullRps / hp).toFixed(2), fullRps / hp >= 2],
+    ['full >= 1.5x fastify + reply-from', (fullRps / rf).toFixed(2), fullRps / rf >= 1.5],
+    ['full >= 0.5x nginx', ng ? (fullRps / ng).toFixed(2) : 'n/a', ng ? fullRps / ng >= 0.5 : null],
+    [
+      'cost of every feature (full vs pass-through) <= 15%',
+      `${((1 - fullRps / passRps) * 100).toFixed(1)}%`,
+      1 - fullRps / passRps <= 0.15,
+    ],
+    [
+      'p99 added at the fixed rate <= 2 ms',
+      `${(m('wakegate (full)', 'p99') - directP99).toFixed(1)} ms`,
+      m('wakegate (full)', 'p99') - directP99 <= 2,
+    ],
+    [
+      '100% of wakes captured (stored wakes / requests served)',
+      `${stored} / ${served}`,
+      stored === served && served > 0,
+    ],
+  ];
+  console.log(
+    `\n${table(
+      ['budget line', 'measured', 'met'],
+      lines.map(([a, b, c]) => [a, b, c === null ? 'n/a' : c ? 'yes' : 'NO']),
+    )}`,
+  );
+  console.log(`\n(wakegate stopped with exit code ${exit})`);
+  mkdirSync(join(ROOT, 'bench/out'), { recursive: true });
+  writeFileSync(join(ROOT, 'bench/out/proxy.json'), JSON.stringify({ results, stored, served, lines }, null, 2));
+}
+
+try {
+  await main();
+} finally {
+  for (const p of procs.reverse()) await p.stop('SIGTERM');
+  rmSync(tmp, { recursive: true, force: true });
+}

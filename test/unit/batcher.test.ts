@@ -1,0 +1,118 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Batcher } from '../../src/capture/batcher.js';
+import { Spool } from '../../src/capture/spool.js';
+import { silentLogger } from '../../src/log.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('batcher', () => {
+  it('regression: under steady load it writes few large batches, not one per insert round trip', async () => {
+    const sizes: number[] = [];
+    const b = new Batcher<number>(
+      { batchRows: 5000, flushIntervalMs: 200, maxBufferedRows: 100_000 },
+      async (rows) => {
+        sizes.push(rows.length);
+        await sleep(30);
+      },
+      null,
+      silentLogger,
+    );
+    const until = Date.now() + 700;
+    let i = 0;
+    while (Date.now() < until) {
+      for (let k = 0; k < 20; k++) b.push(i++);
+      await sleep(1);
+    }
+    await b.stop();
+    expect(sizes.reduce((a, n) => a + n, 0)).toBe(i);
+    // One batch per 200 ms interval (plus the final flush), whatever the insert latency.
+    expect(sizes.length).toBeLessThanOrEqual(6);
+  });
+
+  it('flushes at batch_rows without waiting for the interval', async () => {
+    const sizes: number[] = [];
+    const b = new Batcher<number>(
+      { batchRows: 100, flushIntervalMs: 60_000, maxBufferedRows: 1000 },
+      async (rows) => {
+        sizes.push(rows.length);
+      },
+      null,
+      silentLogger,
+    );
+    for (let i = 0; i < 100; i++) b.push(i);
+    await sleep(20);
+    expect(sizes).toEqual([100]);
+    await b.stop();
+  });
+
+  it('spools batches while storage fails and replays them in order with their tokens once it answers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-spool-'));
+    let up = false;
+    const written: { token: string; rows: number[] }[] = [];
+    const b = new Batcher<number>(
+      { batchRows: 10, flushIntervalMs: 10, maxBufferedRows: 1000, retryIntervalMs: 20 },
+      async (rows, token) => {
+        if (!up) throw new Error('storage down');
+        written.push({ token, rows: [...rows] });
+      },
+      new Spool<number>(dir, 1_000_000),
+      silentLogger,
+    );
+    for (let round = 0; round < 3; round++) {
+      for (let i = round * 10; i < round * 10 + 10; i++) b.push(i);
+      await b.flush();
+    }
+    expect(written).toEqual([]);
+    expect(b.stats.storageUp).toBe(false);
+    expect(b.stats.spoolBatches).toBe(3);
+    for (let i = 30; i < 40; i++) b.push(i);
+    await b.flush();
+    expect(b.stats.spoolBatches).toBe(4);
+    up = true;
+    await sleep(50);
+    await b.flush();
+    expect(written.flatMap((w) => w.rows)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(new Set(written.map((w) => w.token)).size).toBe(4);
+    expect(b.stats.spoolBatches).toBe(0);
+    expect(b.stats.dropped).toBe(0);
+    // A new process finds an empty spool.
+    expect(new Spool<number>(dir, 1_000_000).length).toBe(0);
+  });
+
+  it('drops and counts only past the spool disk budget', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-spool-'));
+    const drops: [number, string][] = [];
+    const b = new Batcher<number>(
+      { batchRows: 100, flushIntervalMs: 10, maxBufferedRows: 10_000, retryIntervalMs: 60_000 },
+      async () => {
+        throw new Error('down');
+      },
+      new Spool<number>(dir, 2_000),
+      silentLogger,
+    );
+    b.onDrop = (n, reason) => drops.push([n, reason]);
+    for (let i = 0; i < 1000; i++) b.push(i);
+    await b.flush();
+    expect(b.stats.spooled + b.stats.dropped).toBe(1000);
+    expect(b.stats.spooled).toBeGreaterThan(0);
+    expect(b.stats.dropped).toBeGreaterThan(0);
+    expect(drops.every(([, r]) => r === 'spool_full')).toBe(true);
+    expect(drops.reduce((a, [n]) => a + n, 0)).toBe(b.stats.dropped);
+    await b.stop();
+  });
+
+  it('counts rows refused when the memory buffer is full', async () => {
+    const b = new Batcher<number>(
+      { batchRows: 1_000_000, flushIntervalMs: 60_000, maxBufferedRows: 10 },
+      async () => {},
+      null,
+      silentLogger,
+    );
+    for (let i = 0; i < 15; i++) b.push(i);
+    expect(b.stats.dropped).toBe(5);
+    await b.stop();
+  });
+});
