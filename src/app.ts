@@ -21,6 +21,7 @@ import { ProxyHandler } from './proxy/handler.js';
 import { RouteTable } from './proxy/routes.js';
 import { handleUpgrade } from './proxy/websocket.js';
 import { RateLimiter } from './ratelimit/limiter.js';
+import { loadSealingKey, SecretBox } from './seal.js';
 import { openStore, type Store } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
@@ -74,6 +75,7 @@ export class Gateway {
   limiter!: RateLimiter;
   store!: Store;
   endpoints!: EndpointService;
+  endpointTable!: EndpointTable;
   deliveries!: DeliveryTable;
   dispatcher!: Dispatcher;
   fanout!: FanOut;
@@ -93,6 +95,9 @@ export class Gateway {
       headersTimeout: s.headers_timeout_ms,
       requestTimeout: s.request_timeout_ms,
       keepAliveTimeout: s.keep_alive_timeout_ms,
+      // Node only enforces headersTimeout/requestTimeout when it checks connections
+      // (every 30 s by default); check often enough for the configured timeouts to bite.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(s.headers_timeout_ms / 4))),
       // The gateway answers 431 / 400 itself for malformed requests (see clientError below).
       requireHostHeader: false,
     });
@@ -122,7 +127,13 @@ export class Gateway {
     const keyTable = new KeyTable(this.store);
     this.ring = new KeyRing(keyTable, this.clock, this.log);
     await this.ring.load();
-    this.events = new EventBus(new EventTable(this.store), this.clock, this.log);
+    this.events = new EventBus(
+      new EventTable(this.store),
+      this.clock,
+      this.log,
+      new Spool(join(cfg.storage.data_dir, 'spool', 'events'), cfg.storage.spool_max_bytes),
+    );
+    this.events.onDrop = (n, reason) => this.metrics.eventsDropped.labels(reason).inc(n);
     this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
     const boot = await this.keys.bootstrap(cfg.admin_key);
     this.generatedAdminSecret = boot.secret;
@@ -201,6 +212,9 @@ export class Gateway {
       apiHandler(req, res);
     });
     this.server.on('upgrade', (req, socket, head) => handleUpgrade(proxyDeps, req, socket, head));
+    // fastify adds its own clientError listener to the server it is given; the gateway
+    // answers malformed requests itself, with its own error body, so only ours stays.
+    this.server.removeAllListeners('clientError');
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy();
       const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
@@ -215,8 +229,10 @@ export class Gateway {
         },
       });
       const text = code === 431 ? 'Request Header Fields Too Large' : code === 408 ? 'Request Timeout' : 'Bad Request';
+      // Answer, then let go of the socket even if the client never reads or closes.
       socket.end(
         `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+        () => socket.destroy(),
       );
     });
     this.ring.start(cfg.storage.key_poll_interval_ms);
@@ -226,7 +242,9 @@ export class Gateway {
   /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
   private async initWebhooks(): Promise<void> {
     const cfg = this.config;
-    this.endpoints = new EndpointService(cfg, new EndpointTable(this.store), this.events, this.clock, this.log);
+    const box = new SecretBox(loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir));
+    this.endpointTable = new EndpointTable(this.store, box);
+    this.endpoints = new EndpointService(cfg, this.endpointTable, this.events, this.clock, this.log);
     await this.endpoints.load();
     this.deliveries = new DeliveryTable(this.store);
     await applyDeliveryRetention(this.store, cfg.webhooks.dead_letter_retention_days);
@@ -245,7 +263,7 @@ export class Gateway {
     );
     await this.fanout.init();
     await this.dispatcher.resume();
-    this.events.onEvents(() => void this.fanout.poll());
+    this.events.onRecorded(() => void this.fanout.poll());
     this.batcher.onBatch(wakeRules(cfg, this.events));
     this.apiPlugins.push(
       webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher }),
@@ -293,7 +311,7 @@ export class Gateway {
     } catch {
       storage = 'down';
     }
-    if (!st.storageUp) storage = 'down';
+    if (!st.storageUp || !this.events.stats.storageUp) storage = 'down';
     // During a storage outage the gateway still serves (wakes go to the spool),
     // so it stays ready; the body and the metrics show the outage.
     const ok = storage === 'up' ? migrations : st.spoolBatches >= 0;
@@ -306,6 +324,7 @@ export class Gateway {
         wakes_buffered: this.batcher.buffered,
         spool_bytes: st.spoolBytes,
         spool_batches: st.spoolBatches,
+        events_spool_batches: this.events.stats.spoolBatches,
       },
     };
   }
@@ -324,7 +343,7 @@ export class Gateway {
       this.keys?.stop();
       this.limiter?.stop();
       await this.batcher?.stop();
-      await this.events?.flush();
+      await this.events?.stop();
       // Turn the last events into (persisted) deliveries, then let running attempts finish.
       await this.fanout?.poll();
       await this.fanout?.stop();

@@ -26,6 +26,7 @@ export const defaults = {
     cluster: null,
     spool_max_bytes: 1_073_741_824,
     key_poll_interval_ms: 1_000,
+    encryption_key: null,
   },
   environments: {
     production: { class: 'live', wake_retention_days: 30 },

@@ -53,6 +53,7 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv): void {
     ['CLICKHOUSE_PASSWORD', ['storage', 'clickhouse_password'], 'str'],
     ['CLICKHOUSE_DATABASE', ['storage', 'clickhouse_database'], 'str'],
     ['WAKEGATE_ADMIN_KEY', ['admin_key'], 'str'],
+    ['WAKEGATE_ENCRYPTION_KEY', ['storage', 'encryption_key'], 'str'],
     ['LOG_LEVEL', ['log', 'level'], 'str'],
   ];
   for (const [name, path, kind] of map) {

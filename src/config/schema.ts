@@ -70,6 +70,11 @@ export const configSchema = z.strictObject({
     spool_max_bytes: positiveInt,
     /** How often the key mirror asks the store for key changes. */
     key_poll_interval_ms: positiveInt,
+    /** Base64 of 32 bytes sealing stored signing secrets (WAKEGATE_ENCRYPTION_KEY); null: DATA_DIR/secret.key. */
+    encryption_key: z
+      .string()
+      .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be base64 of exactly 32 bytes')
+      .nullable(),
   }),
   environments: z
     .record(

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { Batcher } from '../capture/batcher.js';
+import type { Spool } from '../capture/spool.js';
 import type { Clock } from '../clock.js';
 import { newEventId, timePart } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -16,28 +18,44 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-export type EventListener = (events: readonly EventRecord[]) => void;
-
 /**
- * Raises events: records them in the events table in batches and hands them to
- * listeners (the webhook dispatcher). Raising never waits on storage.
+ * Raises events: records them in the events table in batches (the fan-out reads
+ * them from there) and never waits on storage. It rides on the capture Batcher,
+ * so events get the same durability as wakes: while storage fails they go to
+ * their own spool on disk and are replayed in order, deduplicated, when it answers.
  */
 export class EventBus {
-  private buffer: EventRecord[] = [];
-  private readonly listeners: EventListener[] = [];
-  private timer: NodeJS.Timeout | null = null;
-  private flushing: Promise<void> = Promise.resolve();
-  /** Events that could not be written; each one is logged and counted. */
-  failed = 0;
+  private readonly batcher: Batcher<EventRecord>;
+  private readonly listeners: (() => void)[] = [];
 
   constructor(
-    private readonly table: EventTable,
+    table: EventTable,
     private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly flushMs = 200,
-  ) {}
+    log: Logger,
+    spool: Spool<EventRecord> | null = null,
+    opts: { flushMs?: number; maxBuffered?: number } = {},
+  ) {
+    this.batcher = new Batcher<EventRecord>(
+      { batchRows: 5000, flushIntervalMs: opts.flushMs ?? 100, maxBufferedRows: opts.maxBuffered ?? 200_000 },
+      (rows, token) => table.insert(rows, token),
+      spool,
+      log,
+    );
+    this.batcher.onFlush = () => {
+      for (const l of this.listeners) l();
+    };
+  }
 
-  onEvents(l: EventListener): void {
+  get stats() {
+    return this.batcher.stats;
+  }
+
+  set onDrop(f: (n: number, reason: string) => void) {
+    this.batcher.onDrop = f;
+  }
+
+  /** Called each time a batch of events is recorded. */
+  onRecorded(l: () => void): void {
     this.listeners.push(l);
   }
 
@@ -57,42 +75,16 @@ export class EventBus {
       ? `evt_${timePart(created)}${createHash('sha256').update(`${type}:${dedupeKey}`).digest('hex').slice(0, 14)}`
       : newEventId(created);
     const ev: EventRecord = { id, type, environment, created_at: created, data };
-    this.buffer.push(ev);
-    if (!this.timer) {
-      this.timer = setTimeout(() => void this.flush(), this.flushMs);
-      this.timer.unref();
-    }
+    this.batcher.push(ev);
     return ev;
   }
 
-  async flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    const batch = this.buffer;
-    if (batch.length === 0) return this.flushing;
-    this.buffer = [];
-    this.flushing = this.flushing.then(async () => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await this.table.insert(batch, `events-${batch[0]?.id}-${batch.length}`);
-          break;
-        } catch (e) {
-          if (attempt >= 3) {
-            this.failed += batch.length;
-            this.log.error('events could not be recorded', { count: batch.length, err: e as Error });
-            break;
-          }
-          await new Promise((r) => setTimeout(r, 100 * attempt));
-        }
-      }
-      for (const l of this.listeners) {
-        try {
-          l(batch);
-        } catch (e) {
-          this.log.error('event listener failed', { err: e as Error });
-        }
-      }
-    });
-    return this.flushing;
+  /** Writes every event raised so far (or spools them). */
+  flush(): Promise<void> {
+    return this.batcher.flush();
+  }
+
+  stop(): Promise<void> {
+    return this.batcher.stop();
   }
 }

@@ -101,6 +101,12 @@ export function createMetrics() {
     help: 'Age of the oldest pending webhook delivery',
     registers: [registry],
   });
+  const eventsDropped = new Counter({
+    name: 'wakegate_events_dropped_total',
+    help: 'Events not recorded (buffer full, or spool budget exhausted while storage failed), by reason',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   const eventsShed = new Counter({
     name: 'wakegate_events_shed_total',
     help: 'Events not turned into deliveries because the event queue was full, by type',
@@ -127,6 +133,7 @@ export function createMetrics() {
     deliveryQueue,
     deliveryOldest,
     eventsShed,
+    eventsDropped,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { SecretBox } from '../seal.js';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
 
@@ -43,15 +44,18 @@ export interface DeliveryRecord {
 const ms = (v: string | null): number | null => (v === null ? null : Number(v));
 const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assumeNotNull(${c}))) AS ${c}_ms`;
 
-/** Owns the webhook_endpoints table. */
+/** Owns the webhook_endpoints table. Signing secrets are stored sealed, never in clear. */
 export class EndpointTable {
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    private readonly box: SecretBox,
+  ) {}
 
   async put(e: EndpointRecord): Promise<void> {
     await this.store.client.insert({
       table: `${this.store.db}.webhook_endpoints`,
       format: 'JSONEachRow',
-      values: [{ ...e }],
+      values: [{ ...e, secret: this.box.seal(e.secret) }],
     });
   }
 
@@ -72,7 +76,7 @@ export class EndpointTable {
       environment: r.environment,
       url: r.url,
       events: r.events,
-      secret: r.secret,
+      secret: this.box.open(r.secret),
       status: r.status,
       created_at: Number(r.created_ms),
       first_410_at: ms(r.first_410_at_ms),

@@ -90,19 +90,17 @@ export class FanOut {
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
     for (;;) {
       const page = await this.events.recordedAfter(pos.t, pos.id);
-      const fresh: EventRecord[] = [];
-      let early: string[] = [];
-      for (const e of page) {
-        if (e.recorded_at > this.cursor) this.cursor = e.recorded_at;
-        if (this.seen.has(e.id)) continue;
-        this.seen.set(e.id, e.recorded_at);
-        fresh.push(e);
-        if (e.recorded_at < this.startedAt) early.push(e.id);
-      }
+      const fresh = page.filter((e) => !this.seen.has(e.id));
       if (fresh.length) {
+        const early = fresh.filter((e) => e.recorded_at < this.startedAt).map((e) => e.id);
         const done = early.length ? await this.deliveries.existingPairs(early) : new Set<string>();
-        early = [];
         await this.fanOut(fresh, done);
+      }
+      // Only now, with the deliveries written, are these events done: a failure above
+      // leaves them to be read again by the next poll.
+      for (const e of page) {
+        if (!this.seen.has(e.id)) this.seen.set(e.id, e.recorded_at);
+        if (e.recorded_at > this.cursor) this.cursor = e.recorded_at;
       }
       const last = page[page.length - 1];
       if (!last || page.length < 2000) break;

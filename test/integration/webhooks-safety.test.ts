@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSigningSecret } from '../../src/auth/secrets.js';
-import { EndpointTable } from '../../src/store/webhooks.js';
 import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { type Receiver, startReceiver, until } from '../helpers/receiver.js';
 
@@ -73,7 +72,7 @@ describe('webhook safety', () => {
       disabled_at: null,
       updated_at: now,
     };
-    await new EndpointTable(t.gw.store).put(ep);
+    await t.gw.endpointTable.put(ep);
     t.gw.endpoints.apply(ep);
     t.gw.events.emit('key.rotated', 'production', { x: 1 });
     await t.gw.events.flush();
