@@ -350,7 +350,7 @@ export class Gateway {
       await this.dispatcher?.stop();
       this.endpoints?.stop();
       await this.ring?.stop();
-      this.proxy?.close();
+      await this.proxy?.close();
       await this.api?.close();
       await new Promise<void>((r) => this.ops.close(() => r()));
       this.ops.closeAllConnections();

@@ -1,5 +1,5 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
@@ -8,8 +8,9 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import type { KeyRecord } from '../store/keys.js';
-import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
+import { forwardRawResponseHeaders, forwardRequestHeaders } from './headers.js';
 import { type Origin, type Route, type RouteTable, unsafePath, upstreamPath } from './routes.js';
+import { countedBody, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
   routes: RouteTable;
@@ -20,7 +21,6 @@ export interface ProxyDeps {
   log: Logger;
 }
 
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
 const MAX_CONSUMER = 128;
 
@@ -28,27 +28,10 @@ export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddre
 
 /** Where a request goes: the chosen route and origin, or the error that stops it. */
 export class ProxyHandler {
-  private readonly agents = new Map<string, http.Agent>();
+  private readonly upstreams = new Upstreams();
   private readonly overhead = new Map<string, { observe(v: number): void }>();
 
   constructor(private readonly d: ProxyDeps) {}
-
-  agentFor(o: Origin): http.Agent {
-    const k = `${o.protocol}//${o.hostname}:${o.port}`;
-    let a = this.agents.get(k);
-    if (!a) {
-      const opts = {
-        keepAlive: true,
-        maxSockets: 1024,
-        maxFreeSockets: 256,
-        scheduling: 'lifo' as const,
-        timeout: 60_000,
-      };
-      a = o.protocol === 'https:' ? new https.Agent(opts) : new http.Agent(opts);
-      this.agents.set(k, a);
-    }
-    return a;
-  }
 
   /** Answers with the gateway's own error body. */
   fail(
@@ -159,7 +142,7 @@ export class ProxyHandler {
       }
       limitHeaders = decision.headers;
     }
-    this.forward(req, res, x, route, origin, upstreamPath(route, origin, rawPath, query), key, limitHeaders, true);
+    this.forward(req, res, x, route, origin, upstreamPath(route, origin, rawPath, query), key, limitHeaders);
   }
 
   private failWith(req: IncomingMessage, res: ServerResponse, x: Exchange, e: GatewayError): void {
@@ -175,7 +158,6 @@ export class ProxyHandler {
     path: string,
     key: KeyRecord | null,
     limitHeaders: string[] | null,
-    mayRetry: boolean,
   ): void {
     const headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
@@ -184,94 +166,91 @@ export class ProxyHandler {
       originHost: origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
     });
-    const lib = origin.protocol === 'https:' ? https : http;
-    const up = lib.request({
-      protocol: origin.protocol,
-      hostname: origin.hostname,
-      port: origin.port,
-      method: req.method,
-      path,
-      headers,
-      agent: this.agentFor(origin),
-    });
-    if (x.tUp === 0) {
-      x.tUp = performance.now();
-      let h = this.overhead.get(x.route);
-      if (h === undefined) {
-        h = this.d.metrics.overhead.labels(x.route);
-        this.overhead.set(x.route, h);
-      }
-      h.observe((x.tUp - x.t0) / 1000);
+    x.tUp = performance.now();
+    let h = this.overhead.get(x.route);
+    if (h === undefined) {
+      h = this.d.metrics.overhead.labels(x.route);
+      this.overhead.set(x.route, h);
     }
-    let timedOut = false;
-    let sentBody = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      up.destroy(new Error('upstream timeout'));
-    }, route.cfg.timeout_ms);
-
+    h.observe((x.tUp - x.t0) / 1000);
+    // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
+    const bodyless = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
+    let abort: ((err?: Error) => void) | null = null;
     const onClientClose = () => {
-      if (!res.writableFinished) up.destroy();
+      if (!res.writableFinished && abort) abort(new Error('client closed'));
     };
     res.once('close', onClientClose);
-
-    up.on('response', (ures) => {
-      clearTimeout(timer);
-      x.status = ures.statusCode ?? 502;
-      const extra = ['x-wake-id', x.id];
-      if (limitHeaders) for (const h of limitHeaders) extra.push(h);
-      res.sendDate = false;
-      res.writeHead(x.status, ures.statusMessage, forwardResponseHeaders(ures.rawHeaders, extra));
-      ures.on('data', (chunk: Buffer) => {
+    const handler = {
+      onConnect: (a: (err?: Error) => void) => {
+        abort = a;
+      },
+      onHeaders: (status: number, raw: Buffer[], resume: () => void, statusText: string): boolean => {
+        x.status = status;
+        const extra = ['x-wake-id', x.id];
+        if (limitHeaders) for (const l of limitHeaders) extra.push(l);
+        res.sendDate = false;
+        res.writeHead(status, statusText, forwardRawResponseHeaders(raw, extra));
+        res.on('drain', resume);
+        return true;
+      },
+      onData: (chunk: Buffer): boolean => {
         x.resBytes += chunk.length;
-        if (!res.write(chunk)) ures.pause();
-      });
-      res.on('drain', () => ures.resume());
-      ures.on('end', () => {
+        return res.write(chunk);
+      },
+      onComplete: () => {
         res.end();
-      });
-      const broken = () => {
-        // The origin broke off mid-response: record it as such, then cut the client off.
-        x.status = 502;
-        this.d.recorder.finish(req, x);
-        res.destroy();
-      };
-      ures.on('error', broken);
-      ures.on('aborted', broken);
-    });
-
-    up.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      res.off('close', onClientClose);
-      if (res.headersSent || res.destroyed) {
-        if (!res.destroyed) res.destroy();
-        return;
-      }
-      if (timedOut) return this.fail(req, res, x, 'upstream_timeout');
-      // A pooled connection the origin closed while we reused it: safe to retry once.
-      if (mayRetry && up.reusedSocket && !sentBody && err.code === 'ECONNRESET' && IDEMPOTENT.has(req.method ?? '')) {
-        return this.forward(req, res, x, route, origin, path, key, limitHeaders, false);
-      }
-      this.d.log.debug('upstream error', { route: x.route, code: err.code });
-      this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
-    });
-
-    // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding): headers go in one write.
-    if (!mayRetry || (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined)) {
-      up.end();
-      return;
+      },
+      onError: (err: Error & { code?: string }) => {
+        res.off('close', onClientClose);
+        if (res.headersSent) {
+          // The origin broke off mid-response: record it as such, then cut the client off.
+          if (!res.writableFinished) {
+            x.status = 502;
+            this.d.recorder.finish(req, x);
+            res.destroy();
+          }
+          return;
+        }
+        if (res.destroyed) return;
+        if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
+        if (err.code === 'UND_ERR_INVALID_ARG') {
+          return this.fail(
+            req,
+            res,
+            x,
+            'invalid_request',
+            'the request carries a header the origin connection refuses',
+          );
+        }
+        this.d.log.debug('upstream error', { route: x.route, code: err.code });
+        this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
+      },
+    };
+    try {
+      this.upstreams.pool(origin).dispatch(
+        {
+          path,
+          method: req.method as 'GET',
+          headers,
+          body: bodyless
+            ? null
+            : Readable.from(
+                countedBody(req, (n) => {
+                  x.reqBytes += n;
+                }),
+                { objectMode: false },
+              ),
+          headersTimeout: route.cfg.timeout_ms,
+          bodyTimeout: 0,
+        },
+        handler,
+      );
+    } catch (e) {
+      handler.onError(e as Error & { code?: string });
     }
-    req.on('data', (chunk: Buffer) => {
-      sentBody = true;
-      x.reqBytes += chunk.length;
-      if (!up.write(chunk)) req.pause();
-    });
-    up.on('drain', () => req.resume());
-    req.on('end', () => up.end());
-    req.on('error', () => up.destroy());
   }
 
-  close(): void {
-    for (const a of this.agents.values()) a.destroy();
+  close(): Promise<void> {
+    return this.upstreams.close();
   }
 }

@@ -13,6 +13,9 @@ const HOP_BY_HOP = new Set([
   'upgrade',
   'proxy-authorization',
   'proxy-authenticate',
+  // 100-continue is between the client and this gateway (Node answers it); the
+  // origin gets the body as a plain request.
+  'expect',
 ]);
 
 export interface ForwardHeadersOptions {
@@ -85,6 +88,13 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     out.push('x-wakegate-environment', o.identity[2]);
   }
   return out;
+}
+
+/** As forwardResponseHeaders, for undici's raw Buffer headers (latin1, as on the wire). */
+export function forwardRawResponseHeaders(raw: Buffer[], extra: string[]): string[] {
+  const strings = new Array<string>(raw.length);
+  for (let i = 0; i < raw.length; i++) strings[i] = (raw[i] as Buffer).toString('latin1');
+  return forwardResponseHeaders(strings, extra);
 }
 
 /** Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`. */
