@@ -13,6 +13,7 @@ import { Spool } from './capture/spool.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { EventBus } from './events/bus.js';
+import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
@@ -265,6 +266,7 @@ export class Gateway {
     await this.dispatcher.resume();
     this.events.onRecorded(() => void this.fanout.poll());
     this.batcher.onBatch(wakeRules(cfg, this.events));
+    this.batcher.onBatch(sloRules(cfg, this.events));
     this.apiPlugins.push(
       webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher }),
     );

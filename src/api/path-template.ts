@@ -36,3 +36,16 @@ export function templateToPattern(template: string): string {
   if (out.includes('}')) throw new GatewayError('invalid_request', 'path: unbalanced }', 'path');
   return `^${out}${tail}$`;
 }
+
+/**
+ * How a template filters: an exact path when it has no placeholder and no `*`
+ * (a plain equality, much cheaper than a regex), else the pattern, with its
+ * literal prefix as a cheap pre-filter.
+ */
+export function templateFilter(template: string): { exact: string | null; prefix: string; pattern: string } {
+  const pattern = templateToPattern(template);
+  const cut = template.search(/[{*]/);
+  return cut === -1
+    ? { exact: template, prefix: template, pattern }
+    : { exact: null, prefix: template.slice(0, cut), pattern };
+}

@@ -6,7 +6,7 @@ import type { WakeFilter } from '../store/wakes.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { intParam, parseInput } from './parse.js';
-import { templateToPattern } from './path-template.js';
+import { templateFilter } from './path-template.js';
 import { listEnvelope, wakeView } from './views.js';
 
 export const listWakesQuery = z.strictObject({
@@ -59,14 +59,21 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const filter: WakeFilter = { environment: env };
       if (q.status !== undefined) filter.status = q.status;
       if (q.status_class !== undefined) filter.statusClass = Number(q.status_class[0]);
-      if (q.path !== undefined) filter.pathPattern = templateToPattern(q.path);
+      if (q.path !== undefined) {
+        const t = templateFilter(q.path);
+        if (t.exact !== null) filter.pathExact = t.exact;
+        else {
+          filter.pathPattern = t.pattern;
+          filter.pathPrefix = t.prefix;
+        }
+      }
       if (q.consumer !== undefined) filter.consumer = q.consumer;
       if (q.key_id !== undefined) filter.keyId = q.key_id;
       if (q.min_latency_ms !== undefined) filter.minLatencyMs = q.min_latency_ms;
       const limit = q.limit ?? 20;
       const fp = filterFingerprint({ ...filter, pathPattern: q.path });
       const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
-      const page = await deps.wakes.list(filter, limit, after);
+      const page = await deps.wakes.list(filter, limit, after, deps.clock.now());
       const last = page.rows[page.rows.length - 1];
       const next = page.hasMore && last ? encodeCursor({ t: last.captured_at, id: last.id }, fp) : null;
       return listEnvelope(page.rows.map(wakeView), page.hasMore, next);

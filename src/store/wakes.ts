@@ -88,6 +88,10 @@ export interface WakeFilter {
   statusClass?: number;
   /** An RE2 pattern the whole path must match (built from a path template). */
   pathPattern?: string;
+  /** A literal start every matching path has (narrows before the regex runs). */
+  pathPrefix?: string;
+  /** The exact path (a template with no placeholder). */
+  pathExact?: string;
   consumer?: string;
   minLatencyMs?: number;
   keyId?: string;
@@ -130,14 +134,43 @@ const fromRow = (r: WakeRowOut): Wake => ({
 export class WakeQuerier {
   constructor(private readonly store: Store) {}
 
-  /** Newest first; returns up to `limit` rows and whether more exist after them. */
+  /**
+   * Newest first; returns up to `limit` rows and whether more exist after them.
+   * Reading newest-first merges every daily part, so a selective filter would read
+   * a block of each day; the query first looks at the last day, then the last 7,
+   * then everything. Each window holds exactly the newest rows up to its bound, so
+   * the first one that yields a full page gives the right page.
+   */
   async list(
     filter: WakeFilter,
     limit: number,
     after: WakePosition | null,
+    now: number = Date.now(),
   ): Promise<{ rows: Wake[]; hasMore: boolean }> {
+    const top = after ? after.t : now;
+    for (const days of [1, 7, null]) {
+      const since = days === null ? null : top - days * 86_400_000;
+      const rows = await this.listWindow(filter, limit, after, since);
+      if (rows.length > limit || since === null) {
+        const hasMore = rows.length > limit;
+        return { rows: hasMore ? rows.slice(0, limit) : rows, hasMore };
+      }
+    }
+    throw new Error('unreachable');
+  }
+
+  private async listWindow(
+    filter: WakeFilter,
+    limit: number,
+    after: WakePosition | null,
+    since: number | null,
+  ): Promise<Wake[]> {
     const where = ['environment = {env:String}'];
     const params: Record<string, unknown> = { env: filter.environment, lim: limit + 1 };
+    if (since !== null) {
+      where.push("captured_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')");
+      params.since = since;
+    }
     if (filter.status !== undefined) {
       where.push('status = {status:UInt16}');
       params.status = filter.status;
@@ -147,7 +180,14 @@ export class WakeQuerier {
       params.slo = filter.statusClass * 100;
       params.shi = filter.statusClass * 100 + 99;
     }
-    if (filter.pathPattern !== undefined) {
+    if (filter.pathExact !== undefined) {
+      where.push('path = {path_eq:String}');
+      params.path_eq = filter.pathExact;
+    } else if (filter.pathPattern !== undefined) {
+      if (filter.pathPrefix) {
+        where.push('startsWith(path, {path_pre:String})');
+        params.path_pre = filter.pathPrefix;
+      }
       where.push('match(path, {path_re:String})');
       params.path_re = filter.pathPattern;
     }
@@ -174,9 +214,7 @@ export class WakeQuerier {
     }
     const sql = `${SELECT} FROM ${this.store.db}.wakes WHERE ${where.join(' AND ')}
       ORDER BY captured_at DESC, id DESC LIMIT {lim:UInt32}`;
-    const rows = (await queryRows<WakeRowOut>(this.store, sql, params)).map(fromRow);
-    const hasMore = rows.length > limit;
-    return { rows: hasMore ? rows.slice(0, limit) : rows, hasMore };
+    return (await queryRows<WakeRowOut>(this.store, sql, params)).map(fromRow);
   }
 
   /** One wake by id in one environment; the id's time part narrows the scan to one millisecond. */

@@ -19,7 +19,10 @@ export type Send = (d: DeliveryRecord, attemptNo: number, nowMs: number) => Prom
  * same attempt number, never counted twice.
  */
 export class Dispatcher {
-  private readonly heap: MinHeap<DeliveryRecord>;
+  /** Waiting deliveries, one queue per endpoint, so the per-endpoint cap costs nothing to respect. */
+  private readonly queues = new Map<string, MinHeap<DeliveryRecord>>();
+  private waiting = 0;
+  private rotate = 0;
   private inflight = 0;
   private readonly perEndpoint = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
@@ -38,9 +41,7 @@ export class Dispatcher {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: Metrics,
-    heap: MinHeap<DeliveryRecord> = new MinHeap((d) => d.next_attempt_at ?? 0),
   ) {
-    this.heap = heap;
     const w = cfg.webhooks;
     this.send = (d, n, nowMs) => {
       const ep = this.endpoints.get(d.endpoint_id);
@@ -64,14 +65,27 @@ export class Dispatcher {
 
   /** Deliveries waiting for an attempt, plus those being attempted. */
   get queued(): number {
-    return this.heap.size + this.inflight;
+    return this.waiting + this.inflight;
+  }
+
+  private enqueue(d: DeliveryRecord): void {
+    let q = this.queues.get(d.endpoint_id);
+    if (!q) {
+      q = new MinHeap<DeliveryRecord>((x) => x.next_attempt_at ?? 0);
+      this.queues.set(d.endpoint_id, q);
+    }
+    q.push(d);
+    this.waiting++;
   }
 
   /** Age in ms of the most overdue pending delivery (0 when none is due). */
   oldestPendingMs(): number {
-    const d = this.heap.peek();
-    if (!d || d.next_attempt_at === null) return 0;
-    return Math.max(0, this.clock.now() - d.next_attempt_at);
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const q of this.queues.values()) {
+      const t = q.peek()?.next_attempt_at;
+      if (t !== null && t !== undefined && t < oldest) oldest = t;
+    }
+    return oldest === Number.POSITIVE_INFINITY ? 0 : Math.max(0, this.clock.now() - oldest);
   }
 
   /** Loads unfinished deliveries this instance dispatches for (after a restart). */
@@ -79,7 +93,7 @@ export class Dispatcher {
     let n = 0;
     for (const d of await this.table.unfinished()) {
       if (!this.endpoints.owns(d.endpoint_id)) continue;
-      this.heap.push(d);
+      this.enqueue(d);
       n++;
     }
     if (n) this.log.info('webhook deliveries resumed', { count: n });
@@ -90,28 +104,35 @@ export class Dispatcher {
   async add(rows: DeliveryRecord[]): Promise<void> {
     if (rows.length === 0) return;
     await this.table.put(rows);
-    for (const d of rows) this.heap.push(d);
+    for (const d of rows) this.enqueue(d);
     this.tick();
   }
 
-  /** Starts every attempt that is due, within the caps. */
+  /**
+   * Starts every attempt that is due, within the caps: at most `max_per_endpoint`
+   * per endpoint and `max_concurrency` in all. Endpoints take turns (the starting
+   * endpoint rotates), so a busy one cannot starve the others.
+   */
   tick(): void {
     if (this.stopped) return;
     const now = this.clock.now();
     const w = this.cfg.webhooks;
-    let deferred: DeliveryRecord[] | null = null;
-    while (this.inflight < w.max_concurrency) {
-      const d = this.heap.peek();
-      if (!d || (d.next_attempt_at ?? 0) > now) break;
-      this.heap.pop();
-      if ((this.perEndpoint.get(d.endpoint_id) ?? 0) >= w.max_per_endpoint) {
-        deferred ??= [];
-        deferred.push(d);
-        continue;
+    const ids = [...this.queues.keys()];
+    const n = ids.length;
+    if (n === 0) return;
+    this.rotate = (this.rotate + 1) % n;
+    for (let k = 0; k < n && this.inflight < w.max_concurrency; k++) {
+      const id = ids[(this.rotate + k) % n] as string;
+      const q = this.queues.get(id) as MinHeap<DeliveryRecord>;
+      while (this.inflight < w.max_concurrency && (this.perEndpoint.get(id) ?? 0) < w.max_per_endpoint) {
+        const d = q.peek();
+        if (!d || (d.next_attempt_at ?? 0) > now) break;
+        q.pop();
+        this.waiting--;
+        this.run(d);
       }
-      this.run(d);
+      if (q.size === 0 && !this.perEndpoint.has(id)) this.queues.delete(id);
     }
-    if (deferred) for (const d of deferred) this.heap.push(d);
   }
 
   private run(d: DeliveryRecord): void {
@@ -163,7 +184,7 @@ export class Dispatcher {
       this.metrics.deliveries.labels('failed').inc();
     }
     this.finish(next);
-    if (next.status === 'failed') this.heap.push(next);
+    if (next.status === 'failed') this.enqueue(next);
     await this.endpoints.recordAnswer(d.endpoint_id, out.status, after);
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeCursor, encodeCursor, filterFingerprint } from '../../src/api/cursor.js';
-import { templateToPattern } from '../../src/api/path-template.js';
+import { templateFilter, templateToPattern } from '../../src/api/path-template.js';
 import { bearerToken, hashSecret, newKeySecret } from '../../src/auth/secrets.js';
 import { ERROR_TYPES, errorBody, GatewayError } from '../../src/errors.js';
 import { idTime, newWakeId, randomBase62, sortableId } from '../../src/ids.js';
@@ -76,6 +76,11 @@ describe('path templates', () => {
     expect(m('/v2/*', '/v2/anything/at/all')).toBe(true);
     expect(m('/a.b', '/aXb')).toBe(false);
     expect(m('/a(b)+', '/a(b)+')).toBe(true);
+  });
+  it('turns literal templates into equality and keeps the literal prefix of the others', () => {
+    expect(templateFilter('/v2/payments/p_42')).toMatchObject({ exact: '/v2/payments/p_42' });
+    expect(templateFilter('/v2/payments/{id}/refunds')).toMatchObject({ exact: null, prefix: '/v2/payments/' });
+    expect(templateFilter('/v2/*')).toMatchObject({ exact: null, prefix: '/v2/' });
   });
   it('refuses templates that are not templates', () => {
     for (const bad of ['nope', '/a/*/b', '/a/{x', '/a/{1x}'])

@@ -1,0 +1,103 @@
+import type { Config } from '../config/index.js';
+import type { Wake } from '../store/wakes.js';
+import type { EventBus } from './bus.js';
+
+/** Fast-burn alerting (Google SRE workbook): 14.4x the budget over a short window. */
+export const BURN_THRESHOLD = 14.4;
+const WINDOW_MS = 5 * 60_000;
+const BUCKET_MS = 60_000;
+const MIN_REQUESTS = 100;
+const QUIET_MS = 3_600_000;
+/** Latency objectives are read as "99% of requests faster than latency_objective_ms". */
+const LATENCY_TARGET = 0.99;
+
+interface Bucket {
+  start: number;
+  total: number;
+  errors: number;
+  slow: number;
+}
+
+interface RouteState {
+  buckets: Bucket[];
+  lastAlert: { availability: number; latency: number };
+}
+
+/**
+ * Raises slo.burn when a route's availability objective (5xx share) or latency
+ * objective (share slower than latency_objective_ms, against 99%) burns its
+ * error budget at 14.4x or more over the last 5 minutes, with at least 100
+ * requests; at most once an hour per route and kind. Time is the wakes' own.
+ */
+export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: readonly Wake[]) => void {
+  const routes = new Map(
+    cfg.routes
+      .filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null)
+      .map((r) => [r.name, r] as const),
+  );
+  const state = new Map<string, RouteState>();
+  const check = (name: string, now: number, env: string) => {
+    const r = routes.get(name);
+    const st = state.get(name);
+    if (!r || !st) return;
+    st.buckets = st.buckets.filter((b) => b.start > now - WINDOW_MS);
+    let total = 0;
+    let errors = 0;
+    let slow = 0;
+    for (const b of st.buckets) {
+      total += b.total;
+      errors += b.errors;
+      slow += b.slow;
+    }
+    if (total < MIN_REQUESTS) return;
+    const raise = (kind: 'availability' | 'latency', objective: number, bad: number) => {
+      const burn = bad / total / (1 - objective);
+      if (burn < BURN_THRESHOLD || now - st.lastAlert[kind] < QUIET_MS) return;
+      st.lastAlert[kind] = now;
+      events.emit(
+        'slo.burn',
+        env,
+        {
+          route: name,
+          objective:
+            kind === 'availability'
+              ? { kind, target: objective }
+              : { kind, target: objective, threshold_ms: r.latency_objective_ms },
+          burn_rate: Math.round(burn * 100) / 100,
+          window: '5m',
+        },
+        now,
+      );
+    };
+    if (r.availability_objective !== null) raise('availability', r.availability_objective, errors);
+    if (r.latency_objective_ms !== null) raise('latency', LATENCY_TARGET, slow);
+  };
+  return (rows) => {
+    const touched = new Map<string, [number, string]>();
+    for (const w of rows) {
+      const r = routes.get(w.route);
+      if (!r) continue;
+      let st = state.get(w.route);
+      if (!st) {
+        st = { buckets: [], lastAlert: { availability: -Infinity, latency: -Infinity } };
+        state.set(w.route, st);
+      }
+      const start = w.captured_at - (w.captured_at % BUCKET_MS);
+      let b = st.buckets[st.buckets.length - 1];
+      if (!b || b.start !== start) {
+        b = st.buckets.find((x) => x.start === start);
+        if (!b) {
+          b = { start, total: 0, errors: 0, slow: 0 };
+          st.buckets.push(b);
+          st.buckets.sort((x, y) => x.start - y.start);
+        }
+      }
+      b.total++;
+      if (w.status >= 500) b.errors++;
+      if (r.latency_objective_ms !== null && w.latency_ms > r.latency_objective_ms) b.slow++;
+      const seen = touched.get(w.route);
+      if (!seen || w.captured_at > seen[0]) touched.set(w.route, [w.captured_at, w.environment]);
+    }
+    for (const [name, [now, env]] of touched) check(name, now, env);
+  };
+}
