@@ -74,10 +74,16 @@ try {
     });
     const metrics = await (await fetch(`http://127.0.0.1:${ops}/metrics`)).text();
     const lag = (name) => Number(new RegExp(`^${name} ([0-9.e-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN) * 1000;
+    const mb = (name) =>
+      (
+        Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN) / 1048576
+      ).toFixed(0);
     rows.push([
       String(m),
       Math.round(r.requests.average).toLocaleString('en-US'),
       rssMb(gw.proc.pid).toFixed(0),
+      mb('wakegate_nodejs_heap_size_used_bytes'),
+      mb('wakegate_nodejs_external_memory_bytes'),
       lag('wakegate_nodejs_eventloop_lag_p50_seconds').toFixed(1),
       lag('wakegate_nodejs_eventloop_lag_p99_seconds').toFixed(1),
       String(r.latency.p50),
@@ -95,6 +101,8 @@ try {
         'minute',
         'req/s',
         'RSS MB',
+        'JS heap used MB',
+        'external MB',
         'loop delay p50 ms',
         'loop delay p99 ms',
         'latency p50 ms',

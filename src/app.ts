@@ -249,7 +249,15 @@ export class Gateway {
     await this.endpoints.load();
     this.deliveries = new DeliveryTable(this.store);
     await applyDeliveryRetention(this.store, cfg.webhooks.dead_letter_retention_days);
-    this.dispatcher = new Dispatcher(cfg, this.deliveries, this.endpoints, this.clock, this.log, this.metrics);
+    this.dispatcher = new Dispatcher(
+      cfg,
+      this.deliveries,
+      this.endpoints,
+      this.clock,
+      this.log,
+      this.metrics,
+      new Spool(join(cfg.storage.data_dir, 'spool', 'deliveries'), cfg.storage.spool_max_bytes),
+    );
     this.fanout = new FanOut(
       cfg,
       new EventTable(this.store),

@@ -1,3 +1,5 @@
+import { Batcher } from '../capture/batcher.js';
+import type { Spool } from '../capture/spool.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
@@ -26,9 +28,8 @@ export class Dispatcher {
   private inflight = 0;
   private readonly perEndpoint = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
-  private writes: DeliveryRecord[] = [];
-  private writeTimer: NodeJS.Timeout | null = null;
-  private writing: Promise<void> = Promise.resolve();
+  /** Outcomes are written in batches, and spooled to disk while storage fails, like wakes. */
+  private readonly outcomes: Batcher<DeliveryRecord>;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   random: () => number = Math.random;
@@ -41,8 +42,15 @@ export class Dispatcher {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: Metrics,
+    spool: Spool<DeliveryRecord> | null = null,
   ) {
     const w = cfg.webhooks;
+    this.outcomes = new Batcher<DeliveryRecord>(
+      { batchRows: 1000, flushIntervalMs: 50, maxBufferedRows: 1_000_000 },
+      (rows) => this.table.put(rows),
+      spool,
+      log,
+    );
     this.send = (d, n, nowMs) => {
       const ep = this.endpoints.get(d.endpoint_id);
       if (!ep)
@@ -190,33 +198,12 @@ export class Dispatcher {
 
   private finish(d: DeliveryRecord): void {
     d.updated_at = Math.max(this.clock.now(), d.updated_at + 1);
-    this.writes.push(d);
-    if (!this.writeTimer) {
-      this.writeTimer = setTimeout(() => void this.flushWrites(), 50);
-      this.writeTimer.unref();
-    }
+    this.outcomes.push(d);
   }
 
-  /** Writes every recorded outcome; on failure they stay queued for the next flush. */
+  /** Writes every recorded outcome (or spools it while storage fails). */
   flushWrites(): Promise<void> {
-    if (this.writeTimer) clearTimeout(this.writeTimer);
-    this.writeTimer = null;
-    this.writing = this.writing.then(async () => {
-      const batch = this.writes;
-      if (batch.length === 0) return;
-      this.writes = [];
-      try {
-        await this.table.put(batch);
-      } catch (e) {
-        this.writes = batch.concat(this.writes);
-        this.log.error('could not record delivery outcomes; will retry', { count: batch.length, err: e as Error });
-        if (!this.writeTimer && !this.stopped) {
-          this.writeTimer = setTimeout(() => void this.flushWrites(), 1000);
-          this.writeTimer.unref();
-        }
-      }
-    });
-    return this.writing;
+    return this.outcomes.flush();
   }
 
   /** Resolves when no attempt is running and every outcome is written. */
