@@ -126,7 +126,7 @@ export class Gateway {
     const applied = await migrate(this.store);
     if (applied.length) this.log.info('migrations applied', { versions: applied });
     const keyTable = new KeyTable(this.store);
-    this.ring = new KeyRing(keyTable, this.clock, this.log);
+    this.ring = new KeyRing(keyTable, this.log);
     await this.ring.load();
     this.events = new EventBus(
       new EventTable(this.store),

@@ -10,7 +10,6 @@ import { openStore } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
-import { wireGateway } from './wire.js';
 
 const USAGE = `usage:
   wakegate [serve] [--config file.yaml]
@@ -43,7 +42,6 @@ function configFrom(flags: Map<string, string>): Readonly<Config> {
 
 async function serve(cfg: Readonly<Config>): Promise<void> {
   const gw = new Gateway(cfg);
-  wireGateway(gw);
   await gw.init();
   if (gw.generatedAdminSecret) {
     // Printed once, on the first start with no keys; only its hash is stored.
@@ -78,7 +76,7 @@ async function keysCreate(cfg: Readonly<Config>, flags: Map<string, string>): Pr
   try {
     await migrate(store);
     const table = new KeyTable(store);
-    const ring = new KeyRing(table, systemClock, log);
+    const ring = new KeyRing(table, log);
     await ring.load();
     const events = new EventBus(new EventTable(store), systemClock, log);
     const svc = new KeyService(cfg, table, ring, events, systemClock, log);

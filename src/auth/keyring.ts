@@ -1,4 +1,3 @@
-import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { KeyRecord, KeyTable } from '../store/keys.js';
 import { hashSecret } from './secrets.js';
@@ -24,7 +23,6 @@ export class KeyRing {
 
   constructor(
     private readonly table: KeyTable,
-    private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
 
@@ -116,10 +114,5 @@ export class KeyRing {
     this.timer = null;
     if (this.polling) await this.polling;
     await this.flushUsage();
-  }
-
-  /** The clock this ring judges revocation by. */
-  now(): number {
-    return this.clock.now();
   }
 }

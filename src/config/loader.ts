@@ -111,6 +111,13 @@ function crossCheck(cfg: Config): void {
   for (const [name, p] of Object.entries(cfg.rate_limits)) {
     if (p.burst < 1 || p.limit < 1) throw new ConfigError(`rate_limits.${name}`, 'limit and burst must be positive');
   }
+  if (cfg.storage.cluster !== null) {
+    // Replicated and Distributed tables ON CLUSTER are not built yet; refuse rather than ignore.
+    throw new ConfigError(
+      'storage.cluster',
+      'cluster mode (ON CLUSTER, Replicated/Distributed tables) is not supported yet',
+    );
+  }
   if (cfg.instance.index >= cfg.instance.count)
     throw new ConfigError('instance.index', 'must be less than instance.count');
   if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,}$/.test(cfg.admin_key)) {

@@ -5,7 +5,6 @@ import { Gateway, type GatewayOptions } from '../../src/app.js';
 import { loadConfig, mergeConfig } from '../../src/config/index.js';
 import { newSecret } from '../../src/ids.js';
 import { silentLogger } from '../../src/log.js';
-import { wireGateway } from '../../src/wire.js';
 
 export interface TestGateway {
   gw: Gateway;
@@ -38,7 +37,7 @@ export async function startGateway(
     ),
     env: { DATA_DIR: dir, WAKEGATE_ADMIN_KEY: admin },
   });
-  const gw = wireGateway(new Gateway(cfg, { log: silentLogger, ...opts }));
+  const gw = new Gateway(cfg, { log: silentLogger, ...opts });
   const { port, opsPort } = await gw.start();
   let stopped = false;
   const stop = async () => {

@@ -73,6 +73,12 @@ describe('config', () => {
     expect(fail(() => loadConfig({ values: { routes: [{ prefix: 'x' }] } }))).toMatch(/^config: routes\[0\]\./);
     expect(fail(() => loadConfig({ env: { WAKEGATE_ADMIN_KEY: 'nope' } }))).toMatch(/^config: admin_key: /);
     expect(fail(() => loadConfig({ file: '/nonexistent.yaml' }))).toMatch(/cannot read/);
+    expect(fail(() => loadConfig({ values: { storage: { cluster: 'main' } } }))).toMatch(
+      /^config: storage\.cluster: .*not supported yet/,
+    );
+    expect(fail(() => loadConfig({ env: { WAKEGATE_ENCRYPTION_KEY: 'short' } }))).toMatch(
+      /^config: storage\.encryption_key: /,
+    );
     expect(
       fail(() =>
         loadConfig({
