@@ -34,6 +34,7 @@ try {
         batchRows: cfg.capture.batch_rows,
         flushIntervalMs: cfg.capture.flush_interval_ms,
         maxBufferedRows: Math.max(cfg.capture.max_buffered_rows, TOTAL),
+        maxInflight: cfg.capture.max_inflight_batches,
       },
       (rows, token) => inserter.insert(rows, token),
       new Spool(join(dir, 'spool'), 1e9),

@@ -149,6 +149,7 @@ export class Gateway {
         batchRows: cfg.capture.batch_rows,
         flushIntervalMs: cfg.capture.flush_interval_ms,
         maxBufferedRows: cfg.capture.max_buffered_rows,
+        maxInflight: cfg.capture.max_inflight_batches,
         retryIntervalMs: this.opts.spoolRetryMs ?? 1000,
       },
       sink,

@@ -10,6 +10,8 @@ export interface BatcherOptions {
   insertTimeoutMs?: number;
   /** How often the spool is retried while storage is down. */
   retryIntervalMs?: number;
+  /** Batches written at once while storage answers (1: strictly one at a time). */
+  maxInflight?: number;
 }
 
 export interface BatcherStats {
@@ -42,7 +44,8 @@ export class Batcher<T> {
   private buffer: T[] = [];
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private readonly runs = new Set<Promise<void>>();
+  private replaying = false;
   private inflight = 0;
   private readonly listeners: BatchListener<T>[] = [];
   private seq = 0;
@@ -86,7 +89,7 @@ export class Batcher<T> {
     }
     this.buffer.push(row);
     if (this.buffer.length >= this.opts.batchRows) {
-      if (!this.running) this.kick();
+      this.kick();
     } else if (!this.timer) {
       this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
       this.timer.unref();
@@ -102,24 +105,33 @@ export class Batcher<T> {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.running) return;
-    this.running = this.drain().finally(() => {
-      this.running = null;
+    // More than one batch in flight only while storage answers and nothing is spooled,
+    // so a replay in order is never overtaken.
+    const degraded = !this.stats.storageUp || (this.spool !== null && this.spool.length > 0);
+    const max = degraded ? 1 : (this.opts.maxInflight ?? 1);
+    if (this.runs.size >= max || (this.runs.size > 0 && this.buffer.length === 0)) return;
+    const run: Promise<void> = this.drain().finally(() => {
+      this.runs.delete(run);
       if (this.buffer.length >= this.opts.batchRows) this.kick();
       else if (this.buffer.length > 0 && !this.timer) {
         this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
         this.timer.unref();
       }
     });
+    this.runs.add(run);
+  }
+
+  private async settle(): Promise<void> {
+    while (this.runs.size > 0) await Promise.all([...this.runs]);
   }
 
   /** Writes everything buffered now (and whatever the spool holds, if storage answers). */
   async flush(): Promise<void> {
-    while (this.running) await this.running;
+    await this.settle();
     // Each drain writes (or spools, or drops and counts) one batch, so this ends.
     do {
       this.kick();
-      while (this.running) await this.running;
+      await this.settle();
     } while (this.buffer.length > 0);
   }
 
@@ -134,7 +146,7 @@ export class Batcher<T> {
       const rows =
         this.buffer.length > this.opts.batchRows * 4 ? this.buffer.splice(0, this.opts.batchRows * 4) : this.buffer;
       if (rows === this.buffer) this.buffer = [];
-      this.inflight = rows.length;
+      this.inflight += rows.length;
       const token = `${this.prefix}-${this.seq++}`;
       for (const l of this.listeners) {
         try {
@@ -148,7 +160,7 @@ export class Batcher<T> {
       } else if (!(await this.write(rows, token))) {
         this.toSpool(rows, token);
       }
-      this.inflight = 0;
+      this.inflight -= rows.length;
       this.stats.buffered = this.buffer.length;
     }
   }
@@ -202,12 +214,17 @@ export class Batcher<T> {
 
   /** Replays spooled batches oldest first; stops at the first failure. */
   private async replaySpool(): Promise<void> {
-    if (!this.spool) return;
-    for (let entry = this.spool.peek(); entry; entry = this.spool.peek()) {
-      if (!(await this.write(entry.rows, entry.token))) return;
-      this.spool.remove(entry);
-      this.stats.spoolBytes = this.spool.size;
-      this.stats.spoolBatches = this.spool.length;
+    if (!this.spool || this.replaying) return;
+    this.replaying = true;
+    try {
+      for (let entry = this.spool.peek(); entry; entry = this.spool.peek()) {
+        if (!(await this.write(entry.rows, entry.token))) return;
+        this.spool.remove(entry);
+        this.stats.spoolBytes = this.spool.size;
+        this.stats.spoolBatches = this.spool.length;
+      }
+    } finally {
+      this.replaying = false;
     }
   }
 

@@ -32,7 +32,7 @@ export const defaults = {
     production: { class: 'live', wake_retention_days: 30 },
     sandbox: { class: 'test', wake_retention_days: 7 },
   },
-  capture: { batch_rows: 5000, flush_interval_ms: 500, max_buffered_rows: 200_000 },
+  capture: { batch_rows: 5000, flush_interval_ms: 500, max_buffered_rows: 200_000, max_inflight_batches: 2 },
   routes: [
     {
       name: 'payments',

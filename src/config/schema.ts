@@ -86,6 +86,8 @@ export const configSchema = z.strictObject({
     batch_rows: positiveInt.max(1_000_000),
     flush_interval_ms: positiveInt,
     max_buffered_rows: positiveInt,
+    /** Batches written at once while storage answers (one per core is a good start). */
+    max_inflight_batches: positiveInt.max(16),
   }),
   routes: z.array(routeSchema),
   rate_limits: z.record(z.string(), rateLimitPolicySchema),

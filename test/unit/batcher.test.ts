@@ -115,4 +115,43 @@ describe('batcher', () => {
     expect(b.stats.dropped).toBe(5);
     await b.stop();
   });
+
+  it('writes up to max_inflight_batches at once while storage answers, and one at a time while it fails', async () => {
+    let active = 0;
+    let peak = 0;
+    let fail = false;
+    const b = new Batcher<number>(
+      { batchRows: 10, flushIntervalMs: 1000, maxBufferedRows: 100_000, maxInflight: 2, retryIntervalMs: 20 },
+      async () => {
+        active++;
+        peak = Math.max(peak, active);
+        await sleep(30);
+        active--;
+        if (fail) throw new Error('down');
+      },
+      new Spool<number>(mkdtempSync(join(tmpdir(), 'wg-spool-')), 1_000_000),
+      silentLogger,
+    );
+    for (let i = 0; i < 10; i++) b.push(i);
+    await sleep(5);
+    for (let i = 0; i < 10; i++) b.push(i);
+    await b.flush();
+    expect(peak).toBe(2);
+    fail = true;
+    peak = 0;
+    for (let i = 0; i < 10; i++) b.push(i);
+    await b.flush();
+    expect(b.stats.storageUp).toBe(false);
+    for (let i = 0; i < 10; i++) b.push(i);
+    await sleep(5);
+    for (let i = 0; i < 10; i++) b.push(i);
+    await b.flush();
+    expect(peak).toBe(1);
+    fail = false;
+    await sleep(100);
+    await b.flush();
+    expect(b.stats.spoolBatches).toBe(0);
+    expect(b.stats.flushed).toBe(50);
+    await b.stop();
+  });
 });
