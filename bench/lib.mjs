@@ -1,5 +1,6 @@
 // Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -69,4 +70,65 @@ export function table(headers, rows) {
   const lines = [`| ${headers.join(' | ')} |`, `|${headers.map(() => '---').join('|')}|`];
   for (const r of rows) lines.push(`| ${r.join(' | ')} |`);
   return lines.join('\n');
+}
+
+export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+/**
+ * The benchmark origin and a wakegate with everything on (keyed route, scope check,
+ * rate limit at a limit that never refuses, capture, metrics), each its own process,
+ * under `dir`. Returns the processes (stop them), the gateway's URLs and a key.
+ */
+export async function startFullStack(dir) {
+  const op = await freePort();
+  const origin = await startProcess(
+    'origin',
+    process.execPath,
+    [join(ROOT, 'bench/servers/origin.mjs')],
+    { PORT: String(op) },
+    `http://127.0.0.1:${op}`,
+  );
+  const port = await freePort();
+  const ops = await freePort();
+  const cfgFile = join(dir, 'cfg.yaml');
+  writeFileSync(
+    cfgFile,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: required, scopes: { read: bench:read, write: bench:write }, origins: { production: http://127.0.0.1:${op} }, latency_objective_ms: 1000 }\n`,
+  );
+  const env = { DATA_DIR: join(dir, 'data') };
+  const key = JSON.parse(
+    execFileSync(
+      process.execPath,
+      [
+        join(ROOT, 'dist/main.js'),
+        'keys',
+        'create',
+        '--label',
+        'bench',
+        '--environment',
+        'production',
+        '--scopes',
+        'bench:read',
+        '--config',
+        cfgFile,
+      ],
+      {
+        env: { ...process.env, ...env },
+      },
+    ).toString(),
+  );
+  const gateway = await startProcess(
+    'wakegate',
+    process.execPath,
+    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
+    env,
+    `http://127.0.0.1:${port}/`,
+  );
+  return {
+    origin,
+    gateway,
+    url: `http://127.0.0.1:${port}`,
+    opsUrl: `http://127.0.0.1:${ops}`,
+    headers: { authorization: `Bearer ${key.secret}` },
+  };
 }

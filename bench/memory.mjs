@@ -1,69 +1,26 @@
 #!/usr/bin/env node
 // bench:memory — RSS of the gateway (everything on) through 60 s of full load at 50
 // connections, sampled every second, and 15 s after it.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, ROOT, startProcess, table } from './lib.mjs';
+import { cannon, rssMb, startFullStack, table } from './lib.mjs';
 
 const SECONDS = Number(process.env.BENCH_MEMORY_SECONDS ?? 60);
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-mem-'));
 const procs = [];
-const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 try {
-  const op = await freePort();
-  procs.push(
-    await startProcess(
-      'origin',
-      process.execPath,
-      [join(ROOT, 'bench/servers/origin.mjs')],
-      { PORT: String(op) },
-      `http://127.0.0.1:${op}`,
-    ),
-  );
-  const port = await freePort();
-  const cfgFile = join(tmp, 'cfg.yaml');
-  writeFileSync(
-    cfgFile,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${await freePort()} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: required, scopes: { read: bench:read, write: bench:write }, origins: { production: http://127.0.0.1:${op} }, latency_objective_ms: 1000 }\n`,
-  );
-  const env = { DATA_DIR: join(tmp, 'data') };
-  const key = JSON.parse(
-    execFileSync(
-      process.execPath,
-      [
-        join(ROOT, 'dist/main.js'),
-        'keys',
-        'create',
-        '--label',
-        'm',
-        '--environment',
-        'production',
-        '--scopes',
-        'bench:read',
-        '--config',
-        cfgFile,
-      ],
-      { env: { ...process.env, ...env } },
-    ).toString(),
-  );
-  const gw = await startProcess(
-    'wakegate',
-    process.execPath,
-    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
-    env,
-    `http://127.0.0.1:${port}/`,
-  );
-  procs.push(gw);
+  const stack = await startFullStack(tmp);
+  procs.push(stack.origin, stack.gateway);
+  const gw = stack.gateway;
   const samples = [];
   const start = rssMb(gw.proc.pid);
   const timer = setInterval(() => samples.push(rssMb(gw.proc.pid)), 1000);
   const r = await cannon({
-    url: `http://127.0.0.1:${port}/x`,
+    url: `${stack.url}/x`,
     connections: 50,
     duration: SECONDS,
-    headers: { authorization: `Bearer ${key.secret}` },
+    headers: stack.headers,
   });
   clearInterval(timer);
   await new Promise((res) => setTimeout(res, 15_000));

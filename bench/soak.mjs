@@ -2,63 +2,21 @@
 // bench:soak — the gateway (everything on) for 10 minutes at half of its measured
 // maximum throughput, reporting per minute: RSS, event-loop delay (from its own
 // /metrics) and latency. All should stay flat.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, ROOT, startProcess, table } from './lib.mjs';
+import { cannon, rssMb, startFullStack, table } from './lib.mjs';
 
 const MINUTES = Number(process.env.BENCH_SOAK_MINUTES ?? 10);
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-soak-'));
 const procs = [];
-const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 try {
-  const op = await freePort();
-  procs.push(
-    await startProcess(
-      'origin',
-      process.execPath,
-      [join(ROOT, 'bench/servers/origin.mjs')],
-      { PORT: String(op) },
-      `http://127.0.0.1:${op}`,
-    ),
-  );
-  const port = await freePort();
-  const ops = await freePort();
-  const cfgFile = join(tmp, 'cfg.yaml');
-  writeFileSync(
-    cfgFile,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: required, scopes: { read: bench:read, write: bench:write }, origins: { production: http://127.0.0.1:${op} }, latency_objective_ms: 1000 }\n`,
-  );
-  const env = { DATA_DIR: join(tmp, 'data') };
-  const key = JSON.parse(
-    execFileSync(
-      process.execPath,
-      [
-        join(ROOT, 'dist/main.js'),
-        'keys',
-        'create',
-        '--label',
-        's',
-        '--environment',
-        'production',
-        '--scopes',
-        'bench:read',
-        '--config',
-        cfgFile,
-      ],
-      { env: { ...process.env, ...env } },
-    ).toString(),
-  );
-  const gw = await startProcess(
-    'wakegate',
-    process.execPath,
-    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
-    env,
-    `http://127.0.0.1:${port}/`,
-  );
-  procs.push(gw);
-  const headers = { authorization: `Bearer ${key.secret}` };
+  const stack = await startFullStack(tmp);
+  procs.push(stack.origin, stack.gateway);
+  const gw = stack.gateway;
+  const headers = stack.headers;
+  const port = new URL(stack.url).port;
+  const ops = new URL(stack.opsUrl).port;
   const max = (await cannon({ url: `http://127.0.0.1:${port}/max`, connections: 50, duration: 10, headers })).requests
     .average;
   const rate = Math.round(max / 2);
