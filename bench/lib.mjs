@@ -1,6 +1,6 @@
 // Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -75,10 +75,57 @@ export function table(headers, rows) {
 export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 /**
- * The benchmark origin and a wakegate with everything on (keyed route, scope check,
- * rate limit at a limit that never refuses, capture, metrics), each its own process,
- * under `dir`. Returns the processes (stop them), the gateway's URLs and a key.
+ * A wakegate process under `dir` in front of `originUrl`, with the benchmark route:
+ * `auth: required` is everything on (key, scope check, rate limit at a limit that
+ * never refuses, capture, metrics), `auth: none` is pass-through. Returns the process
+ * (stop it), its URLs, its data directory and the headers a request needs.
  */
+export async function startBenchGateway(dir, originUrl, auth = 'required') {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const ops = await freePort();
+  const cfgFile = join(dir, 'cfg.yaml');
+  writeFileSync(
+    cfgFile,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: ${auth}, scopes: { read: bench:read, write: bench:write }, origins: { production: ${originUrl} }, latency_objective_ms: 1000 }\n`,
+  );
+  const dataDir = join(dir, 'data');
+  let headers = {};
+  if (auth === 'required') {
+    const key = JSON.parse(
+      execFileSync(
+        process.execPath,
+        [
+          join(ROOT, 'dist/main.js'),
+          'keys',
+          'create',
+          '--label',
+          'bench',
+          '--environment',
+          'production',
+          '--scopes',
+          'bench:read',
+          '--config',
+          cfgFile,
+        ],
+        {
+          env: { ...process.env, DATA_DIR: dataDir },
+        },
+      ).toString(),
+    );
+    headers = { authorization: `Bearer ${key.secret}` };
+  }
+  const gateway = await startProcess(
+    `wakegate (${auth})`,
+    process.execPath,
+    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
+    { DATA_DIR: dataDir },
+    `http://127.0.0.1:${port}/`,
+  );
+  return { gateway, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${ops}`, dataDir, headers };
+}
+
+/** The benchmark origin and a wakegate with everything on in front of it, each its own process. */
 export async function startFullStack(dir) {
   const op = await freePort();
   const origin = await startProcess(
@@ -88,47 +135,5 @@ export async function startFullStack(dir) {
     { PORT: String(op) },
     `http://127.0.0.1:${op}`,
   );
-  const port = await freePort();
-  const ops = await freePort();
-  const cfgFile = join(dir, 'cfg.yaml');
-  writeFileSync(
-    cfgFile,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: required, scopes: { read: bench:read, write: bench:write }, origins: { production: http://127.0.0.1:${op} }, latency_objective_ms: 1000 }\n`,
-  );
-  const env = { DATA_DIR: join(dir, 'data') };
-  const key = JSON.parse(
-    execFileSync(
-      process.execPath,
-      [
-        join(ROOT, 'dist/main.js'),
-        'keys',
-        'create',
-        '--label',
-        'bench',
-        '--environment',
-        'production',
-        '--scopes',
-        'bench:read',
-        '--config',
-        cfgFile,
-      ],
-      {
-        env: { ...process.env, ...env },
-      },
-    ).toString(),
-  );
-  const gateway = await startProcess(
-    'wakegate',
-    process.execPath,
-    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
-    env,
-    `http://127.0.0.1:${port}/`,
-  );
-  return {
-    origin,
-    gateway,
-    url: `http://127.0.0.1:${port}`,
-    opsUrl: `http://127.0.0.1:${ops}`,
-    headers: { authorization: `Bearer ${key.secret}` },
-  };
+  return { origin, ...(await startBenchGateway(dir, `http://127.0.0.1:${op}`)) };
 }

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, median, ROOT, startProcess, table } from './lib.mjs';
+import { cannon, freePort, median, ROOT, startBenchGateway, startProcess, table } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -28,26 +28,6 @@ function hasNginx() {
   }
 }
 
-function gatewayConfig(dir, port, opsPort, origin, auth) {
-  const file = join(dir, 'cfg.yaml');
-  writeFileSync(
-    file,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${opsPort}, ops_host: 127.0.0.1 }
-log: { level: warn }
-rate_limits:
-  default: { limit: 1000000000, burst: 1000000000, window: minute }
-routes:
-  - name: bench
-    prefix: /
-    auth: ${auth}
-    scopes: { read: bench:read, write: bench:write }
-    origins: { production: ${origin} }
-    latency_objective_ms: 1000
-`,
-  );
-  return file;
-}
-
 async function main() {
   const originPort = await freePort();
   const origin = `http://127.0.0.1:${originPort}`;
@@ -57,63 +37,19 @@ async function main() {
   const targets = [{ name: 'direct', url: origin, headers: {} }];
 
   // wakegate, everything on: keyed route, scope check, rate limit, capture, metrics.
-  const fullDir = join(tmp, 'full');
-  mkdirSync(fullDir);
-  const fullPort = await freePort();
-  const fullOps = await freePort();
-  const fullCfg = gatewayConfig(fullDir, fullPort, fullOps, origin, 'required');
-  const created = JSON.parse(
-    execFileSync(
-      node,
-      [
-        join(ROOT, 'dist/main.js'),
-        'keys',
-        'create',
-        '--label',
-        'bench',
-        '--environment',
-        'production',
-        '--scopes',
-        'bench:read',
-        '--config',
-        fullCfg,
-      ],
-      {
-        env: { ...process.env, DATA_DIR: join(fullDir, 'data') },
-      },
-    ).toString(),
-  );
-  const full = await startProcess(
-    'wakegate',
-    node,
-    [join(ROOT, 'dist/main.js'), 'serve', '--config', fullCfg],
-    { DATA_DIR: join(fullDir, 'data') },
-    `http://127.0.0.1:${fullPort}/`,
-  );
-  procs.push(full);
+  const full = await startBenchGateway(join(tmp, 'full'), origin, 'required');
+  procs.push(full.gateway);
   targets.push({
     name: 'wakegate (full)',
-    url: `http://127.0.0.1:${fullPort}`,
-    headers: { authorization: `Bearer ${created.secret}` },
-    proc: full,
-    dataDir: join(fullDir, 'data'),
-    ops: `http://127.0.0.1:${fullOps}`,
+    url: full.url,
+    headers: full.headers,
+    proc: full.gateway,
+    dataDir: full.dataDir,
+    ops: full.opsUrl,
   });
-
-  const passDir = join(tmp, 'pass');
-  mkdirSync(passDir);
-  const passPort = await freePort();
-  const passCfg = gatewayConfig(passDir, passPort, await freePort(), origin, 'none');
-  procs.push(
-    await startProcess(
-      'wakegate-pass',
-      node,
-      [join(ROOT, 'dist/main.js'), 'serve', '--config', passCfg],
-      { DATA_DIR: join(passDir, 'data') },
-      `http://127.0.0.1:${passPort}/`,
-    ),
-  );
-  targets.push({ name: 'wakegate (pass-through)', url: `http://127.0.0.1:${passPort}`, headers: {} });
+  const pass = await startBenchGateway(join(tmp, 'pass'), origin, 'none');
+  procs.push(pass.gateway);
+  targets.push({ name: 'wakegate (pass-through)', url: pass.url, headers: {} });
 
   const hpPort = await freePort();
   procs.push(

@@ -80,8 +80,6 @@ export class Gateway {
   deliveries!: DeliveryTable;
   dispatcher!: Dispatcher;
   fanout!: FanOut;
-  private apiPlugins: ApiPlugin[] = [];
-  private readonly stopHooks: (() => Promise<void> | void)[] = [];
 
   constructor(
     readonly config: Readonly<Config>,
@@ -108,15 +106,6 @@ export class Gateway {
       refresh: () => this.refreshGauges(),
       ready: () => this.readiness(),
     });
-  }
-
-  /** Adds /v2 routes (later layers: webhooks); call before start(). */
-  use(plugin: ApiPlugin): void {
-    this.apiPlugins.push(plugin);
-  }
-
-  onStop(hook: () => Promise<void> | void): void {
-    this.stopHooks.push(hook);
   }
 
   /** Opens storage, applies migrations, loads keys, builds the pipeline. Does not listen yet. */
@@ -183,7 +172,7 @@ export class Gateway {
       log: this.log,
     };
     this.proxy = new ProxyHandler(proxyDeps);
-    await this.initWebhooks();
+    const webhooksApi = await this.initWebhooks();
     const apiDeps: ApiDeps = {
       config: cfg,
       clock: this.clock,
@@ -194,7 +183,7 @@ export class Gateway {
       limiter: this.limiter,
       metrics: this.metrics,
     };
-    const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, this.apiPlugins);
+    const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, [webhooksApi]);
     this.api = app;
     const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -242,7 +231,7 @@ export class Gateway {
   }
 
   /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
-  private async initWebhooks(): Promise<void> {
+  private async initWebhooks(): Promise<ApiPlugin> {
     const cfg = this.config;
     const box = new SecretBox(loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir));
     this.endpointTable = new EndpointTable(this.store, box);
@@ -276,12 +265,11 @@ export class Gateway {
     this.events.onRecorded(() => void this.fanout.poll());
     this.batcher.onBatch(wakeRules(cfg, this.events));
     this.batcher.onBatch(sloRules(cfg, this.events));
-    this.apiPlugins.push(
-      webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher }),
-    );
+
     this.endpoints.start(cfg.storage.key_poll_interval_ms);
     this.dispatcher.start();
     this.fanout.start();
+    return webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher });
   }
 
   async start(): Promise<{ port: number; opsPort: number }> {
@@ -350,7 +338,6 @@ export class Gateway {
       await closed;
       clearInterval(idle);
       clearTimeout(force);
-      for (const h of this.stopHooks) await h();
       this.keys?.stop();
       this.limiter?.stop();
       await this.batcher?.stop();

@@ -58,8 +58,6 @@ export function errorBody(
   };
 }
 
-export const invalid = (param: string, message: string): GatewayError =>
-  new GatewayError('invalid_request', message, param);
 export const unprocessable = (param: string, message: string): GatewayError =>
   new GatewayError('unprocessable', message, param);
 export const missing = (what = 'resource', param: string | null = null): GatewayError =>

@@ -13,6 +13,8 @@ export interface Exchange {
   /** performance.now() at arrival. */
   t0: number;
   route: string;
+  /** The request path without its query, once something has split it ('' until then). */
+  path: string;
   key: KeyRecord | null;
   consumer: string;
   environment: string;
@@ -47,6 +49,7 @@ export class Recorder {
       start,
       t0: performance.now(),
       route: '',
+      path: '',
       key: null,
       consumer: 'anonymous',
       environment: '',
@@ -82,12 +85,16 @@ export class Recorder {
       h.observe((end - x.tUp) / 1000);
     }
     const ua = req.headers['user-agent'];
-    const url = req.url ?? '';
-    const q = url.indexOf('?');
+    let path = x.path;
+    if (path === '') {
+      const url = req.url ?? '';
+      const q = url.indexOf('?');
+      path = q === -1 ? url : url.slice(0, q);
+    }
     this.capture({
       id: x.id,
       method: req.method ?? '',
-      path: q === -1 ? url : url.slice(0, q),
+      path,
       route: x.route,
       status: x.status,
       latency_ms: Math.round(end - x.t0),

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
@@ -8,8 +7,9 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import type { KeyRecord } from '../store/keys.js';
+import { admit, clientIp } from './admit.js';
 import { forwardRawResponseHeaders, forwardRequestHeaders } from './headers.js';
-import { type Origin, type Route, type RouteTable, unsafePath, upstreamPath } from './routes.js';
+import type { Origin, Route, RouteTable } from './routes.js';
 import { countedBody, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -21,12 +21,7 @@ export interface ProxyDeps {
   log: Logger;
 }
 
-const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
-const MAX_CONSUMER = 128;
-
-export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddress ?? '';
-
-/** Where a request goes: the chosen route and origin, or the error that stops it. */
+/** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams = new Upstreams();
   private readonly overhead = new Map<string, { observe(v: number): void }>();
@@ -66,87 +61,18 @@ export class ProxyHandler {
   /** Handles one proxied request end to end. */
   handle(req: IncomingMessage, res: ServerResponse): void {
     const x = this.d.recorder.begin();
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const rawPath = q === -1 ? url : url.slice(0, q);
-    const query = q === -1 ? '' : url.slice(q);
     res.on('close', () => {
       if (x.done) return;
       // The client went away before the response ended: nginx's 499.
       if (!res.writableFinished) x.status = 499;
       this.d.recorder.finish(req, x);
     });
-    const bad = unsafePath(rawPath);
-    if (bad) {
-      x.route = 'none';
-      x.environment = this.d.routes.fallbackEnvironment;
-      return this.fail(req, res, x, 'invalid_request', bad, [], null, 'path');
+    const a = admit(this.d, req, x);
+    if ('error' in a) {
+      const e = a.error;
+      return this.fail(req, res, x, e.type, e.message, a.headers, e.retryAfter, e.param);
     }
-    const route = this.d.routes.match(rawPath);
-    if (!route) {
-      x.route = 'none';
-      x.environment = this.d.routes.fallbackEnvironment;
-      return this.fail(req, res, x, 'resource_missing', 'no route matches this path');
-    }
-    x.route = route.name;
-    const now = x.start;
-    const cfg = route.cfg;
-    let key: KeyRecord | null = null;
-    const authHeader = req.headers.authorization;
-    if (cfg.auth === 'required' || (cfg.auth === 'optional' && authHeader !== undefined)) {
-      const a = authenticate(this.d.ring, authHeader, now);
-      if (a.error) {
-        x.environment = a.key?.environment ?? route.defaultEnvironment;
-        if (a.key) {
-          x.key = a.key;
-          x.consumer = a.key.consumer;
-        }
-        return this.failWith(req, res, x, a.error);
-      }
-      key = a.key;
-      if (cfg.scopes) {
-        const scope = READ.has(req.method ?? '') ? cfg.scopes.read : cfg.scopes.write;
-        if (!hasScope(key, scope)) {
-          x.key = key;
-          x.consumer = key.consumer;
-          x.environment = key.environment;
-          return this.failWith(req, res, x, scopeError(scope));
-        }
-      }
-      this.d.ring.touch(key.id, now);
-      x.key = key;
-      x.consumer = key.consumer;
-      x.environment = key.environment;
-    } else {
-      x.environment = route.defaultEnvironment;
-      const c = req.headers['x-consumer-id'];
-      if (typeof c === 'string' && c !== '') x.consumer = c.length > MAX_CONSUMER ? c.slice(0, MAX_CONSUMER) : c;
-    }
-    const origin = route.origins.get(x.environment);
-    if (!origin) {
-      return this.fail(
-        req,
-        res,
-        x,
-        'resource_missing',
-        `route ${route.name} has no origin for environment ${x.environment}`,
-      );
-    }
-    let limitHeaders: string[] | null = null;
-    if (this.d.limiter) {
-      const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
-      const decision = this.d.limiter.check(key, clientIp(req), policy, now);
-      if (!decision.allowed) {
-        this.d.metrics.rateLimited.labels(decision.policy ?? 'unknown').inc();
-        return this.fail(req, res, x, 'rate_limit_exceeded', undefined, decision.headers, decision.retryAfter);
-      }
-      limitHeaders = decision.headers;
-    }
-    this.forward(req, res, x, route, origin, upstreamPath(route, origin, rawPath, query), key, limitHeaders);
-  }
-
-  private failWith(req: IncomingMessage, res: ServerResponse, x: Exchange, e: GatewayError): void {
-    this.fail(req, res, x, e.type, e.message, [], e.retryAfter, e.param);
+    this.forward(req, res, x, a.route, a.origin, a.path, a.key, a.limitHeaders);
   }
 
   private forward(

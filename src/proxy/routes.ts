@@ -58,10 +58,6 @@ export class RouteTable {
       .sort((a, b) => b.prefix.length - a.prefix.length);
   }
 
-  get all(): readonly Route[] {
-    return this.routes;
-  }
-
   /** Matches the raw (undecoded) path, so encoded tricks cannot move a request to another route. */
   match(path: string): Route | null {
     for (const r of this.routes) {

@@ -2,12 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { authenticate, hasScope } from '../auth/authorize.js';
 import type { Exchange } from '../capture/recorder.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
+import { admit, clientIp } from './admit.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders } from './headers.js';
-import { unsafePath, upstreamPath } from './routes.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -20,64 +19,36 @@ const STATUS_TEXT: Record<number, string> = {
 };
 
 /**
- * Proxies an HTTP/1.1 Upgrade (WebSocket) through the same route, key and scope
- * rules as any request, then splices the two sockets. The wake is recorded when
+ * Proxies an HTTP/1.1 Upgrade (WebSocket) through the same admission as any
+ * request (admit.ts), then splices the two sockets. The wake is recorded when
  * the tunnel closes, with the origin's handshake status (101 when it upgraded).
  */
 export function handleUpgrade(d: ProxyDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
-  const fail = (type: ErrorType, message?: string) => {
-    const e = new GatewayError(type, message);
-    const body = JSON.stringify(errorBody(type, x.id, e.message));
+  const fail = (type: ErrorType, message?: string, extra: string[] = [], e = new GatewayError(type, message)) => {
+    const body = JSON.stringify(errorBody(type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
+    let more = e.status === 401 ? 'www-authenticate: Bearer\r\n' : '';
+    for (let i = 0; i < extra.length; i += 2) more += `${extra[i]}: ${extra[i + 1]}\r\n`;
     socket.end(
-      `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${e.status === 401 ? 'www-authenticate: Bearer\r\n' : ''}\r\n${body}`,
+      `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${more}\r\n${body}`,
     );
     d.recorder.finish(req, x);
   };
   socket.on('error', () => {});
-  const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  const rawPath = q === -1 ? url : url.slice(0, q);
-  x.environment = d.routes.fallbackEnvironment;
-  if (unsafePath(rawPath)) return fail('invalid_request', 'the path is not acceptable');
-  const route = d.routes.match(rawPath);
-  if (!route) return fail('resource_missing', 'no route matches this path');
-  x.route = route.name;
-  x.environment = route.defaultEnvironment;
+  const a = admit(d, req, x);
+  if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
+  const { route, origin, key } = a;
   const cfg = route.cfg;
-  let key = null;
-  if (cfg.auth === 'required' || (cfg.auth === 'optional' && req.headers.authorization !== undefined)) {
-    const a = authenticate(d.ring, req.headers.authorization, x.start);
-    if (a.error) return fail(a.error.type, a.error.message);
-    key = a.key;
-    if (cfg.scopes && !hasScope(key, cfg.scopes.read))
-      return fail('insufficient_scope', `this key lacks the scope ${cfg.scopes.read}`);
-    x.key = key;
-    x.consumer = key.consumer;
-    x.environment = key.environment;
-    d.ring.touch(key.id, x.start);
-  }
-  const origin = route.origins.get(x.environment);
-  if (!origin) return fail('resource_missing', `route ${route.name} has no origin for environment ${x.environment}`);
-  if (d.limiter) {
-    const decision = d.limiter.check(
-      key,
-      req.socket.remoteAddress ?? '',
-      cfg.rate_limit !== 'default' ? cfg.rate_limit : null,
-      x.start,
-    );
-    if (!decision.allowed) return fail('rate_limit_exceeded');
-  }
   const headers = forwardRequestHeaders(req.rawHeaders, {
     dropAuthorization: key !== null,
-    clientIp: req.socket.remoteAddress ?? '',
+    clientIp: clientIp(req),
     proto: 'http',
     originHost: origin.host,
     identity: key ? [key.id, key.consumer, key.environment] : null,
     keepUpgrade: true,
   });
-  let headText = `${req.method} ${upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q))} HTTP/1.1\r\n`;
+  let headText = `${req.method} ${a.path} HTTP/1.1\r\n`;
   for (let i = 0; i < headers.length; i += 2) headText += `${headers[i]}: ${headers[i + 1]}\r\n`;
   headText += '\r\n';
   const upstream =

@@ -7,6 +7,15 @@ export interface Bucket {
   p: Policy;
 }
 
+/** Adds the tokens earned since the bucket was last looked at, up to its capacity. */
+export function refill(b: Bucket, now: number): void {
+  if (now > b.t) {
+    const t = b.tokens + (now - b.t) * b.p.rate;
+    b.tokens = t > b.p.burst ? b.p.burst : t;
+    b.t = now;
+  }
+}
+
 const fnv1a = (s: string): number => {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) {
@@ -17,7 +26,7 @@ const fnv1a = (s: string): number => {
 };
 
 /**
- * The buckets of one policy, bounded in memory. A bucket that has refilled to
+ * A set of buckets (each under its own policy), bounded in memory. A bucket that has refilled to
  * capacity is the same as no bucket, so sweeping removes it without loosening
  * anything. Past `maxBuckets`, the oldest buckets are evicted into a fixed-size
  * sketch that keeps, per hash cell, the latest instant any evicted bucket would
@@ -55,11 +64,7 @@ export class BucketSet {
       b.tokens = Math.min(b.tokens, p.burst);
       b.p = p;
     }
-    if (now > b.t) {
-      const t = b.tokens + (now - b.t) * p.rate;
-      b.tokens = t > p.burst ? p.burst : t;
-      b.t = now;
-    }
+    refill(b, now);
     return b;
   }
 

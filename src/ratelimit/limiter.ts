@@ -1,6 +1,6 @@
 import type { Config } from '../config/index.js';
 import type { KeyRecord } from '../store/keys.js';
-import { type Bucket, BucketSet } from './buckets.js';
+import { type Bucket, BucketSet, refill } from './buckets.js';
 import { makePolicy, type Policy } from './policy.js';
 import type { LimitDecision, RequestLimiter } from './types.js';
 
@@ -83,10 +83,8 @@ export class RateLimiter implements RequestLimiter {
     if (!b) {
       b = { tokens: p.burst, t: now, p };
       this.shared.set(p.name, b);
-    } else if (now > b.t) {
-      const t = b.tokens + (now - b.t) * p.rate;
-      b.tokens = t > p.burst ? p.burst : t;
-      b.t = now;
+    } else {
+      refill(b, now);
     }
     return b;
   }

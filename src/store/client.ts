@@ -7,7 +7,6 @@ export interface Store {
   client: ClickHouseClient;
   /** Database name, validated as a plain identifier by the config schema. */
   db: string;
-  embedded: boolean;
   close(): Promise<void>;
 }
 
@@ -18,7 +17,6 @@ export interface Store {
 export async function openStore(storage: Config['storage']): Promise<Store> {
   const db = storage.clickhouse_database;
   let client: ClickHouseClient;
-  let embedded = false;
   if (storage.clickhouse_url) {
     client = createClient({
       url: storage.clickhouse_url,
@@ -34,12 +32,10 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     const path = join(storage.data_dir, 'clickhouse');
     mkdirSync(path, { recursive: true });
     client = createClient({ connection: createChdbConnection({ path }) } as Parameters<typeof createClient>[0]);
-    embedded = true;
   }
   return {
     client,
     db,
-    embedded,
     close: () => client.close(),
   };
 }

@@ -43,9 +43,4 @@ export class MinHeap<T> {
     }
     return top;
   }
-
-  /** Every item, in no particular order. */
-  values(): readonly T[] {
-    return this.items;
-  }
 }

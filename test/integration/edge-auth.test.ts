@@ -1,9 +1,10 @@
 import http from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { newKeySecret } from '../../src/auth/secrets.js';
 import { spawnGateway } from '../helpers/child.js';
-import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
 describe('keys at the edge', () => {
@@ -141,6 +142,29 @@ describe('keys at the edge', () => {
     expect((await send(undefined)).status).toBe(401);
     for (const h of [`bearer ${good}`, `BEARER ${good}`, `Bearer   ${good}`])
       expect((await send(h)).status, h.slice(0, 9)).toBe(200);
+  });
+
+  it('refuses WebSocket upgrades by the same rules as requests, recording the key it knew', async () => {
+    const { key, secret } = await t.gw.keys.create(
+      { label: 'ws', environment: 'production', scopes: ['reports:read'] },
+      'production',
+    );
+    const handshake = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(`${t.url.replace('http', 'ws')}/pay/stream`, { headers });
+        ws.on('unexpected-response', (_req, res) => {
+          resolve(res.statusCode ?? 0);
+          res.resume();
+          ws.terminate();
+        });
+        ws.on('open', () => reject(new Error('upgrade was not refused')));
+        ws.on('error', () => {});
+      });
+    expect(await handshake({})).toBe(401);
+    expect(await handshake(bearer(secret))).toBe(403);
+    await flushed(t.gw);
+    const mine = await t.gw.wakes.list({ environment: 'production', keyId: key.id }, 10, null);
+    expect(mine.rows.map((w) => [w.path, w.status])).toEqual([['/pay/stream', 403]]);
   });
 
   it('answers a flood of unknown keys from memory, without touching storage', async () => {

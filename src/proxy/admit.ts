@@ -1,0 +1,107 @@
+import type { IncomingMessage } from 'node:http';
+import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
+import type { KeyRing } from '../auth/keyring.js';
+import type { Exchange } from '../capture/recorder.js';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics/index.js';
+import type { RequestLimiter } from '../ratelimit/types.js';
+import type { KeyRecord } from '../store/keys.js';
+import { type Origin, type Route, type RouteTable, unsafePath, upstreamPath } from './routes.js';
+
+export interface AdmitDeps {
+  routes: RouteTable;
+  ring: KeyRing;
+  limiter: RequestLimiter | null;
+  metrics: Metrics;
+}
+
+/** Where an admitted request goes. */
+export interface Admitted {
+  route: Route;
+  origin: Origin;
+  /** Path and query as sent upstream. */
+  path: string;
+  key: KeyRecord | null;
+  /** Rate-limit headers for the response (null when unlimited). */
+  limitHeaders: string[] | null;
+}
+
+/** Why a request is refused; `headers` go on the refusal (rate-limit headers of a 429). */
+export interface Refused {
+  error: GatewayError;
+  headers: string[];
+}
+
+const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
+const MAX_CONSUMER = 128;
+const NONE: string[] = [];
+
+export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddress ?? '';
+
+/**
+ * The edge rules every proxied request passes, plain or WebSocket upgrade: a safe
+ * path, a route, the key (checked when the route wants one), its scope (read for
+ * GET/HEAD/OPTIONS, write otherwise), the key's environment choosing the origin,
+ * and the rate limit. Fills in the exchange (route, key, consumer, environment) as
+ * it learns them, so a refused request is recorded with all it is known to be.
+ */
+export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted | Refused {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const rawPath = q === -1 ? url : url.slice(0, q);
+  x.path = rawPath;
+  x.environment = d.routes.fallbackEnvironment;
+  const bad = unsafePath(rawPath);
+  if (bad) {
+    x.route = 'none';
+    return { error: new GatewayError('invalid_request', bad, 'path'), headers: NONE };
+  }
+  const route = d.routes.match(rawPath);
+  if (!route) {
+    x.route = 'none';
+    return { error: new GatewayError('resource_missing', 'no route matches this path'), headers: NONE };
+  }
+  x.route = route.name;
+  x.environment = route.defaultEnvironment;
+  const cfg = route.cfg;
+  let key: KeyRecord | null = null;
+  const authHeader = req.headers.authorization;
+  if (cfg.auth === 'required' || (cfg.auth === 'optional' && authHeader !== undefined)) {
+    const a = authenticate(d.ring, authHeader, x.start);
+    if (a.key) {
+      // Known even when refused (revoked, missing scope): the wake names the key.
+      x.key = a.key;
+      x.consumer = a.key.consumer;
+      x.environment = a.key.environment;
+    }
+    if (a.error) return { error: a.error, headers: NONE };
+    key = a.key;
+    if (cfg.scopes) {
+      const scope = READ.has(req.method ?? '') ? cfg.scopes.read : cfg.scopes.write;
+      if (!hasScope(key, scope)) return { error: scopeError(scope), headers: NONE };
+    }
+    d.ring.touch(key.id, x.start);
+  } else {
+    const c = req.headers['x-consumer-id'];
+    if (typeof c === 'string' && c !== '') x.consumer = c.length > MAX_CONSUMER ? c.slice(0, MAX_CONSUMER) : c;
+  }
+  const origin = route.origins.get(x.environment);
+  if (!origin) {
+    const msg = `route ${route.name} has no origin for environment ${x.environment}`;
+    return { error: new GatewayError('resource_missing', msg), headers: NONE };
+  }
+  let limitHeaders: string[] | null = null;
+  if (d.limiter) {
+    const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
+    const decision = d.limiter.check(key, clientIp(req), policy, x.start);
+    if (!decision.allowed) {
+      d.metrics.rateLimited.labels(decision.policy ?? 'unknown').inc();
+      return {
+        error: new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter),
+        headers: decision.headers,
+      };
+    }
+    limitHeaders = decision.headers;
+  }
+  return { route, origin, path: upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q)), key, limitHeaders };
+}
