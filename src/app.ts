@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from './api/context.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
+import { authenticate } from './auth/authorize.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import { Batcher, type Sink } from './capture/batcher.js';
@@ -20,7 +21,8 @@ import { createMetrics, type Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import { ProxyHandler } from './proxy/handler.js';
 import { RouteTable } from './proxy/routes.js';
-import { handleUpgrade } from './proxy/websocket.js';
+import { trustedProxies } from './proxy/trust.js';
+import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import { RateLimiter } from './ratelimit/limiter.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { openStore, type Store } from './store/client.js';
@@ -65,6 +67,8 @@ export class Gateway {
   readonly ops: http.Server;
   private api: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
+  /** Open WebSocket tunnels, ended by a clean stop after its grace period. */
+  readonly tunnels = new TunnelSet();
   /** Secret of a bootstrap admin key generated on this start (printed once by main). */
   generatedAdminSecret: string | null = null;
   ring!: KeyRing;
@@ -170,6 +174,7 @@ export class Gateway {
       recorder,
       metrics: this.metrics,
       log: this.log,
+      trusted: trustedProxies(cfg.server.trusted_proxies),
     };
     this.proxy = new ProxyHandler(proxyDeps);
     const webhooksApi = await this.initWebhooks();
@@ -186,7 +191,7 @@ export class Gateway {
     const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, [webhooksApi]);
     this.api = app;
     const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => {
       const url = req.url ?? '/';
       if (!isManagementPath(url)) return this.proxy.handle(req, res);
       const x = recorder.begin();
@@ -201,8 +206,19 @@ export class Gateway {
         recorder.finish(req, x);
       });
       apiHandler(req, res);
+    };
+    this.server.on('request', onRequest);
+    // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
+    // request would be accepted, so a refused key never gets a 100 Continue.
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      const url = req.url ?? '/';
+      if (!isManagementPath(url)) return this.proxy.handle(req, res, true);
+      // /v2: continue only for a key that is known and live; fastify answers the rest.
+      if (authenticate(this.ring, req.headers.authorization, this.clock.now()).error === null) res.writeContinue();
+      onRequest(req, res);
     });
-    this.server.on('upgrade', (req, socket, head) => handleUpgrade(proxyDeps, req, socket, head));
+    const upgradeDeps = { ...proxyDeps, tunnels: this.tunnels, idleTimeoutMs: cfg.server.tunnel_idle_timeout_ms };
+    this.server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
     // fastify adds its own clientError listener to the server it is given; the gateway
     // answers malformed requests itself, with its own error body, so only ours stays.
     this.server.removeAllListeners('clientError');
@@ -334,7 +350,11 @@ export class Gateway {
       const closed = new Promise<void>((r) => this.server.close(() => r()));
       this.server.closeIdleConnections();
       const idle = setInterval(() => this.server.closeIdleConnections(), 100);
-      const force = setTimeout(() => this.server.closeAllConnections(), graceMs);
+      const force = setTimeout(() => {
+        this.server.closeAllConnections();
+        // Upgraded sockets are no longer the HTTP server's to close.
+        this.tunnels.destroyAll();
+      }, graceMs);
       await closed;
       clearInterval(idle);
       clearTimeout(force);

@@ -1,8 +1,10 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { privateDir } from './store/private-dir.js';
 
-const PREFIX = 'sealed:v1:';
+const V1 = 'sealed:v1:';
+const V2 = 'sealed:v2:';
 
 /**
  * Seals secrets the gateway must keep readable (webhook signing secrets) with
@@ -13,18 +15,29 @@ export class SecretBox {
     if (key.length !== 32) throw new Error('the sealing key must be 32 bytes');
   }
 
-  seal(plain: string): string {
+  /**
+   * Seals `plain` bound to `boundTo` (the id of the row that holds it) as GCM's
+   * associated data: a sealed value copied into another row does not open there.
+   */
+  seal(plain: string, boundTo: string): string {
     const iv = randomBytes(12);
     const c = createCipheriv('aes-256-gcm', this.key, iv);
+    c.setAAD(Buffer.from(boundTo, 'utf8'));
     const ct = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
-    return PREFIX + Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
+    return V2 + Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
   }
 
-  /** Opens a sealed value; a value stored before sealing existed is returned as it is. */
-  open(stored: string): string {
-    if (!stored.startsWith(PREFIX)) return stored;
-    const raw = Buffer.from(stored.slice(PREFIX.length), 'base64url');
+  /**
+   * Opens a value sealed for row `boundTo`; throws when it was sealed for another
+   * row or altered. Values sealed before binding existed (v1) and values stored
+   * before sealing existed are still read.
+   */
+  open(stored: string, boundTo: string): string {
+    const v2 = stored.startsWith(V2);
+    if (!v2 && !stored.startsWith(V1)) return stored;
+    const raw = Buffer.from(stored.slice(V2.length), 'base64url');
     const d = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+    if (v2) d.setAAD(Buffer.from(boundTo, 'utf8'));
     d.setAuthTag(raw.subarray(12, 28));
     return Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8');
   }
@@ -39,7 +52,7 @@ export function loadSealingKey(configured: string | null, dataDir: string): Buff
   if (configured) return Buffer.from(configured, 'base64');
   const file = join(dataDir, 'secret.key');
   if (existsSync(file)) return readFileSync(file);
-  mkdirSync(dataDir, { recursive: true });
+  privateDir(dataDir);
   const key = randomBytes(32);
   writeFileSync(file, key, { mode: 0o600 });
   chmodSync(file, 0o600);

@@ -46,7 +46,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request, reply) => {
       const body = parseInput(createKeyBody, request.body, 'body');
-      const { key, secret } = await deps.keys.create(body, request.key.environment);
+      const { key, secret } = await deps.keys.create(body, request.key.environment, request.key.scopes);
       reply.code(201).header('cache-control', 'no-store');
       return deps.keys.view(key, secret);
     },

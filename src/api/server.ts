@@ -112,6 +112,15 @@ export async function buildApi(
         x.consumer = a.key.consumer;
         x.environment = a.key.environment;
       }
+      // Refused keys are limited per address, as at the proxy.
+      const over = deps.limiter?.refused(request.ip, now);
+      if (over) {
+        for (let i = 0; i < over.headers.length; i += 2) {
+          if (over.headers[i] !== 'retry-after') reply.header(over.headers[i] as string, over.headers[i + 1]);
+        }
+        deps.metrics.rateLimited.labels(over.policy ?? 'unknown').inc();
+        throw new GatewayError('rate_limit_exceeded', undefined, null, over.retryAfter);
+      }
       throw a.error;
     }
     const key = a.key;

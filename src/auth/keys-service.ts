@@ -80,17 +80,36 @@ export class KeyService {
     return v;
   }
 
-  /** Validates values (shapes are the API's job) and issues a key; the secret is returned once. */
-  async create(input: CreateKeyInput, callerEnv: string): Promise<{ key: KeyRecord; secret: string }> {
-    const cls = this.envClass(input.environment);
-    if (!cls) throw unprocessable('environment', `unknown environment ${JSON.stringify(input.environment)}`);
-    if (input.environment !== callerEnv) {
-      throw new GatewayError(
-        'resource_missing',
-        `environment ${JSON.stringify(input.environment)} is not visible to this key`,
-        'environment',
-      );
+  /**
+   * The environment a caller of `callerEnv` acts in when it names `asked`: its own
+   * by default; a live-class key may name any configured environment, a test-class
+   * key none but its own (404, as for an id of another environment).
+   */
+  visibleEnvironment(callerEnv: string, asked: string | undefined, param = 'environment'): string {
+    if (asked === undefined || asked === callerEnv) return callerEnv;
+    if (this.envClass(callerEnv) === 'live' && this.envClass(asked) !== null) return asked;
+    if (this.envClass(asked) === null && this.envClass(callerEnv) === 'live') {
+      throw unprocessable(param, `unknown environment ${JSON.stringify(asked)}`);
     }
+    throw new GatewayError(
+      'resource_missing',
+      `environment ${JSON.stringify(asked)} is not visible to this key`,
+      param,
+    );
+  }
+
+  /**
+   * Validates values (shapes are the API's job) and issues a key; the secret is
+   * returned once. With `callerScopes` (a key asking through the API), every scope
+   * asked for must be one the caller holds: a key can never mint a stronger one.
+   */
+  async create(
+    input: CreateKeyInput,
+    callerEnv: string,
+    callerScopes?: readonly string[],
+  ): Promise<{ key: KeyRecord; secret: string }> {
+    const env = this.visibleEnvironment(callerEnv, input.environment);
+    const cls = this.envClass(env) as 'live' | 'test';
     if (input.scopes.length === 0) throw unprocessable('scopes', 'a key needs at least one scope');
     const seen = new Set<string>();
     for (const [i, s] of input.scopes.entries()) {
@@ -98,21 +117,42 @@ export class KeyService {
       if (seen.has(s)) throw unprocessable(`scopes[${i}]`, `duplicate scope ${JSON.stringify(s)}`);
       seen.add(s);
     }
+    if (callerScopes) {
+      const lacking = input.scopes.find((s) => !callerScopes.includes(s));
+      if (lacking !== undefined) {
+        throw new GatewayError(
+          'insufficient_scope',
+          `this key lacks the scope ${lacking}, so it cannot issue a key that holds it`,
+          'scopes',
+        );
+      }
+    }
     if (input.rate_limit && input.rate_limit.burst < 1) throw unprocessable('rate_limit.burst', 'must be at least 1');
     let replaced: KeyRecord | null = null;
     if (input.replaces !== undefined) {
       replaced = this.ring.get(input.replaces) ?? null;
-      if (!replaced || replaced.environment !== input.environment) throw missing('key', 'replaces');
+      if (!replaced || replaced.environment !== env) throw missing('key', 'replaces');
+      if (isRevoked(replaced, this.clock.now())) {
+        throw new GatewayError(
+          'conflict',
+          `key ${replaced.id} is revoked; only an active key can be replaced`,
+          'replaces',
+        );
+      }
+      if ([...this.ring.all()].some((k) => k.replaces === replaced?.id)) {
+        throw new GatewayError('conflict', `key ${replaced.id} has already been replaced`, 'replaces');
+      }
     }
     const now = this.clock.now();
     const secret = newKeySecret(cls);
     const key: KeyRecord = {
       id: newKeyId(),
-      environment: input.environment,
+      environment: env,
       label: input.label,
-      consumer: input.consumer ?? input.label,
+      // A replacement carries the old key's identity on unless told otherwise.
+      consumer: input.consumer ?? replaced?.consumer ?? input.label,
       scopes: [...input.scopes],
-      rate_limit: input.rate_limit ?? null,
+      rate_limit: input.rate_limit ?? replaced?.rate_limit ?? null,
       replaces: replaced?.id ?? null,
       secret_hash: hashSecret(secret),
       created_at: now,
@@ -201,7 +241,11 @@ export class KeyService {
     if (adminSecret) {
       if (secretClass(adminSecret) !== 'live') throw new Error('WAKEGATE_ADMIN_KEY must be a svc_live_ secret');
       const hash = hashSecret(adminSecret);
-      if (this.ring.byHashValue(hash) || (await this.table.byHash(hash))) return { created: null, secret: null };
+      const existing = this.ring.byHashValue(hash) ?? (await this.table.byHash(hash));
+      if (existing) {
+        await this.widen(existing);
+        return { created: null, secret: null };
+      }
       const now = this.clock.now();
       const key = this.adminRecord(env, hash, now);
       await this.table.put(key);
@@ -216,13 +260,32 @@ export class KeyService {
     return { created: key, secret };
   }
 
+  /**
+   * The operator's WAKEGATE_ADMIN_KEY holds every scope the config knows, so it can
+   * issue keys for routes added since it was installed (a key only issues scopes it
+   * holds). Only that key is widened, never one issued through the API.
+   */
+  private async widen(k: KeyRecord): Promise<void> {
+    const missingScopes = [...this.scopes].filter((s) => !k.scopes.includes(s));
+    if (missingScopes.length === 0 || isRevoked(k, this.clock.now())) return;
+    const next = {
+      ...k,
+      scopes: [...k.scopes, ...missingScopes],
+      updated_at: Math.max(this.clock.now(), k.updated_at + 1),
+    };
+    await this.table.put(next);
+    this.ring.apply(next);
+    this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
+  }
+
   private adminRecord(env: string, hash: string, now: number): KeyRecord {
     return {
       id: newKeyId(),
       environment: env,
       label: 'bootstrap admin',
       consumer: 'admin',
-      scopes: [...MANAGEMENT_SCOPES],
+      // Every management scope and every route scope of the config: the admin issues all keys.
+      scopes: [...new Set([...MANAGEMENT_SCOPES, ...this.scopes])],
       rate_limit: null,
       replaces: null,
       secret_hash: hash,

@@ -24,9 +24,13 @@ export interface Exchange {
   /** performance.now() when the request went upstream (0 if it never did). */
   tUp: number;
   done: boolean;
+  /** Counted, not stored: a sampled-out refusal of a flood (see Recorder.finish). */
+  sampledOut: boolean;
 }
 
 const MAX_UA = 512;
+/** A stored wake path is capped (DESIGN.md); the wake says when it was cut. */
+export const MAX_PATH = 2048;
 
 /** Turns finished exchanges into wakes (and request metrics) and hands them to capture. */
 export class Recorder {
@@ -58,6 +62,7 @@ export class Recorder {
       status: 0,
       tUp: 0,
       done: false,
+      sampledOut: false,
     };
   }
 
@@ -84,6 +89,10 @@ export class Recorder {
       }
       h.observe((end - x.tUp) / 1000);
     }
+    if (x.sampledOut) {
+      this.metrics.wakesSampledOut.inc();
+      return;
+    }
     const ua = req.headers['user-agent'];
     let path = x.path;
     if (path === '') {
@@ -91,10 +100,13 @@ export class Recorder {
       const q = url.indexOf('?');
       path = q === -1 ? url : url.slice(0, q);
     }
+    const cut = path.length > MAX_PATH;
     this.capture({
       id: x.id,
       method: req.method ?? '',
-      path,
+      path: cut ? path.slice(0, MAX_PATH) : path,
+      path_truncated: cut,
+      refused: x.tUp === 0,
       route: x.route,
       status: x.status,
       latency_ms: Math.round(end - x.t0),

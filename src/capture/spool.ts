@@ -1,5 +1,6 @@
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { privateDir } from '../store/private-dir.js';
 
 export interface SpoolEntry<T> {
   /** Name of the file holding it; entries sort by name in the order they were written. */
@@ -22,7 +23,7 @@ export class Spool<T> {
     private readonly dir: string,
     private readonly maxBytes: number,
   ) {
-    mkdirSync(dir, { recursive: true });
+    privateDir(dir);
     for (const f of readdirSync(dir)) {
       if (f.endsWith('.tmp')) {
         rmSync(join(dir, f), { force: true });
@@ -51,7 +52,7 @@ export class Spool<T> {
     if (this.bytes + len > this.maxBytes) return false;
     const name = `${String(this.seq++).padStart(16, '0')}.json`;
     const tmp = join(this.dir, `${name}.tmp`);
-    writeFileSync(tmp, body);
+    writeFileSync(tmp, body, { mode: 0o600 });
     renameSync(tmp, join(this.dir, name));
     this.bytes += len;
     this.files++;

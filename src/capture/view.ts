@@ -9,6 +9,7 @@ export function wakeView(w: Wake) {
     object: 'wake' as const,
     method: w.method,
     path: w.path,
+    path_truncated: w.path_truncated === true,
     status: w.status,
     latency_ms: w.latency_ms,
     consumer: w.consumer,

@@ -16,6 +16,8 @@ export const defaults = {
     max_header_bytes: 16_384,
     api_body_limit_bytes: 1_048_576,
     max_connections: 20_000,
+    tunnel_idle_timeout_ms: 300_000,
+    trusted_proxies: [],
   },
   storage: {
     data_dir: './data',
@@ -52,6 +54,8 @@ export const defaults = {
     reports: { limit: 600, burst: 600, window: 'minute' },
     webhook_registration: { limit: 120, burst: 120, window: 'hour' },
     sandbox: { limit: 1200, burst: 1200, window: 'minute', shared: true },
+    // Requests whose key is refused (missing, malformed, unknown, revoked), per client address.
+    unauthenticated: { limit: 600, burst: 600, window: 'minute' },
   },
   webhooks: {
     timeout_ms: 10_000,

@@ -88,7 +88,7 @@ function issuePath(issue: z.core.$ZodIssue): string {
 /** Checks that span several keys, after the shapes are known to be right. */
 function crossCheck(cfg: Config): void {
   const envs = new Set(Object.keys(cfg.environments));
-  for (const policy of ['default', 'sandbox']) {
+  for (const policy of ['default', 'sandbox', 'unauthenticated']) {
     if (!cfg.rate_limits[policy]) throw new ConfigError(`rate_limits.${policy}`, 'this policy is required');
   }
   const names = new Set<string>();
@@ -120,11 +120,8 @@ function crossCheck(cfg: Config): void {
   }
   if (cfg.instance.index >= cfg.instance.count)
     throw new ConfigError('instance.index', 'must be less than instance.count');
-  if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,}$/.test(cfg.admin_key)) {
-    throw new ConfigError(
-      'admin_key',
-      'WAKEGATE_ADMIN_KEY must be svc_live_ followed by at least 32 letters or digits',
-    );
+  if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
+    throw new ConfigError('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }
   if (cfg.environments && !Object.values(cfg.environments).some((e) => e.class === 'live')) {
     throw new ConfigError('environments', 'at least one environment of class live is needed');

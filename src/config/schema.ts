@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isAddressOrCidr } from '../proxy/trust.js';
 
 /** Ports: 0 lets the OS choose (tests); otherwise a real TCP port. */
 const port = z.number().int().min(0).max(65535);
@@ -55,6 +56,12 @@ export const configSchema = z.strictObject({
     api_body_limit_bytes: positiveInt,
     /** Upper bound on open client connections. */
     max_connections: positiveInt,
+    /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
+    tunnel_idle_timeout_ms: positiveInt,
+    /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
+    trusted_proxies: z.array(
+      z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),
+    ),
   }),
   storage: z.strictObject({
     data_dir: z.string().min(1),

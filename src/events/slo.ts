@@ -18,6 +18,7 @@ interface Bucket {
   slow: number;
 }
 
+/** State per route and environment: sandbox failures never burn production's budget. */
 interface RouteState {
   buckets: Bucket[];
   lastAlert: { availability: number; latency: number };
@@ -27,7 +28,7 @@ interface RouteState {
  * Raises slo.burn when a route's availability objective (5xx share) or latency
  * objective (share slower than latency_objective_ms, against 99%) burns its
  * error budget at 14.4x or more over the last 5 minutes, with at least 100
- * requests; at most once an hour per route and kind. Time is the wakes' own.
+ * requests; at most once an hour per route, environment and kind. Time is the wakes' own.
  */
 export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: readonly Wake[]) => void {
   const routes = new Map(
@@ -38,7 +39,7 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: 
   const state = new Map<string, RouteState>();
   const check = (name: string, now: number, env: string) => {
     const r = routes.get(name);
-    const st = state.get(name);
+    const st = state.get(`${name}\u0000${env}`);
     if (!r || !st) return;
     st.buckets = st.buckets.filter((b) => b.start > now - WINDOW_MS);
     let total = 0;
@@ -73,14 +74,16 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: 
     if (r.latency_objective_ms !== null) raise('latency', LATENCY_TARGET, slow);
   };
   return (rows) => {
-    const touched = new Map<string, [number, string]>();
+    const touched = new Map<string, [number, string, string]>();
     for (const w of rows) {
       const r = routes.get(w.route);
-      if (!r) continue;
-      let st = state.get(w.route);
+      // A request the gateway refused itself (key, scope, limit) says nothing of the origin.
+      if (!r || w.refused === true) continue;
+      const sk = `${w.route}\u0000${w.environment}`;
+      let st = state.get(sk);
       if (!st) {
         st = { buckets: [], lastAlert: { availability: -Infinity, latency: -Infinity } };
-        state.set(w.route, st);
+        state.set(sk, st);
       }
       const start = w.captured_at - (w.captured_at % BUCKET_MS);
       let b = st.buckets[st.buckets.length - 1];
@@ -95,9 +98,9 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: 
       b.total++;
       if (w.status >= 500) b.errors++;
       if (r.latency_objective_ms !== null && w.latency_ms > r.latency_objective_ms) b.slow++;
-      const seen = touched.get(w.route);
-      if (!seen || w.captured_at > seen[0]) touched.set(w.route, [w.captured_at, w.environment]);
+      const seen = touched.get(sk);
+      if (!seen || w.captured_at > seen[0]) touched.set(sk, [w.captured_at, w.route, w.environment]);
     }
-    for (const [name, [now, env]] of touched) check(name, now, env);
+    for (const [now, name, env] of touched.values()) check(name, now, env);
   };
 }

@@ -46,6 +46,11 @@ export function createMetrics() {
     labelNames: ['reason'] as const,
     registers: [registry],
   });
+  const wakesSampledOut = new Counter({
+    name: 'wakegate_wakes_sampled_out_total',
+    help: 'Refusals of a flood of refused keys past the unauthenticated limit, counted but not stored as wakes',
+    registers: [registry],
+  });
   const flushDuration = new Histogram({
     name: 'wakegate_flush_duration_seconds',
     help: 'Duration of one batched insert of wakes',
@@ -121,6 +126,7 @@ export function createMetrics() {
     wakesBuffered,
     wakesFlushed,
     wakesDropped,
+    wakesSampledOut,
     flushDuration,
     spoolBytes,
     spoolBatches,

@@ -4,7 +4,7 @@ import type { KeyRing } from '../auth/keyring.js';
 import type { Exchange } from '../capture/recorder.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
-import type { RequestLimiter } from '../ratelimit/types.js';
+import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
 import type { KeyRecord } from '../store/keys.js';
 import { type Origin, type Route, type RouteTable, unsafePath, upstreamPath } from './routes.js';
 
@@ -13,6 +13,8 @@ export interface AdmitDeps {
   ring: KeyRing;
   limiter: RequestLimiter | null;
   metrics: Metrics;
+  /** True for a client address listed in server.trusted_proxies. */
+  trusted: (ip: string) => boolean;
 }
 
 /** Where an admitted request goes. */
@@ -32,9 +34,21 @@ export interface Refused {
   headers: string[];
 }
 
+/** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
+const FLOOD_SAMPLE = 100;
+let floodSeq = 0;
+
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
 const MAX_CONSUMER = 128;
 const NONE: string[] = [];
+
+function limited(d: AdmitDeps, decision: LimitDecision): Refused {
+  d.metrics.rateLimited.labels(decision.policy ?? 'unknown').inc();
+  return {
+    error: new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter),
+    headers: decision.headers,
+  };
+}
 
 export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddress ?? '';
 
@@ -74,7 +88,16 @@ export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted
       x.consumer = a.key.consumer;
       x.environment = a.key.environment;
     }
-    if (a.error) return { error: a.error, headers: NONE };
+    if (a.error) {
+      // Refused keys are limited per address (`unauthenticated`); past it, 429, and
+      // only a sample of those refusals is stored. The key lookup itself is one
+      // in-memory hash, so it runs first: a valid key is never refused because
+      // others behind the same address (a NAT) send bad ones.
+      const over = d.limiter?.refused(clientIp(req), x.start);
+      if (!over) return { error: a.error, headers: NONE };
+      x.sampledOut = ++floodSeq % FLOOD_SAMPLE !== 0;
+      return limited(d, over);
+    }
     key = a.key;
     if (cfg.scopes) {
       const scope = READ.has(req.method ?? '') ? cfg.scopes.read : cfg.scopes.write;
@@ -94,13 +117,7 @@ export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted
   if (d.limiter) {
     const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
     const decision = d.limiter.check(key, clientIp(req), policy, x.start);
-    if (!decision.allowed) {
-      d.metrics.rateLimited.labels(decision.policy ?? 'unknown').inc();
-      return {
-        error: new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter),
-        headers: decision.headers,
-      };
-    }
+    if (!decision.allowed) return limited(d, decision);
     limitHeaders = decision.headers;
   }
   return { route, origin, path: upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q)), key, limitHeaders };

@@ -19,6 +19,8 @@ export interface ProxyDeps {
   recorder: Recorder;
   metrics: Metrics;
   log: Logger;
+  /** True for a client address listed in server.trusted_proxies. */
+  trusted: (ip: string) => boolean;
 }
 
 /** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
@@ -58,8 +60,11 @@ export class ProxyHandler {
     this.d.recorder.finish(req, x);
   }
 
-  /** Handles one proxied request end to end. */
-  handle(req: IncomingMessage, res: ServerResponse): void {
+  /**
+   * Handles one proxied request end to end. `expectsContinue`: the client sent
+   * Expect: 100-continue, answered only once admission has passed.
+   */
+  handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const x = this.d.recorder.begin();
     res.on('close', () => {
       if (x.done) return;
@@ -70,8 +75,11 @@ export class ProxyHandler {
     const a = admit(this.d, req, x);
     if ('error' in a) {
       const e = a.error;
+      // The body was never invited: do not wait for it on this connection.
+      if (expectsContinue) res.shouldKeepAlive = false;
       return this.fail(req, res, x, e.type, e.message, a.headers, e.retryAfter, e.param);
     }
+    if (expectsContinue) res.writeContinue();
     this.forward(req, res, x, a.route, a.origin, a.path, a.key, a.limitHeaders);
   }
 
@@ -85,9 +93,11 @@ export class ProxyHandler {
     key: KeyRecord | null,
     limitHeaders: string[] | null,
   ): void {
+    const ip = clientIp(req);
     const headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
-      clientIp: clientIp(req),
+      clientIp: ip,
+      clientTrusted: this.d.trusted(ip),
       proto: 'http',
       originHost: origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,

@@ -22,14 +22,25 @@ export interface ForwardHeadersOptions {
   /** Drop the Authorization header (the gateway checked the key it carried). */
   dropAuthorization: boolean;
   clientIp: string;
+  /** The client is a trusted proxy (server.trusted_proxies): its X-Forwarded-* values are kept and appended to. */
+  clientTrusted: boolean;
   proto: string;
   /** Host of the origin, sent as Host. */
   originHost: string;
   /** Identity of the checked key, as x-wakegate-* headers. */
   identity: [keyId: string, consumer: string, environment: string] | null;
-  /** Keep Connection/Upgrade (a WebSocket handshake). */
-  keepUpgrade?: boolean;
 }
+
+/**
+ * True when a header value carries a gateway key secret (svc_live_ / svc_test_
+ * followed by base62). Such a value never reaches an origin, whatever the route's
+ * `auth`: a client that sends its key to an `auth: none` route must not leak it.
+ */
+export function carriesGatewayKey(value: string): boolean {
+  const i = value.indexOf('svc_');
+  return i !== -1 && GATEWAY_KEY.test(value);
+}
+const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]/;
 
 /** Fields named in a Connection header, lower-cased (they are hop-by-hop too). */
 function connectionTokens(raw: string[]): Set<string> | null {
@@ -47,12 +58,18 @@ function connectionTokens(raw: string[]): Set<string> | null {
   return out;
 }
 
-/** Request headers for the origin, as a flat raw array (names keep their case and order). */
+/**
+ * Request headers for the origin, as a flat raw array (names keep their case and order).
+ * X-Forwarded-For/-Proto/-Host and Forwarded are the gateway's own values: a client's
+ * are dropped unless it is a trusted proxy, whose chain is then appended to.
+ * Client-sent x-wakegate-* are always dropped; the identity of a checked key is added.
+ */
 export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): string[] {
   const named = connectionTokens(raw);
   const out: string[] = [];
   let xff: string | null = null;
   let xfp: string | null = null;
+  let xfh: string | null = null;
   let host = '';
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
@@ -62,27 +79,24 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
       host = value;
       continue;
     }
-    if (lower === 'x-forwarded-for') {
-      xff = xff === null ? value : `${xff}, ${value}`;
+    if (lower.startsWith('x-forwarded-') || lower === 'forwarded') {
+      if (!o.clientTrusted) continue;
+      if (lower === 'x-forwarded-for') xff = xff === null ? value : `${xff}, ${value}`;
+      else if (lower === 'x-forwarded-proto') xfp ??= value;
+      else if (lower === 'x-forwarded-host') xfh ??= value;
+      else out.push(name, value);
       continue;
     }
-    if (lower === 'x-forwarded-proto') {
-      xfp ??= value;
-      continue;
-    }
-    if (lower === 'x-forwarded-host' || lower.startsWith('x-wakegate-')) continue;
+    if (lower.startsWith('x-wakegate-')) continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
-    if (o.keepUpgrade && (lower === 'connection' || lower === 'upgrade')) {
-      out.push(name, value);
-      continue;
-    }
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    if (carriesGatewayKey(value)) continue;
     out.push(name, value);
   }
   out.push('Host', o.originHost);
   out.push('X-Forwarded-For', xff === null ? o.clientIp : `${xff}, ${o.clientIp}`);
   out.push('X-Forwarded-Proto', xfp ?? o.proto);
-  if (host) out.push('X-Forwarded-Host', host);
+  if (xfh !== null || host) out.push('X-Forwarded-Host', xfh ?? host);
   if (o.identity) {
     out.push('x-wakegate-key-id', o.identity[0], 'x-wakegate-consumer', o.identity[1]);
     out.push('x-wakegate-environment', o.identity[2]);

@@ -69,7 +69,13 @@ export class RouteTable {
   }
 }
 
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+/**
+ * A dot segment, also percent-encoded, also with a path parameter: Tomcat and
+ * Spring read `/a/..;x/b` (and `..%3b`) as `/a/../b`.
+ */
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:(?:;|%3b)[^/]*)?(?:\/|$)/i;
+/** Double encoding (`%252e`, `%252f`, `%255c`): an origin that decodes twice sees a dot or a slash. */
+const DOUBLE_ENCODED = /%25(?:2e|2f|5c|3b)/i;
 
 /**
  * Rejects request targets an origin could resolve to a different route than the
@@ -83,6 +89,7 @@ export function unsafePath(path: string): string | null {
     return 'the path must not contain an encoded slash or backslash';
   }
   if (path.includes('\\')) return 'the path must not contain a backslash';
+  if (path.includes('%25') && DOUBLE_ENCODED.test(path)) return 'the path must not contain double-encoded characters';
   return null;
 }
 

@@ -1,12 +1,13 @@
-import type { IncomingMessage } from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import type { Exchange } from '../capture/recorder.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import { admit, clientIp } from './admit.js';
 import type { ProxyDeps } from './handler.js';
-import { forwardRequestHeaders } from './headers.js';
+import { forwardRawResponseHeaders, forwardRequestHeaders } from './headers.js';
+import type { Origin } from './routes.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -18,92 +19,245 @@ const STATUS_TEXT: Record<number, string> = {
   504: 'Gateway Timeout',
 };
 
+/** Open tunnels and upgrade handshakes in progress, so a clean stop can end them. */
+export class TunnelSet {
+  private readonly open = new Set<() => void>();
+  add(destroy: () => void): () => void {
+    this.open.add(destroy);
+    return () => {
+      this.open.delete(destroy);
+    };
+  }
+  get size(): number {
+    return this.open.size;
+  }
+  destroyAll(): void {
+    for (const d of [...this.open]) d();
+    this.open.clear();
+  }
+}
+
+export interface UpgradeDeps extends ProxyDeps {
+  tunnels: TunnelSet;
+  /** A tunnel with no traffic either way for this long is closed. */
+  idleTimeoutMs: number;
+}
+
+function connector(o: Origin) {
+  // Half-open sockets, so a FIN from one side is passed on, not answered by closing.
+  return o.protocol === 'https:'
+    ? () =>
+        tls.connect({
+          host: o.hostname,
+          port: o.port,
+          servername: o.hostname,
+          allowHalfOpen: true,
+        } as tls.ConnectionOptions)
+    : () => net.connect({ host: o.hostname, port: o.port, allowHalfOpen: true });
+}
+
+/** Bytes a client may send ahead of the origin's 101 before reading from it stops. */
+const MAX_EARLY = 64 * 1024;
+
+/** The first token of an Upgrade field, lower-cased ("websocket" of "WebSocket"). */
+const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?.trim().toLowerCase() ?? '';
+
 /**
- * Proxies an HTTP/1.1 Upgrade (WebSocket) through the same admission as any
- * request (admit.ts), then splices the two sockets. The wake is recorded when
- * the tunnel closes, with the origin's handshake status (101 when it upgraded).
+ * Proxies an HTTP/1.1 Upgrade (RFC 9110 §7.8) through the same admission as any
+ * request (admit.ts). The origin's answer is parsed as HTTP: only a 101 whose
+ * Upgrade matches the one asked for makes a tunnel. Any other answer is relayed as
+ * a normal response and the client connection closed, so bytes the client sent
+ * after the handshake can never reach the origin unchecked (request smuggling).
+ * A tunnel passes half-closes both ways, closes after `idleTimeoutMs` without
+ * traffic, and is recorded as one wake when it ends.
  */
-export function handleUpgrade(d: ProxyDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
+  // What the client sends after the handshake is held (not forwarded) until the
+  // origin has agreed to switch; past a small bound, reading stops.
+  const early: Buffer[] = [];
+  let earlyBytes = 0;
+  const hold = (c: Buffer) => {
+    early.push(c);
+    earlyBytes += c.length;
+    if (earlyBytes > MAX_EARLY) socket.pause();
+  };
+  socket.on('data', hold);
+  socket.on('error', () => {});
+  let upReq: http.ClientRequest | null = null;
+  let ended = false;
+  const finish = () => {
+    if (ended) return;
+    ended = true;
+    d.recorder.finish(req, x);
+  };
+  // Held until the client socket is gone, so a clean stop can end whatever is still open.
+  const untrack = d.tunnels.add(() => {
+    upReq?.destroy();
+    socket.destroy();
+    if (x.status === 0) x.status = 499;
+    finish();
+  });
+  socket.once('close', untrack);
   const fail = (type: ErrorType, message?: string, extra: string[] = [], e = new GatewayError(type, message)) => {
     const body = JSON.stringify(errorBody(type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
     let more = e.status === 401 ? 'www-authenticate: Bearer\r\n' : '';
     for (let i = 0; i < extra.length; i += 2) more += `${extra[i]}: ${extra[i + 1]}\r\n`;
-    socket.end(
-      `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${more}\r\n${body}`,
-    );
-    d.recorder.finish(req, x);
+    if (socket.writable) {
+      socket.end(
+        `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${more}\r\n${body}`,
+        () => socket.destroy(),
+      );
+    } else {
+      socket.destroy();
+    }
+    x.resBytes += body.length;
+    finish();
   };
-  socket.on('error', () => {});
   const a = admit(d, req, x);
   if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
+  const token = upgradeToken(req.headers.upgrade);
+  if (token === '') return fail('invalid_request', 'an upgrade request needs an Upgrade header', [], undefined);
   const { route, origin, key } = a;
-  const cfg = route.cfg;
   const headers = forwardRequestHeaders(req.rawHeaders, {
     dropAuthorization: key !== null,
     clientIp: clientIp(req),
+    clientTrusted: d.trusted(clientIp(req)),
     proto: 'http',
     originHost: origin.host,
     identity: key ? [key.id, key.consumer, key.environment] : null,
-    keepUpgrade: true,
   });
-  let headText = `${req.method} ${a.path} HTTP/1.1\r\n`;
-  for (let i = 0; i < headers.length; i += 2) headText += `${headers[i]}: ${headers[i + 1]}\r\n`;
-  headText += '\r\n';
-  const upstream =
-    origin.protocol === 'https:'
-      ? tls.connect({ host: origin.hostname, port: origin.port, servername: origin.hostname })
-      : net.connect({ host: origin.hostname, port: origin.port });
+  // Only the upgrade itself is hop-by-hop information the origin needs.
+  headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);
+  upReq = (origin.protocol === 'https:' ? https : http).request({
+    method: req.method,
+    path: a.path,
+    headers,
+    // No agent: a connection of its own, made by createConnection (half-open).
+    createConnection: connector(origin),
+    timeout: route.cfg.timeout_ms,
+  });
   x.tUp = performance.now();
-  const timer = setTimeout(() => {
-    upstream.destroy();
-    if (x.status === 0) fail('upstream_timeout');
-  }, cfg.timeout_ms);
-  let first = true;
-  upstream.on('connect', () => {
-    upstream.write(headText);
-    if (head.length) upstream.write(head);
-  });
-  upstream.on('data', (chunk: Buffer) => {
-    if (first) {
-      first = false;
-      clearTimeout(timer);
-      const line = chunk.indexOf('\r\n');
-      const m = /^HTTP\/1\.[01] (\d{3})/.exec(chunk.subarray(0, Math.max(0, line)).toString('latin1'));
-      x.status = m ? Number(m[1]) : 502;
-      // Add x-wake-id to the handshake answer, after its status line.
-      if (line > 0)
-        chunk = Buffer.concat([
-          chunk.subarray(0, line + 2),
-          Buffer.from(`x-wake-id: ${x.id}\r\n`),
-          chunk.subarray(line + 2),
-        ]);
-    }
-    x.resBytes += chunk.length;
-    if (!socket.write(chunk)) upstream.pause();
-  });
-  socket.on('drain', () => upstream.resume());
-  socket.on('data', (chunk: Buffer) => {
-    x.reqBytes += chunk.length;
-    if (!upstream.write(chunk)) socket.pause();
-  });
-  upstream.on('drain', () => socket.resume());
-  const close = () => {
-    clearTimeout(timer);
-    upstream.destroy();
+  let answered = false;
+  // A client that ends or closes before the origin answers has gone away.
+  socket.once('end', () => clientGone());
+  const clientGone = () => {
+    if (answered) return;
+    // The client left before the origin answered: let go of both sockets now.
+    upReq?.destroy();
     socket.destroy();
-    if (!x.done) d.recorder.finish(req, x as Exchange);
+    if (x.status === 0) x.status = 499;
+    finish();
   };
-  upstream.on('error', () => {
-    if (x.status === 0) {
-      clearTimeout(timer);
-      fail('upstream_unavailable');
-      upstream.destroy();
-      return;
-    }
-    close();
+  socket.once('close', clientGone);
+  upReq.on('timeout', () => {
+    if (answered) return;
+    upReq.destroy();
+    fail('upstream_timeout');
   });
-  upstream.on('close', close);
-  socket.on('close', close);
+  upReq.on('error', (err: NodeJS.ErrnoException) => {
+    if (answered || ended) return;
+    d.log.debug('upgrade upstream error', { route: x.route, code: err.code });
+    fail('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
+  });
+
+  upReq.on('response', (res: IncomingMessage) => {
+    // Not a switch: an ordinary answer, relayed, and this connection ends with it.
+    // Whatever the client sent after its request is dropped, never forwarded.
+    answered = true;
+    socket.off('close', clientGone);
+    socket.off('data', hold);
+    early.length = 0;
+    socket.resume();
+    x.status = res.statusCode ?? 502;
+    const h = forwardRawResponseHeaders(
+      res.rawHeaders.map((s) => Buffer.from(s, 'latin1')),
+      ['x-wake-id', x.id, 'connection', 'close'],
+    );
+    let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
+    for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
+    socket.write(`${text}\r\n`);
+    res.on('data', (c: Buffer) => {
+      x.resBytes += c.length;
+      if (!socket.write(c)) res.pause();
+    });
+    socket.on('drain', () => res.resume());
+    const done = () => {
+      socket.end(() => socket.destroy());
+      upReq.destroy();
+      finish();
+    };
+    res.on('end', done);
+    res.on('error', done);
+    socket.once('close', () => {
+      if (!res.complete) x.status = 499;
+      upReq.destroy();
+      finish();
+    });
+  });
+
+  upReq.on('upgrade', (res: IncomingMessage, up: net.Socket, upHead: Buffer) => {
+    answered = true;
+    socket.off('close', clientGone);
+    up.on('error', () => {});
+    if (upgradeToken(res.headers.upgrade) !== token) {
+      up.destroy();
+      return fail('upstream_unavailable', `the origin switched to ${JSON.stringify(res.headers.upgrade ?? '')}`);
+    }
+    x.status = 101;
+    let text = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
+    const raw = res.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      if ((raw[i] as string).toLowerCase() !== 'x-wake-id') text += `${raw[i]}: ${raw[i + 1]}\r\n`;
+    }
+    text += `x-wake-id: ${x.id}\r\n\r\n`;
+    socket.write(text);
+    socket.off('data', hold);
+    early.unshift(head);
+    splice(d, socket, up, upHead, Buffer.concat(early), x, finish);
+  });
+  upReq.end();
+}
+
+/** Joins the two sockets: bytes both ways, half-closes both ways, an idle timeout, one wake at the end. */
+function splice(
+  d: UpgradeDeps,
+  client: Duplex,
+  up: net.Socket,
+  upHead: Buffer,
+  clientHead: Buffer,
+  x: { reqBytes: number; resBytes: number },
+  finish: () => void,
+): void {
+  // One timer, refreshed by traffic either way, rather than a timer per socket.
+  const idle = setTimeout(() => close(), d.idleTimeoutMs);
+  const close = () => {
+    clearTimeout(idle);
+    client.destroy();
+    up.destroy();
+    finish();
+  };
+  if (upHead.length) {
+    x.resBytes += upHead.length;
+    client.write(upHead);
+  }
+  if (clientHead.length) {
+    x.reqBytes += clientHead.length;
+    up.write(clientHead);
+  }
+  client.on('data', (c: Buffer) => {
+    x.reqBytes += c.length;
+    idle.refresh();
+  });
+  up.on('data', (c: Buffer) => {
+    x.resBytes += c.length;
+    idle.refresh();
+  });
+  // pipe() ends the other side when one side ends: a half-close passes through.
+  client.pipe(up);
+  up.pipe(client);
+  client.once('close', close);
+  up.once('close', close);
+  client.resume();
 }

@@ -21,6 +21,7 @@ interface Quota {
 }
 
 const THRESHOLDS = [0.8, 0.95];
+const UNAUTH_DEFAULT = { limit: 600, burst: 600, window: 'minute' } as const;
 /** Refill arithmetic is in floating point; a token short by less than this is a whole token. */
 const EPS = 1e-9;
 const WINDOW_NAME: Record<number, string> = { 1000: 'second', 60000: 'minute', 3600000: 'hour', 86400000: 'day' };
@@ -37,6 +38,8 @@ export class RateLimiter implements RequestLimiter {
   private readonly keyPolicies = new WeakMap<KeyRecord, Policy>();
   private readonly keyBuckets: BucketSet;
   private readonly addrBuckets: BucketSet;
+  private readonly refusedBuckets: BucketSet;
+  private readonly unauth: Policy;
   private readonly shared = new Map<string, Bucket>();
   private readonly extra = new Map<string, BucketSet>();
   private readonly quotas = new Map<string, Quota>();
@@ -51,15 +54,29 @@ export class RateLimiter implements RequestLimiter {
     for (const [name, p] of Object.entries(cfg.rate_limits)) this.policies.set(name, makePolicy(name, p, n));
     this.def = this.policies.get('default') as Policy;
     this.sandbox = this.policies.get('sandbox') as Policy;
+    this.unauth = this.policies.get('unauthenticated') ?? makePolicy('unauthenticated', UNAUTH_DEFAULT, n);
     for (const [name, e] of Object.entries(cfg.environments)) if (e.class === 'test') this.testEnvs.add(name);
     const { max_buckets, sketch_cells } = cfg.ratelimit;
     this.keyBuckets = new BucketSet(max_buckets, sketch_cells);
     this.addrBuckets = new BucketSet(max_buckets, sketch_cells);
+    this.refusedBuckets = new BucketSet(max_buckets, sketch_cells);
+  }
+
+  refused(clientIp: string, now: number): LimitDecision | null {
+    const b = this.refusedBuckets.get(clientIp, now, this.unauth);
+    if (b.tokens >= 1 - EPS) {
+      b.tokens -= 1;
+      return null;
+    }
+    const retryAfter = Math.max(1, Math.ceil(wait(b) / 1000));
+    const headers = headersFor(b, null, b);
+    headers.push('retry-after', String(retryAfter));
+    return { allowed: false, headers, retryAfter, policy: b.p.name };
   }
 
   /** Buckets held in memory, all sets together. */
   get size(): number {
-    let n = this.keyBuckets.size + this.addrBuckets.size + this.shared.size;
+    let n = this.keyBuckets.size + this.addrBuckets.size + this.refusedBuckets.size + this.shared.size;
     for (const s of this.extra.values()) n += s.size;
     return n;
   }
@@ -149,6 +166,7 @@ export class RateLimiter implements RequestLimiter {
   sweep(now: number): void {
     this.keyBuckets.sweep(now);
     this.addrBuckets.sweep(now);
+    this.refusedBuckets.sweep(now);
     for (const s of this.extra.values()) s.sweep(now);
     for (const [id, q] of this.quotas) if (q.win !== Math.floor(now / q.windowMs)) this.quotas.delete(id);
   }

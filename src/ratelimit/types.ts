@@ -15,4 +15,9 @@ export interface LimitDecision {
 export interface RequestLimiter {
   /** `extraPolicy`: a route's or operation's own policy, drawn from as well as the key's bucket. */
   check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision;
+  /**
+   * Draws a token for a request whose key is refused, per client address
+   * (`unauthenticated` policy). Null: within the limit (answer 401); else the 429.
+   */
+  refused(clientIp: string, now: number): LimitDecision | null;
 }

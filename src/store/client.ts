@@ -1,7 +1,7 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ClickHouseClient, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
+import { privateDir, privateUmask } from './private-dir.js';
 
 export interface Store {
   client: ClickHouseClient;
@@ -30,7 +30,9 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     // Imported lazily: the native engine is only loaded when it is used.
     const { createChdbConnection } = await import('chdb/connection');
     const path = join(storage.data_dir, 'clickhouse');
-    mkdirSync(path, { recursive: true });
+    privateUmask();
+    privateDir(storage.data_dir);
+    privateDir(path);
     client = createClient({ connection: createChdbConnection({ path }) } as Parameters<typeof createClient>[0]);
   }
   return {

@@ -10,6 +10,18 @@ export interface EventRecord {
   data: Record<string, unknown>;
 }
 
+/**
+ * The fan-out's poll: by the sort key (recorded_at, id), so it reads only the
+ * granules after the position, never the whole table (a test pins the plan).
+ */
+export const recordedAfterSql = (db: string): string =>
+  `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data,
+      toUnixTimestamp64Milli(recorded_at) AS recorded_ms
+    FROM ${db}.events
+    WHERE recorded_at >= fromUnixTimestamp64Milli({rt:Int64}, 'UTC')
+      AND (recorded_at, id) > (fromUnixTimestamp64Milli({rt:Int64}, 'UTC'), {rid:String})
+    ORDER BY recorded_at, id LIMIT {lim:UInt32}`;
+
 /** Owns the events table: every event raised, which the webhook dispatcher fans out. */
 export class EventTable {
   constructor(private readonly store: Store) {}
@@ -73,11 +85,7 @@ export class EventTable {
     afterId: string,
     limit = 2000,
   ): Promise<(EventRecord & { recorded_at: number })[]> {
-    const sql = `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data,
-        toUnixTimestamp64Milli(recorded_at) AS recorded_ms
-      FROM ${this.store.db}.events
-      WHERE (recorded_at, id) > (fromUnixTimestamp64Milli({rt:Int64}, 'UTC'), {rid:String})
-      ORDER BY recorded_at, id LIMIT {lim:UInt32}`;
+    const sql = recordedAfterSql(this.store.db);
     const rows = await queryRows<{
       id: string;
       environment: string;

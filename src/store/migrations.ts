@@ -1,5 +1,8 @@
 import type { Store } from './client.js';
 
+/** How long events (the source of webhook deliveries) are kept. */
+export const EVENT_RETENTION_DAYS = 30;
+
 export interface Migration {
   version: number;
   name: string;
@@ -135,6 +138,35 @@ export const MIGRATIONS: Migration[] = [
     // (measured: bench/RESULTS.md) and cannot serve the anchored regex a path template
     // becomes, so it goes.
     statements: ['ALTER TABLE {db}.wakes DROP INDEX IF EXISTS idx_path'],
+  },
+  {
+    version: 6,
+    name: 'wakes_path_truncated',
+    // Stored paths are capped at 2 KB; the wake says when its path was cut.
+    statements: ['ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS path_truncated UInt8 DEFAULT 0'],
+  },
+  {
+    version: 7,
+    name: 'events_by_recorded_at_with_ttl',
+    // The fan-out polls by recording order several times a second; the table is
+    // now sorted by it (so a poll reads only the newest granules, not the whole
+    // table) and events expire like the deliveries made from them.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS {db}.events_v7 (
+        id String,
+        environment LowCardinality(String),
+        type LowCardinality(String),
+        created_at DateTime64(3, 'UTC'),
+        data String,
+        recorded_at DateTime64(3, 'UTC') DEFAULT now64(3)
+      ) ENGINE = ReplacingMergeTree ORDER BY (recorded_at, id)
+      TTL toDateTime(recorded_at) + toIntervalDay(${EVENT_RETENTION_DAYS})
+      SETTINGS non_replicated_deduplication_window = 10000`,
+      `INSERT INTO {db}.events_v7 (id, environment, type, created_at, data, recorded_at)
+        SELECT id, environment, type, created_at, data, recorded_at FROM {db}.events`,
+      'DROP TABLE {db}.events',
+      'RENAME TABLE {db}.events_v7 TO {db}.events',
+    ],
   },
 ];
 

@@ -6,6 +6,14 @@ export interface Wake {
   id: string;
   method: string;
   path: string;
+  /**
+   * The gateway answered without asking the origin (a refused key, scope, limit,
+   * route or path). Not stored; the SLO rules leave such wakes out of an origin's
+   * objective.
+   */
+  refused?: boolean;
+  /** The path was longer than the stored cap and was cut (absent: false). */
+  path_truncated?: boolean;
   route: string;
   status: number;
   latency_ms: number;
@@ -38,6 +46,7 @@ const COLUMNS = [
   'client_ip',
   'user_agent',
   'retention_days',
+  'path_truncated',
 ] as const;
 
 /** Owns every write to the wakes table. */
@@ -70,6 +79,7 @@ export class WakeInserter {
       w.client_ip,
       w.user_agent,
       this.retentionDays(w.environment),
+      w.path_truncated ? 1 : 0,
     ]);
     await this.store.client.insert({
       table: `${this.store.db}.wakes`,
@@ -103,19 +113,22 @@ export interface WakePosition {
   id: string;
 }
 
-interface WakeRowOut extends Omit<Wake, 'captured_at' | 'request_bytes' | 'response_bytes'> {
+interface WakeRowOut extends Omit<Wake, 'captured_at' | 'request_bytes' | 'response_bytes' | 'path_truncated'> {
+  path_truncated: number | string;
   captured_ms: string | number;
   request_bytes: string | number;
   response_bytes: string | number;
 }
 
 const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
-  toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent`;
+  toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent,
+  path_truncated`;
 
 const fromRow = (r: WakeRowOut): Wake => ({
   id: r.id,
   method: r.method,
   path: r.path,
+  path_truncated: Number(r.path_truncated) === 1,
   route: r.route,
   status: Number(r.status),
   latency_ms: Number(r.latency_ms),

@@ -46,6 +46,9 @@ const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assu
 
 /** Owns the webhook_endpoints table. Signing secrets are stored sealed, never in clear. */
 export class EndpointTable {
+  /** Ids of rows whose sealed secret did not open (moved from another row, or altered); left out. */
+  readonly unsealable = new Set<string>();
+
   constructor(
     private readonly store: Store,
     private readonly box: SecretBox,
@@ -55,7 +58,7 @@ export class EndpointTable {
     await this.store.client.insert({
       table: `${this.store.db}.webhook_endpoints`,
       format: 'JSONEachRow',
-      values: [{ ...e, secret: this.box.seal(e.secret) }],
+      values: [{ ...e, secret: this.box.seal(e.secret, e.id) }],
     });
   }
 
@@ -71,18 +74,30 @@ export class EndpointTable {
       disabled_at_ms: string | null;
       updated_ms: string;
     };
-    return (await queryRows<Row>(this.store, sql, { since: sinceMs })).map((r) => ({
-      id: r.id,
-      environment: r.environment,
-      url: r.url,
-      events: r.events,
-      secret: this.box.open(r.secret),
-      status: r.status,
-      created_at: Number(r.created_ms),
-      first_410_at: ms(r.first_410_at_ms),
-      disabled_at: ms(r.disabled_at_ms),
-      updated_at: Number(r.updated_ms),
-    }));
+    const out: EndpointRecord[] = [];
+    for (const r of await queryRows<Row>(this.store, sql, { since: sinceMs })) {
+      let secret: string;
+      try {
+        secret = this.box.open(r.secret, r.id);
+      } catch {
+        // Sealed for another row, or altered: never sign with it.
+        this.unsealable.add(r.id);
+        continue;
+      }
+      out.push({
+        id: r.id,
+        environment: r.environment,
+        url: r.url,
+        events: r.events,
+        secret,
+        status: r.status,
+        created_at: Number(r.created_ms),
+        first_410_at: ms(r.first_410_at_ms),
+        disabled_at: ms(r.disabled_at_ms),
+        updated_at: Number(r.updated_ms),
+      });
+    }
+    return out;
   }
 }
 

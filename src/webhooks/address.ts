@@ -2,11 +2,16 @@ import { lookup as dnsLookup } from 'node:dns';
 import net from 'node:net';
 
 /**
- * Addresses a webhook may never reach unless `allow_private_networks` is set:
- * loopback, private, link-local, CGNAT, multicast, documentation, benchmarking
- * and other special-purpose ranges (IANA special-purpose registries).
+ * Addresses a webhook may never reach unless `allow_private_networks` is set. IPv4:
+ * every block of the IANA IPv4 Special-Purpose Address Registry that is not
+ * globally reachable (loopback, private, link-local, CGNAT, multicast,
+ * documentation, benchmarking, reserved). IPv6: only global unicast (2000::/3) is
+ * allowed, minus the special-purpose blocks inside it; everything outside it
+ * (loopback, ULA, link-local, multicast, IPv4-mapped ::ffff:0:0/96, IPv4-translated
+ * ::ffff:0:0:0/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, discard 100::/64,
+ * SRv6 5f00::/16) is refused.
  */
-const blocked = new net.BlockList();
+const blockedV4 = new net.BlockList();
 for (const [a, p] of [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
@@ -16,60 +21,37 @@ for (const [a, p] of [
   ['172.16.0.0', 12],
   ['192.0.0.0', 24],
   ['192.0.2.0', 24],
+  ['192.31.196.0', 24],
+  ['192.52.193.0', 24],
   ['192.88.99.0', 24],
   ['192.168.0.0', 16],
+  ['192.175.48.0', 24],
   ['198.18.0.0', 15],
   ['198.51.100.0', 24],
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
 ] as const) {
-  blocked.addSubnet(a, p, 'ipv4');
+  blockedV4.addSubnet(a, p, 'ipv4');
 }
+const globalV6 = new net.BlockList();
+globalV6.addSubnet('2000::', 3, 'ipv6');
+const blockedV6 = new net.BlockList();
 for (const [a, p] of [
-  ['::', 128],
-  ['::1', 128],
-  ['::', 96],
-  ['100::', 64],
-  ['2001::', 23],
-  ['2001:db8::', 32],
-  ['2002::', 16],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['fec0::', 10],
-  ['ff00::', 8],
+  ['2001::', 23], // IETF protocol assignments (Teredo, benchmarking, ORCHID...)
+  ['2001:db8::', 32], // documentation
+  ['2002::', 16], // 6to4: an IPv4 address inside
+  ['2620:4f:8000::', 48], // AS112 direct delegation
+  ['3fff::', 20], // documentation (RFC 9637)
 ] as const) {
-  blocked.addSubnet(a, p, 'ipv6');
+  blockedV6.addSubnet(a, p, 'ipv6');
 }
-
-/** The IPv4 address inside an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::/96) IPv6 address. */
-function embeddedV4(ip: string): string | null {
-  const lower = ip.toLowerCase();
-  const m = /^(?:::ffff:|64:ff9b::)(?:(\d+\.\d+\.\d+\.\d+)|([0-9a-f]{1,4}):([0-9a-f]{1,4}))$/.exec(lower);
-  if (!m) {
-    const full = /^0{0,4}(?::0{0,4}){4}:ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-    if (!full) return null;
-    return hexToV4(full[1] as string, full[2] as string);
-  }
-  if (m[1]) return m[1];
-  return hexToV4(m[2] as string, m[3] as string);
-}
-
-const hexToV4 = (hi: string, lo: string): string => {
-  const a = Number.parseInt(hi, 16);
-  const b = Number.parseInt(lo, 16);
-  return `${a >> 8}.${a & 255}.${b >> 8}.${b & 255}`;
-};
 
 /** True for a globally routable unicast address. */
 export function isPublicAddress(ip: string): boolean {
   const family = net.isIP(ip);
-  if (family === 4) return !blocked.check(ip, 'ipv4');
-  if (family === 6) {
-    const v4 = embeddedV4(ip);
-    if (v4 !== null) return net.isIP(v4) === 4 && !blocked.check(v4, 'ipv4');
-    return !blocked.check(ip, 'ipv6');
-  }
+  if (family === 4) return !blockedV4.check(ip, 'ipv4');
+  if (family === 6) return globalV6.check(ip, 'ipv6') && !blockedV6.check(ip, 'ipv6');
   return false;
 }
 

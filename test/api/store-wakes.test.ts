@@ -95,7 +95,7 @@ describe('wakes table', () => {
     expect(
       (await q.list({ environment: 'f', pathPattern: '^/v2/payments/[^/]+/refunds$' }, 10, null)).rows.map((r) => r.id),
     ).toEqual([b.id]);
-    expect(await q.get('f', a.id, a.captured_at)).toEqual(a);
+    expect(await q.get('f', a.id, a.captured_at)).toEqual({ ...a, path_truncated: false });
     expect(await q.get('production', a.id, a.captured_at)).toBeNull();
   });
 });

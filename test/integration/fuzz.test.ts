@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_TYPES } from '../../src/errors.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { echoOrigin, type TestServer } from '../helpers/origin.js';
+import { echoOrigin, startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 250);
@@ -247,4 +247,134 @@ describe('fuzzing', () => {
     const ok = await fetch(`${t.url}/open/after-fuzz`);
     expect(ok.status).toBe(200);
   }, 180_000);
+});
+
+describe('fuzzing the edge rules (smuggling, path parameters, spoofed headers)', () => {
+  const seen: { url: string; rawHeaders: string[] }[] = [];
+  let origin: TestServer;
+  let t: TestGateway;
+  let port: number;
+  let key: string;
+
+  beforeAll(async () => {
+    // A plain origin with no upgrade handler: it answers upgrade requests with 200 and keeps the connection.
+    origin = await startServer((req, res) => {
+      seen.push({ url: req.url ?? '', rawHeaders: req.rawHeaders });
+      req.resume();
+      req.on('end', () => res.end('ok'));
+    });
+    t = await startGateway({
+      routes: [
+        { name: 'open', prefix: '/open', auth: 'none', origins: { production: origin.url } },
+        {
+          name: 'pay',
+          prefix: '/pay',
+          scopes: { read: 'payments:read', write: 'payments:write' },
+          origins: { production: origin.url },
+        },
+      ],
+      rate_limits: { default: { limit: 1_000_000, burst: 1_000_000, window: 'minute' } },
+    });
+    port = Number(new URL(t.url).port);
+    key = (await t.gw.keys.create({ label: 'r', environment: 'production', scopes: ['payments:read'] }, 'production'))
+      .secret;
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+  });
+
+  const pipelined = fc.record({
+    method: fc.constantFrom('GET', 'POST', 'DELETE', 'PUT'),
+    path: fc.constantFrom('/pay/admin/delete', '/open/x', '/pay/x', '/v2/api-keys'),
+    spoof: fc.constantFrom(
+      'x-wakegate-key-id: key_forged',
+      'x-wakegate-environment: production',
+      'x-forwarded-for: 6.6.6.6',
+    ),
+  });
+
+  it('an upgrade the origin does not accept never lets a pipelined request through', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('/open/ws', '/pay/ws'),
+        fc.constantFrom('websocket', 'h2c', 'WebSocket', 'foo/1'),
+        fc.constantFrom('Upgrade', 'upgrade, keep-alive', 'keep-alive, Upgrade, X-A'),
+        fc.array(pipelined, { minLength: 1, maxLength: 3 }),
+        async (path, proto, connection, extra) => {
+          seen.length = 0;
+          const more = extra
+            .map((e) => `${e.method} ${e.path} HTTP/1.1\r\nHost: x\r\n${e.spoof}\r\nContent-Length: 0\r\n\r\n`)
+            .join('');
+          const raw =
+            `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: ${connection}\r\nUpgrade: ${proto}\r\n` +
+            `Authorization: Bearer ${key}\r\n\r\n${more}`;
+          const r = await rawExchange(port, raw, 3000);
+          expect(r.closed, raw).toBe(true);
+          expect(statusOf(r.text), raw).toBe(200);
+          // Exactly the one checked request reached the origin.
+          expect(
+            seen.map((s) => s.url),
+            raw,
+          ).toEqual([path]);
+        },
+      ),
+      { numRuns: Math.min(RUNS, 60) },
+    );
+  }, 120_000);
+
+  it('dot segments hidden behind path parameters or encodings never reach an origin', async () => {
+    const dot = fc.constantFrom('..', '.', '%2e%2e', '%2E.', '.%2e', '%2e');
+    const param = fc.constantFrom(';', ';x=1', '%3b', '%3Bjsessionid=a', ';/');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('/open', '/pay'),
+        dot,
+        param,
+        fc.constantFrom('/pay/secret', '/x', ''),
+        async (prefix, d, p, rest) => {
+          seen.length = 0;
+          const target = `${prefix}/${d}${p}${rest}`;
+          const r = await rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, 3000);
+          expect(statusOf(r.text), target).toBe(400);
+          expect(seen, target).toHaveLength(0);
+        },
+      ),
+      { numRuns: Math.min(RUNS, 100) },
+    );
+  }, 120_000);
+
+  it('client-sent identity and forwarding headers never reach an origin as sent', async () => {
+    const name = fc.constantFrom(
+      'X-Wakegate-Key-Id',
+      'x-wakegate-consumer',
+      'X-WAKEGATE-ENVIRONMENT',
+      'x-wakegate-anything',
+      'X-Forwarded-For',
+      'x-forwarded-proto',
+      'X-Forwarded-Host',
+      'Forwarded',
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(name, fc.stringMatching(/^[a-z0-9=;.]{1,20}$/)), { minLength: 1, maxLength: 4 }),
+        fc.constantFrom('/open/h', '/pay/h'),
+        async (headers, path) => {
+          seen.length = 0;
+          const lines = headers.map(([k, v]) => `${k}: spoof-${v}`).join('\r\n');
+          const auth = path.startsWith('/pay') ? `Authorization: Bearer ${key}\r\n` : '';
+          const r = await rawExchange(
+            port,
+            `GET ${path} HTTP/1.1\r\nHost: x\r\n${auth}${lines}\r\nConnection: close\r\n\r\n`,
+            3000,
+          );
+          expect(statusOf(r.text)).toBe(200);
+          const got = seen[0]?.rawHeaders ?? [];
+          expect(got.join('\n'), lines).not.toContain('spoof-');
+          expect(got.join('\n')).not.toMatch(/svc_(live|test)_/);
+        },
+      ),
+      { numRuns: Math.min(RUNS, 100) },
+    );
+  }, 120_000);
 });

@@ -114,7 +114,6 @@ describe('/v2/api-keys', () => {
       [{ ...good, scopes: ['*'] }, 422, 'scopes[0]'],
       [{ ...good, scopes: ['wakes:read', 'wakes:read'] }, 422, 'scopes[1]'],
       [{ ...good, scopes: [] }, 422, 'scopes'],
-      [{ ...good, environment: 'sandbox' }, 404, 'environment'],
       [{ ...good, replaces: 'key_doesnotexist' }, 404, 'replaces'],
     ];
     for (const [body, status, param, raw] of cases) {

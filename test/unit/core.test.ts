@@ -114,6 +114,7 @@ describe('headers', () => {
       {
         dropAuthorization: true,
         clientIp: '1.2.3.4',
+        clientTrusted: false,
         proto: 'http',
         originHost: 'o:1',
         identity: ['key_1', 'c', 'production'],

@@ -5,7 +5,7 @@ import { MinHeap } from '../../src/webhooks/heap.js';
 import { sign, verifySignature } from '../../src/webhooks/signer.js';
 
 describe('address rules', () => {
-  it('refuses loopback, private, link-local, CGNAT and special ranges, IPv4-mapped IPv6 included', () => {
+  it('refuses loopback, private, link-local, CGNAT and special ranges, IPv4-mapped IPv6 included (all of it: only global unicast IPv6 is reachable)', () => {
     for (const ip of [
       '127.0.0.1',
       '10.0.0.1',
@@ -27,10 +27,23 @@ describe('address rules', () => {
       '0:0:0:0:0:ffff:7f00:1',
       '64:ff9b::a00:1',
       '2001:db8::1',
+      // Only global unicast (2000::/3) minus its special blocks may receive.
+      '::ffff:8.8.8.8',
+      '::ffff:0:7f00:1',
+      '64:ff9b:1::a00:1',
+      '3fff::1',
+      '5f00::1',
+      '2002:7f00:1::',
+      '2001::1',
+      '2620:4f:8000::1',
+      '100::1',
+      '192.31.196.1',
+      '192.175.48.1',
+      '255.255.255.255',
     ]) {
       expect(isPublicAddress(ip), ip).toBe(false);
     }
-    for (const ip of ['8.8.8.8', '1.1.1.1', '93.184.216.34', '2606:4700:4700::1111', '::ffff:8.8.8.8'])
+    for (const ip of ['8.8.8.8', '1.1.1.1', '93.184.216.34', '2606:4700:4700::1111', '2a00:1450:4001::1'])
       expect(isPublicAddress(ip), ip).toBe(true);
     expect(isPublicAddress('not-an-ip')).toBe(false);
   });
