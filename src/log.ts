@@ -4,7 +4,7 @@
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
-const SECRET = /\b(svc_(?:live|test)_|whsec_)[A-Za-z0-9]+/g;
+const SECRET = /\b(svc_(?:live|test)_|whsec_)[A-Za-z0-9+/=]+/g;
 
 export const redact = (s: string): string => s.replace(SECRET, '$1[redacted]');
 

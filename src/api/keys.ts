@@ -1,20 +1,31 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { isRevoked } from '../auth/authorize.js';
 import { missing } from '../errors.js';
 import type { ApiDeps } from './context.js';
-import { parseInput } from './parse.js';
+import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { actingEnvironment, environmentParam } from './env.js';
+import { intParam, parseInput } from './parse.js';
+import { listEnvelope } from './views.js';
 
 export const createKeyBody = z.strictObject({
   label: z.string().min(1).max(200),
   environment: z.string().min(1).max(64),
   scopes: z.array(z.string().min(1).max(128)).max(100),
   consumer: z.string().min(1).max(256).optional(),
+  // A policy of the config by name, or a policy of the key's own.
   rate_limit: z
-    .strictObject({
-      limit: z.number().int().positive().max(1e9),
-      burst: z.number().int().positive().max(1e9),
-      window: z.enum(['second', 'minute', 'hour', 'day']),
-    })
+    .union(
+      [
+        z.string().min(1).max(64),
+        z.strictObject({
+          limit: z.number().int().positive().max(1e9),
+          burst: z.number().int().positive().max(1e9),
+          window: z.enum(['second', 'minute', 'hour', 'day']),
+        }),
+      ],
+      { error: 'must be a policy name such as "reports", or {limit, burst, window}' },
+    )
     .optional(),
   replaces: z.string().min(1).max(64).optional(),
 });
@@ -28,6 +39,15 @@ export const revokeKeyBody = z.strictObject({
     .optional(),
 });
 export const keyIdParams = z.strictObject({ key_id: z.string().max(64) });
+export const keyByIdQuery = z.strictObject({ environment: environmentParam });
+export const listKeysQuery = z.strictObject({
+  environment: environmentParam,
+  status: z.enum(['active', 'scheduled', 'revoked']).optional(),
+  label: z.string().min(1).max(200).optional(),
+  consumer: z.string().min(1).max(256).optional(),
+  limit: intParam(1, 100).optional(),
+  cursor: z.string().min(1).max(512).optional(),
+});
 
 export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
   app.post(
@@ -46,9 +66,55 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request, reply) => {
       const body = parseInput(createKeyBody, request.body, 'body');
-      const { key, secret } = await deps.keys.create(body, request.key.environment, request.key.scopes);
+      const { rate_limit, ...rest } = body;
+      const input = { ...rest, ...(rate_limit !== undefined ? { rate_limit: deps.keys.ratePolicy(rate_limit) } : {}) };
+      const { key, secret } = await deps.keys.create(input, request.key.environment, request.key.scopes);
       reply.code(201).header('cache-control', 'no-store');
       return deps.keys.view(key, secret);
+    },
+  );
+
+  app.get(
+    '/v2/api-keys',
+    {
+      config: {
+        auth: { scope: 'keys:read' },
+        doc: {
+          summary: 'List keys, newest first; filters status (active, scheduled, revoked), label, consumer',
+          query: listKeysQuery,
+          success: 200,
+          object: 'list of api_key',
+          errors: [400, 401, 403, 404],
+        },
+      },
+    },
+    async (request) => {
+      const q = parseInput(listKeysQuery, request.query, 'query');
+      const env = actingEnvironment(deps, request, q.environment);
+      const now = deps.clock.now();
+      const fp = filterFingerprint({ what: 'keys', env, s: q.status, l: q.label, c: q.consumer });
+      const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
+      const status = (k: { revoke_at: number | null }) =>
+        isRevoked(k as never, now) ? 'revoked' : k.revoke_at !== null ? 'scheduled' : 'active';
+      const all = [...deps.ring.all()]
+        .filter(
+          (k) =>
+            k.environment === env &&
+            (q.status === undefined || status(k) === q.status) &&
+            (q.label === undefined || k.label === q.label) &&
+            (q.consumer === undefined || k.consumer === q.consumer),
+        )
+        .sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : -1))
+        .filter((k) => after === null || k.created_at < after.t || (k.created_at === after.t && k.id < after.id));
+      const limit = q.limit ?? 20;
+      const page = all.slice(0, limit);
+      const last = page[page.length - 1];
+      const more = all.length > limit;
+      return listEnvelope(
+        page.map((k) => ({ ...deps.keys.view(k), status: status(k) })),
+        more,
+        more && last ? encodeCursor({ t: last.created_at, id: last.id }, fp) : null,
+      );
     },
   );
 
@@ -59,6 +125,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
         auth: { scope: 'keys:read' },
         doc: {
           summary: 'Read a key, with last_used_at to the second',
+          query: keyByIdQuery,
           success: 200,
           object: 'api_key',
           errors: [401, 403, 404],
@@ -67,7 +134,8 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request) => {
       const { key_id } = parseInput(keyIdParams, request.params, 'query');
-      const k = deps.keys.get(key_id, request.key.environment);
+      const { environment } = parseInput(keyByIdQuery, request.query, 'query');
+      const k = deps.keys.get(key_id, actingEnvironment(deps, request, environment));
       const view = deps.keys.view(k);
       if (view.last_used_at === null) {
         const t = await deps.keys.lastUsed(k);
@@ -84,6 +152,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
         auth: { scope: 'keys:write' },
         doc: {
           summary: 'Revoke a key now, or at revoke_at; cannot be undone',
+          query: keyByIdQuery,
           body: revokeKeyBody,
           success: 200,
           object: 'api_key',
@@ -93,10 +162,12 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request) => {
       const { key_id } = parseInput(keyIdParams, request.params, 'query');
+      const { environment } = parseInput(keyByIdQuery, request.query, 'query');
       const body = parseInput(revokeKeyBody, request.body, 'body');
+      const env = actingEnvironment(deps, request, environment);
       if (!key_id.startsWith('key_')) throw missing('key');
       const at = body.revoke_at !== undefined ? Date.parse(body.revoke_at) : undefined;
-      const k = await deps.keys.revoke(key_id, request.key.environment, at);
+      const k = await deps.keys.revoke(key_id, env, at);
       return deps.keys.view(k);
     },
   );

@@ -8,6 +8,7 @@ import type { ApiDeps } from './context.js';
 import type { RouteDoc } from './docs.js';
 import { keysPlugin } from './keys.js';
 import { openapiPlugin } from './openapi.js';
+import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 
 export type ApiPlugin = (app: FastifyInstance, deps: ApiDeps) => Promise<void> | void;
@@ -92,8 +93,20 @@ export async function buildApi(
       .send(errorBody(g.type, wakeId, g.message, g.param, g.retryAfter));
   });
 
+  // Known paths, so a wrong method is 405 with Allow rather than 404.
+  const known: { re: RegExp; methods: Set<string> }[] = [];
   app.setNotFoundHandler((request, reply) => {
     const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
+    const path = request.url.split('?')[0] as string;
+    const allowed = new Set<string>();
+    for (const k of known) if (k.re.test(path)) for (const m of k.methods) allowed.add(m);
+    if (allowed.size > 0) {
+      const allow = [...allowed].sort().join(', ');
+      return reply
+        .code(405)
+        .header('allow', allow)
+        .send(errorBody('invalid_request', wakeId, `${request.method} is not allowed here; use ${allow}`, 'method'));
+    }
     reply
       .code(404)
       .send(errorBody('resource_missing', wakeId, `no such endpoint: ${request.method} ${request.url.split('?')[0]}`));
@@ -146,6 +159,13 @@ export async function buildApi(
 
   const docs: RouteDoc[] = [];
   app.addHook('onRoute', (r) => {
+    const pattern = `^${r.url.replace(/:[A-Za-z_]+/g, '[^/]+')}/?$`;
+    let k = known.find((x) => x.re.source === new RegExp(pattern).source);
+    if (!k) {
+      k = { re: new RegExp(pattern), methods: new Set() };
+      known.push(k);
+    }
+    for (const m of [r.method].flat()) k.methods.add(m);
     const doc = r.config?.doc;
     if (!doc) return;
     for (const method of [r.method].flat()) {
@@ -154,7 +174,7 @@ export async function buildApi(
     }
   });
   await app.register(async (scoped) => {
-    for (const p of [wakesPlugin, keysPlugin, ...plugins, openapiPlugin(docs)]) await p(scoped, deps);
+    for (const p of [wakesPlugin, keysPlugin, statsPlugin, ...plugins, openapiPlugin(docs)]) await p(scoped, deps);
   });
   await app.ready();
   if (!handler) throw new Error('fastify did not hand over its request handler');

@@ -5,12 +5,29 @@ import { idTime } from '../ids.js';
 import type { WakeFilter } from '../store/wakes.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, parseInput } from './parse.js';
 import { templateFilter } from './path-template.js';
 import { listEnvelope, wakeView } from './views.js';
 
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
+/** An ISO 8601 timestamp with a zone, as milliseconds. */
+export const isoParam = z
+  .string()
+  .regex(ISO, 'must be an ISO 8601 timestamp such as 2026-11-22T10:00:00Z')
+  .transform((s) => Date.parse(s))
+  .refine((n) => Number.isFinite(n), 'is not a real date');
+
 export const listWakesQuery = z.strictObject({
-  environment: z.string().max(64).optional(),
+  environment: environmentParam,
+  since: isoParam.optional(),
+  until: isoParam.optional(),
+  method: z
+    .string()
+    .regex(/^[A-Za-z]{1,16}$/, 'must be an HTTP method such as GET')
+    .transform((m) => m.toUpperCase())
+    .optional(),
+  route: z.string().min(1).max(64).optional(),
   status: intParam(100, 599).optional(),
   status_class: z.enum(['1xx', '2xx', '3xx', '4xx', '5xx']).optional(),
   path: z.string().min(1).max(1024).optional(),
@@ -22,18 +39,7 @@ export const listWakesQuery = z.strictObject({
 });
 
 export const wakeIdParams = z.strictObject({ wake_id: z.string().max(64) });
-
-/** The environment a query names, which must be the key's own (else 404, as for any foreign id). */
-export function ownEnvironment(requested: string | undefined, keyEnv: string): string {
-  if (requested !== undefined && requested !== keyEnv) {
-    throw new GatewayError(
-      'resource_missing',
-      `environment ${JSON.stringify(requested)} is not visible to this key`,
-      'environment',
-    );
-  }
-  return keyEnv;
-}
+export const byIdQuery = z.strictObject({ environment: environmentParam });
 
 export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
   app.get(
@@ -55,8 +61,15 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       if (q.status !== undefined && q.status_class !== undefined) {
         throw new GatewayError('invalid_request', 'status_class: cannot be combined with status', 'status_class');
       }
-      const env = ownEnvironment(q.environment, request.key.environment);
+      const env = actingEnvironment(deps, request, q.environment);
       const filter: WakeFilter = { environment: env };
+      if (q.since !== undefined) filter.since = q.since;
+      if (q.until !== undefined) filter.until = q.until;
+      if (q.since !== undefined && q.until !== undefined && q.since > q.until) {
+        throw new GatewayError('invalid_request', 'until: must not be before since', 'until');
+      }
+      if (q.method !== undefined) filter.method = q.method;
+      if (q.route !== undefined) filter.route = q.route;
       if (q.status !== undefined) filter.status = q.status;
       if (q.status_class !== undefined) filter.statusClass = Number(q.status_class[0]);
       if (q.path !== undefined) {
@@ -85,14 +98,16 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
     {
       config: {
         auth: { scope: 'wakes:read' },
-        doc: { summary: 'Read one wake', success: 200, object: 'wake', errors: [401, 403, 404] },
+        doc: { summary: 'Read one wake', query: byIdQuery, success: 200, object: 'wake', errors: [401, 403, 404] },
       },
     },
     async (request) => {
       const { wake_id } = parseInput(wakeIdParams, request.params, 'query');
+      const { environment } = parseInput(byIdQuery, request.query, 'query');
+      const env = actingEnvironment(deps, request, environment);
       const t = wake_id.startsWith('wk_') ? idTime(wake_id) : null;
       if (t === null) throw missing('wake', 'wake_id');
-      const w = await deps.wakes.get(request.key.environment, wake_id, t);
+      const w = await deps.wakes.get(env, wake_id, t);
       if (!w) throw missing('wake', 'wake_id');
       return wakeView(w);
     },

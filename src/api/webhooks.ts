@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { missing } from '../errors.js';
+import { EVENT_TYPES } from '../events/bus.js';
 import type { DeliveryRecord, DeliveryTable } from '../store/webhooks.js';
 import type { Dispatcher } from '../webhooks/dispatcher.js';
 import { type EndpointService, endpointView } from '../webhooks/endpoints.js';
-import { replayDelivery } from '../webhooks/replay.js';
+import { replayDelivery, TEST_EVENT, testDelivery } from '../webhooks/replay.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, parseInput } from './parse.js';
 import { iso, listEnvelope } from './views.js';
 
@@ -18,19 +21,28 @@ export interface WebhookApiDeps {
 export const createEndpointBody = z.strictObject({
   url: z.string().min(1).max(2048),
   events: z.array(z.string().min(1).max(64)).max(50),
+  environment: environmentParam,
 });
 export const listEndpointsQuery = z.strictObject({
+  environment: environmentParam,
   limit: intParam(1, 100).optional(),
   cursor: z.string().max(512).optional(),
 });
 export const listDeliveriesQuery = z.strictObject({
+  environment: environmentParam,
   endpoint_id: z.string().min(1).max(64).optional(),
   status: z.enum(['pending', 'delivered', 'failed', 'dead_lettered']).optional(),
-  event_type: z.string().min(1).max(64).optional(),
+  event_type: z.enum([...EVENT_TYPES, TEST_EVENT]).optional(),
   limit: intParam(1, 100).optional(),
   cursor: z.string().max(512).optional(),
 });
+export const patchEndpointBody = z.strictObject({
+  events: z.array(z.string().min(1).max(64)).max(50).optional(),
+  status: z.enum(['enabled', 'disabled']).optional(),
+});
 const deliveryIdParams = z.strictObject({ delivery_id: z.string().max(64) });
+const endpointIdParams = z.strictObject({ endpoint_id: z.string().max(64) });
+const byIdQuery = z.strictObject({ environment: environmentParam });
 
 export function deliveryView(d: DeliveryRecord) {
   return {
@@ -71,8 +83,8 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         },
       },
       async (request, reply) => {
-        const body = parseInput(createEndpointBody, request.body, 'body');
-        const e = await w.endpoints.create(body, request.key.environment);
+        const { environment, ...body } = parseInput(createEndpointBody, request.body, 'body');
+        const e = await w.endpoints.create(body, actingEnvironment(deps, request, environment));
         reply.code(201).header('cache-control', 'no-store');
         return endpointView(e, true);
       },
@@ -94,9 +106,10 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       },
       async (request) => {
         const q = parseInput(listEndpointsQuery, request.query, 'query');
-        const fp = filterFingerprint({ env: request.key.environment, what: 'endpoints' });
+        const env = actingEnvironment(deps, request, q.environment);
+        const fp = filterFingerprint({ env, what: 'endpoints' });
         const after = q.cursor ? decodeCursor(q.cursor, fp).id : null;
-        const all = w.endpoints.list(request.key.environment).filter((e) => after === null || e.id > after);
+        const all = w.endpoints.list(env).filter((e) => after === null || e.id > after);
         const limit = q.limit ?? 20;
         const page = all.slice(0, limit);
         const last = page[page.length - 1];
@@ -125,7 +138,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       },
       async (request) => {
         const q = parseInput(listDeliveriesQuery, request.query, 'query');
-        const env = request.key.environment;
+        const env = actingEnvironment(deps, request, q.environment);
         if (q.endpoint_id !== undefined) w.endpoints.inEnvironment(q.endpoint_id, env);
         const filter = {
           environment: env,
@@ -161,9 +174,134 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       },
       async (request, reply) => {
         const { delivery_id } = parseInput(deliveryIdParams, request.params, 'query');
-        const r = await replayDelivery(w.deliveries, w.dispatcher, deps.clock, request.key.environment, delivery_id);
+        const { environment } = parseInput(byIdQuery, request.query, 'query');
+        const env = actingEnvironment(deps, request, environment);
+        const r = await replayDelivery(w.deliveries, w.dispatcher, deps.clock, env, delivery_id);
         reply.code(201);
         return deliveryView(r);
+      },
+    );
+
+    app.get(
+      '/v2/webhooks/deliveries/:delivery_id',
+      {
+        config: {
+          auth: { scope: 'webhooks:read' },
+          doc: {
+            summary: 'Read a delivery, with every attempt and the payload',
+            query: byIdQuery,
+            success: 200,
+            object: 'delivery',
+            errors: [400, 401, 403, 404],
+          },
+        },
+      },
+      async (request) => {
+        const { delivery_id } = parseInput(deliveryIdParams, request.params, 'query');
+        const { environment } = parseInput(byIdQuery, request.query, 'query');
+        const env = actingEnvironment(deps, request, environment);
+        const d = delivery_id.startsWith('dlv_') ? await w.deliveries.get(env, delivery_id) : null;
+        if (!d) throw missing('delivery', 'delivery_id');
+        const attempts = await w.deliveries.attempts(env, d.id);
+        return {
+          ...deliveryView(d),
+          attempts: attempts.map((a) => ({
+            attempt: a.attempt,
+            at: iso(a.at),
+            response_status: a.response_status === 0 ? null : a.response_status,
+            duration_ms: a.duration_ms,
+            error: a.error,
+            response_body: a.response_body,
+          })),
+        };
+      },
+    );
+
+    const endpointRoute = (
+      method: 'GET' | 'PATCH' | 'DELETE' | 'POST',
+      url: string,
+      scope: string,
+      summary: string,
+      run: (id: string, env: string, body: unknown) => Promise<{ code: number; body: unknown }>,
+      body?: z.ZodType,
+    ) =>
+      app.route({
+        method,
+        url,
+        config: {
+          auth: { scope },
+          doc: {
+            summary,
+            query: byIdQuery,
+            ...(body ? { body } : {}),
+            success: method === 'POST' && url.endsWith('/test') ? 201 : 200,
+            object: url.endsWith('/test') ? 'delivery' : 'webhook_endpoint',
+            errors: [400, 401, 403, 404, 422],
+          },
+        },
+        handler: async (request, reply) => {
+          const { endpoint_id } = parseInput(endpointIdParams, request.params, 'query');
+          const { environment } = parseInput(byIdQuery, request.query, 'query');
+          const env = actingEnvironment(deps, request, environment);
+          const r = await run(endpoint_id, env, request.body);
+          reply.code(r.code);
+          if (method === 'POST' && url.endsWith('rotate-secret')) reply.header('cache-control', 'no-store');
+          return r.body;
+        },
+      });
+
+    endpointRoute(
+      'GET',
+      '/v2/webhooks/endpoints/:endpoint_id',
+      'webhooks:read',
+      'Read an endpoint',
+      async (id, env) => ({
+        code: 200,
+        body: endpointView(w.endpoints.inEnvironment(id, env)),
+      }),
+    );
+    endpointRoute(
+      'PATCH',
+      '/v2/webhooks/endpoints/:endpoint_id',
+      'webhooks:write',
+      'Change events, or status (enabled | disabled; re-enabling clears the run of 410 answers)',
+      async (id, env, raw) => {
+        const patch = parseInput(patchEndpointBody, raw, 'body');
+        const e = await w.endpoints.update(id, env, {
+          ...(patch.events !== undefined ? { events: patch.events } : {}),
+          ...(patch.status !== undefined ? { status: patch.status } : {}),
+        });
+        return { code: 200, body: endpointView(e) };
+      },
+      patchEndpointBody,
+    );
+    endpointRoute(
+      'DELETE',
+      '/v2/webhooks/endpoints/:endpoint_id',
+      'webhooks:write',
+      'Delete an endpoint; its pending deliveries are cancelled',
+      async (id, env) => {
+        const e = await w.endpoints.remove(id, env);
+        w.dispatcher.cancel(id, 'endpoint deleted');
+        return { code: 200, body: endpointView(e) };
+      },
+    );
+    endpointRoute(
+      'POST',
+      '/v2/webhooks/endpoints/:endpoint_id/rotate-secret',
+      'webhooks:write',
+      'A new signing secret, in this response only; the old one keeps signing alongside for 24 hours',
+      async (id, env) => ({ code: 200, body: endpointView(await w.endpoints.rotateSecret(id, env), true) }),
+    );
+    endpointRoute(
+      'POST',
+      '/v2/webhooks/endpoints/:endpoint_id/test',
+      'webhooks:write',
+      'Send a webhook.test event to this endpoint only',
+      async (id, env) => {
+        const e = w.endpoints.inEnvironment(id, env);
+        const d = await testDelivery(w.dispatcher, deps.clock, e, deps.config.webhooks.retry_schedule_s.length + 1);
+        return { code: 201, body: deliveryView(d) };
       },
     );
   };

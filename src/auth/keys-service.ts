@@ -46,7 +46,7 @@ export class KeyService {
   private readonly announced = new Set<string>();
 
   constructor(
-    private readonly cfg: Pick<Config, 'environments' | 'routes'>,
+    private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>,
     private readonly table: KeyTable,
     private readonly ring: KeyRing,
     private readonly events: EventBus,
@@ -54,6 +54,20 @@ export class KeyService {
     private readonly log: Logger,
   ) {
     this.scopes = knownScopes(cfg);
+  }
+
+  /** A key's rate_limit as given: a policy name of the config, or its own {limit, burst, window}. */
+  ratePolicy(v: string | KeyRateLimit): KeyRateLimit {
+    if (typeof v !== 'string') return v;
+    const p = this.cfg.rate_limits[v];
+    if (!p) {
+      const names = Object.keys(this.cfg.rate_limits).join(', ');
+      throw unprocessable(
+        'rate_limit',
+        `unknown rate limit policy ${JSON.stringify(v)}; one of ${names}, or {limit, burst, window}`,
+      );
+    }
+    return { limit: p.limit, burst: p.burst, window: p.window };
   }
 
   envClass(environment: string): 'live' | 'test' | null {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { newSecret } from '../ids.js';
 
 export type EnvClass = 'live' | 'test';
@@ -9,7 +9,8 @@ const KEY_SECRET = /^svc_(live|test)_[0-9A-Za-z]{43}$/;
 const ANY_KEY_SECRET = /^svc_(live|test)_[0-9A-Za-z]{32,128}$/;
 
 export const newKeySecret = (cls: EnvClass): string => `svc_${cls}_${newSecret()}`;
-export const newSigningSecret = (): string => `whsec_${newSecret()}`;
+/** Standard Webhooks form: `whsec_` + base64 of 32 random bytes. */
+export const newSigningSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 
 /** Only this hash of a key secret is ever stored. */
 export const hashSecret = (secret: string): string => createHash('sha256').update(secret).digest('hex');

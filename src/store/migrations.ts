@@ -168,6 +168,27 @@ export const MIGRATIONS: Migration[] = [
       'RENAME TABLE {db}.events_v7 TO {db}.events',
     ],
   },
+  {
+    version: 8,
+    name: 'webhook_secret_rotation_and_attempts',
+    // rotate-secret keeps the previous secret signing alongside for 24 h; every
+    // attempt of a delivery is kept (a delivery row holds only its latest state).
+    statements: [
+      "ALTER TABLE {db}.webhook_endpoints ADD COLUMN IF NOT EXISTS previous_secret String DEFAULT ''",
+      "ALTER TABLE {db}.webhook_endpoints ADD COLUMN IF NOT EXISTS previous_secret_until Nullable(DateTime64(3, 'UTC'))",
+      `CREATE TABLE IF NOT EXISTS {db}.webhook_attempts (
+        environment LowCardinality(String),
+        delivery_id String,
+        attempt UInt8,
+        at DateTime64(3, 'UTC'),
+        response_status UInt16,
+        duration_ms UInt32,
+        error String,
+        response_body String
+      ) ENGINE = ReplacingMergeTree ORDER BY (environment, delivery_id, attempt)
+      TTL toDateTime(at) + toIntervalDay(${EVENT_RETENTION_DAYS})`,
+    ],
+  },
 ];
 
 const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (

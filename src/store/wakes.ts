@@ -105,6 +105,23 @@ export interface WakeFilter {
   consumer?: string;
   minLatencyMs?: number;
   keyId?: string;
+  /** Captured at or after (ms). */
+  since?: number;
+  /** Captured before (ms). */
+  until?: number;
+  method?: string;
+  route?: string;
+}
+
+/** One route's traffic in one minute (GET /v2/stats). */
+export interface StatsRow {
+  route: string;
+  minute: number;
+  requests: number;
+  errors: number;
+  p50: number;
+  p95: number;
+  p99: number;
 }
 
 /** Keyset position: the last row of the previous page. */
@@ -160,7 +177,7 @@ export class WakeQuerier {
     after: WakePosition | null,
     now: number = Date.now(),
   ): Promise<{ rows: Wake[]; hasMore: boolean }> {
-    const top = after ? after.t : now;
+    const top = Math.min(after ? after.t : now, filter.until ?? Number.POSITIVE_INFINITY);
     for (const days of [1, 7, null]) {
       const since = days === null ? null : top - days * 86_400_000;
       const rows = await this.listWindow(filter, limit, after, since);
@@ -216,6 +233,22 @@ export class WakeQuerier {
       where.push('key_id = {key_id:String}');
       params.key_id = filter.keyId;
     }
+    if (filter.since !== undefined) {
+      where.push("captured_at >= fromUnixTimestamp64Milli({f_since:Int64}, 'UTC')");
+      params.f_since = filter.since;
+    }
+    if (filter.until !== undefined) {
+      where.push("captured_at < fromUnixTimestamp64Milli({f_until:Int64}, 'UTC')");
+      params.f_until = filter.until;
+    }
+    if (filter.method !== undefined) {
+      where.push('method = {method:String}');
+      params.method = filter.method;
+    }
+    if (filter.route !== undefined) {
+      where.push('route = {route:String}');
+      params.route = filter.route;
+    }
     if (after) {
       // Keyset on (captured_at, id): rows sharing a millisecond are ordered by id,
       // so none is skipped or repeated across pages.
@@ -237,6 +270,37 @@ export class WakeQuerier {
       LIMIT 1`;
     const rows = await queryRows<WakeRowOut>(this.store, sql, { env: environment, t: capturedAt, id });
     return rows[0] ? fromRow(rows[0]) : null;
+  }
+
+  /**
+   * Per route and minute over [since, until): requests, 5xx, and p50/p95/p99 of
+   * latency. Reads the environment's rows in the time range only (sort key prefix).
+   */
+  async stats(environment: string, since: number, until: number, route?: string): Promise<StatsRow[]> {
+    const params: Record<string, unknown> = { env: environment, since, until };
+    let extra = '';
+    if (route !== undefined) {
+      extra = ' AND route = {route:String}';
+      params.route = route;
+    }
+    const sql = `SELECT route, toUnixTimestamp64Milli(toDateTime64(toStartOfMinute(captured_at), 3, 'UTC')) AS minute_ms,
+        count() AS requests, countIf(status >= 500) AS errors,
+        quantilesTDigest(0.5, 0.95, 0.99)(latency_ms) AS q
+      FROM ${this.store.db}.wakes
+      WHERE environment = {env:String}
+        AND captured_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
+        AND captured_at < fromUnixTimestamp64Milli({until:Int64}, 'UTC')${extra}
+      GROUP BY route, minute_ms ORDER BY route, minute_ms`;
+    type Row = { route: string; minute_ms: string; requests: string; errors: string; q: number[] };
+    return (await queryRows<Row>(this.store, sql, params)).map((r) => ({
+      route: r.route,
+      minute: Number(r.minute_ms),
+      requests: Number(r.requests),
+      errors: Number(r.errors),
+      p50: Math.round(Number(r.q[0] ?? 0)),
+      p95: Math.round(Number(r.q[1] ?? 0)),
+      p99: Math.round(Number(r.q[2] ?? 0)),
+    }));
   }
 
   async count(environment?: string): Promise<number> {

@@ -9,7 +9,11 @@ export interface EndpointRecord {
   events: string[];
   /** The whsec_ signing secret; needed to sign, so it is kept (never logged). */
   secret: string;
-  status: 'enabled' | 'disabled';
+  /** After rotate-secret: the secret it replaced, which keeps signing alongside until `previous_secret_until`. */
+  previous_secret: string;
+  previous_secret_until: number | null;
+  /** `deleted` endpoints are kept as rows (so instances learn of the deletion) and shown nowhere. */
+  status: 'enabled' | 'disabled' | 'deleted';
   created_at: number;
   /** Start of the current run of consecutive 410 answers, or null. */
   first_410_at: number | null;
@@ -39,6 +43,18 @@ export interface DeliveryRecord {
   created_at: number;
   next_attempt_at: number | null;
   updated_at: number;
+  /** Set on the record of an attempt's outcome: one row of the attempts log is written with it. */
+  attempt_log?: AttemptLog;
+}
+
+/** One attempt of a delivery, as GET /v2/webhooks/deliveries/{id} shows it. */
+export interface AttemptLog {
+  attempt: number;
+  at: number;
+  response_status: number;
+  duration_ms: number;
+  error: string | null;
+  response_body: string;
 }
 
 const ms = (v: string | null): number | null => (v === null ? null : Number(v));
@@ -58,17 +74,27 @@ export class EndpointTable {
     await this.store.client.insert({
       table: `${this.store.db}.webhook_endpoints`,
       format: 'JSONEachRow',
-      values: [{ ...e, secret: this.box.seal(e.secret, e.id) }],
+      values: [
+        {
+          ...e,
+          secret: this.box.seal(e.secret, e.id),
+          previous_secret: e.previous_secret ? this.box.seal(e.previous_secret, e.id) : '',
+        },
+      ],
     });
   }
 
   async changedSince(sinceMs: number): Promise<EndpointRecord[]> {
-    const sql = `SELECT id, environment, url, events, secret, status,
+    const sql = `SELECT id, environment, url, events, secret, status, previous_secret, ${tsCol('previous_secret_until')},
         toUnixTimestamp64Milli(created_at) AS created_ms, ${tsCol('first_410_at')}, ${tsCol('disabled_at')},
         toUnixTimestamp64Milli(updated_at) AS updated_ms
       FROM ${this.store.db}.webhook_endpoints FINAL
       WHERE updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`;
-    type Row = Omit<EndpointRecord, 'created_at' | 'first_410_at' | 'disabled_at' | 'updated_at'> & {
+    type Row = Omit<
+      EndpointRecord,
+      'created_at' | 'first_410_at' | 'disabled_at' | 'updated_at' | 'previous_secret_until'
+    > & {
+      previous_secret_until_ms: string | null;
       created_ms: string;
       first_410_at_ms: string | null;
       disabled_at_ms: string | null;
@@ -77,8 +103,10 @@ export class EndpointTable {
     const out: EndpointRecord[] = [];
     for (const r of await queryRows<Row>(this.store, sql, { since: sinceMs })) {
       let secret: string;
+      let previous = '';
       try {
         secret = this.box.open(r.secret, r.id);
+        if (r.previous_secret) previous = this.box.open(r.previous_secret, r.id);
       } catch {
         // Sealed for another row, or altered: never sign with it.
         this.unsealable.add(r.id);
@@ -90,6 +118,8 @@ export class EndpointTable {
         url: r.url,
         events: r.events,
         secret,
+        previous_secret: previous,
+        previous_secret_until: ms(r.previous_secret_until_ms),
         status: r.status,
         created_at: Number(r.created_ms),
         first_410_at: ms(r.first_410_at_ms),
@@ -150,8 +180,46 @@ export class DeliveryTable {
     await this.store.client.insert({
       table: `${this.store.db}.webhook_deliveries`,
       format: 'JSONEachRow',
-      values: rows.map((d) => ({ ...d, is_replay: d.is_replay ? 1 : 0, replay_of: d.replay_of ?? '' })),
+      values: rows.map(({ attempt_log: _, ...d }) => ({
+        ...d,
+        is_replay: d.is_replay ? 1 : 0,
+        replay_of: d.replay_of ?? '',
+      })),
     });
+    // The attempts log: keyed by (delivery, attempt), so a batch written twice is stored once.
+    const attempts = rows.filter((d) => d.attempt_log !== undefined);
+    if (attempts.length === 0) return;
+    await this.store.client.insert({
+      table: `${this.store.db}.webhook_attempts`,
+      format: 'JSONEachRow',
+      values: attempts.map((d) => {
+        const a = d.attempt_log as AttemptLog;
+        return { environment: d.environment, delivery_id: d.id, ...a, error: a.error ?? '' };
+      }),
+    });
+  }
+
+  /** Every attempt of one delivery, in order. */
+  async attempts(environment: string, id: string): Promise<AttemptLog[]> {
+    const sql = `SELECT attempt, toUnixTimestamp64Milli(at) AS at_ms, response_status, duration_ms, error, response_body
+      FROM ${this.store.db}.webhook_attempts FINAL
+      WHERE environment = {env:String} AND delivery_id = {id:String} ORDER BY attempt`;
+    type Row = {
+      attempt: number;
+      at_ms: string;
+      response_status: number;
+      duration_ms: number;
+      error: string;
+      response_body: string;
+    };
+    return (await queryRows<Row>(this.store, sql, { env: environment, id })).map((r) => ({
+      attempt: Number(r.attempt),
+      at: Number(r.at_ms),
+      response_status: Number(r.response_status),
+      duration_ms: Number(r.duration_ms),
+      error: r.error === '' ? null : r.error,
+      response_body: r.response_body,
+    }));
   }
 
   /** Deliveries still owed an attempt (pending or failed with a next attempt), for resuming after a restart. */

@@ -96,6 +96,21 @@ export class Dispatcher {
     return oldest === Number.POSITIVE_INFINITY ? 0 : Math.max(0, this.clock.now() - oldest);
   }
 
+  /** Ends every delivery waiting for this endpoint (it was deleted): dead-lettered, with `reason`. */
+  cancel(endpointId: string, reason: string): number {
+    const q = this.queues.get(endpointId);
+    if (!q) return 0;
+    let n = 0;
+    for (let d = q.pop(); d !== undefined; d = q.pop()) {
+      this.waiting--;
+      n++;
+      this.finish({ ...d, status: 'dead_lettered', next_attempt_at: null, response_body: reason });
+      this.metrics.deliveries.labels('dead_lettered').inc();
+    }
+    if (!this.perEndpoint.has(endpointId)) this.queues.delete(endpointId);
+    return n;
+  }
+
   /** Loads unfinished deliveries this instance dispatches for (after a restart). */
   async resume(): Promise<number> {
     let n = 0;
@@ -177,6 +192,14 @@ export class Dispatcher {
       response_status: out.status,
       response_body: (out.error ?? out.body).slice(0, MAX_STORED_BODY),
       duration_ms: out.durationMs,
+      attempt_log: {
+        attempt: n,
+        at: after,
+        response_status: out.status,
+        duration_ms: out.durationMs,
+        error: out.error,
+        response_body: out.body.slice(0, MAX_STORED_BODY),
+      },
     };
     let next: DeliveryRecord;
     if (out.ok) {

@@ -18,11 +18,16 @@ export interface EndpointView {
   url: string;
   events: string[];
   environment: string;
-  status: 'enabled' | 'disabled';
+  status: 'enabled' | 'disabled' | 'deleted';
   created_at: string;
   disabled_at: string | null;
+  /** Until when the previous secret still signs alongside (after rotate-secret), else null. */
+  previous_secret_expires_at: string | null;
   secret?: string;
 }
+
+/** How long the previous secret keeps signing after rotate-secret. */
+export const SECRET_OVERLAP_MS = 24 * 3_600_000;
 
 export const endpointView = (e: EndpointRecord, withSecret = false): EndpointView => ({
   id: e.id,
@@ -33,8 +38,25 @@ export const endpointView = (e: EndpointRecord, withSecret = false): EndpointVie
   status: e.status,
   created_at: new Date(e.created_at).toISOString(),
   disabled_at: e.disabled_at === null ? null : new Date(e.disabled_at).toISOString(),
+  previous_secret_expires_at:
+    e.previous_secret && e.previous_secret_until !== null ? new Date(e.previous_secret_until).toISOString() : null,
   ...(withSecret ? { secret: e.secret } : {}),
 });
+
+/** Checks a subscription: known types (or "*" alone), no duplicates. */
+function checkEvents(events: string[]): string[] {
+  if (events.length === 0) throw unprocessable('events', 'subscribe to at least one event type, or ["*"]');
+  const seen = new Set<string>();
+  for (const [i, t] of events.entries()) {
+    if (t !== '*' && !(EVENT_TYPES as readonly string[]).includes(t)) {
+      throw unprocessable(`events[${i}]`, `unknown event type ${JSON.stringify(t)}`);
+    }
+    if (seen.has(t)) throw unprocessable(`events[${i}]`, `duplicate event type ${JSON.stringify(t)}`);
+    seen.add(t);
+  }
+  if (seen.has('*') && seen.size > 1) throw unprocessable('events', '"*" already means every type; send it alone');
+  return [...events];
+}
 
 /**
  * Webhook endpoints: registration (https only, public addresses only, unless the
@@ -88,15 +110,68 @@ export class EndpointService {
     return this.byId.get(id);
   }
 
-  /** An endpoint of this environment, or 404. */
-  inEnvironment(id: string, env: string): EndpointRecord {
+  /** An endpoint of this environment, or 404 (a deleted one is gone). */
+  inEnvironment(id: string, env: string, param = 'endpoint_id'): EndpointRecord {
     const e = this.byId.get(id);
-    if (!e || e.environment !== env) throw missing('webhook endpoint', 'endpoint_id');
+    if (!e || e.environment !== env || e.status === 'deleted') throw missing('webhook endpoint', param);
     return e;
   }
 
   list(env: string): EndpointRecord[] {
-    return [...this.byId.values()].filter((e) => e.environment === env).sort((a, b) => (a.id < b.id ? -1 : 1));
+    return [...this.byId.values()]
+      .filter((e) => e.environment === env && e.status !== 'deleted')
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+  }
+
+  private async save(e: EndpointRecord, next: Partial<EndpointRecord>): Promise<EndpointRecord> {
+    const now = this.clock.now();
+    const r: EndpointRecord = { ...e, ...next, updated_at: Math.max(now, e.updated_at + 1) };
+    await this.table.put(r);
+    this.apply(r);
+    return r;
+  }
+
+  /**
+   * PATCH: `events` replaces the subscription; `status` enables or disables.
+   * Re-enabling clears the run of 410 answers, so a recovered receiver starts afresh.
+   */
+  async update(
+    id: string,
+    env: string,
+    patch: { events?: string[]; status?: 'enabled' | 'disabled' },
+  ): Promise<EndpointRecord> {
+    const e = this.inEnvironment(id, env, 'endpoint_id');
+    const next: Partial<EndpointRecord> = {};
+    if (patch.events !== undefined) next.events = checkEvents(patch.events);
+    if (patch.status === 'enabled' && e.status !== 'enabled') {
+      Object.assign(next, { status: 'enabled', disabled_at: null, first_410_at: null });
+    } else if (patch.status === 'disabled' && e.status !== 'disabled') {
+      Object.assign(next, { status: 'disabled', disabled_at: this.clock.now() });
+    }
+    if (Object.keys(next).length === 0) return e;
+    const r = await this.save(e, next);
+    this.log.info('webhook endpoint updated', { endpoint_id: id, status: r.status, events: r.events });
+    return r;
+  }
+
+  /** Deletes the endpoint: it is gone from lists and lookups; the caller cancels its pending deliveries. */
+  async remove(id: string, env: string): Promise<EndpointRecord> {
+    const e = this.inEnvironment(id, env, 'endpoint_id');
+    const r = await this.save(e, { status: 'deleted', disabled_at: this.clock.now() });
+    this.log.info('webhook endpoint deleted', { endpoint_id: id });
+    return r;
+  }
+
+  /** A new signing secret, returned once; the old one keeps signing alongside for 24 h. */
+  async rotateSecret(id: string, env: string): Promise<EndpointRecord> {
+    const e = this.inEnvironment(id, env, 'endpoint_id');
+    const r = await this.save(e, {
+      secret: newSigningSecret(),
+      previous_secret: e.secret,
+      previous_secret_until: this.clock.now() + SECRET_OVERLAP_MS,
+    });
+    this.log.info('webhook signing secret rotated', { endpoint_id: id });
+    return r;
   }
 
   /** Whether this instance dispatches for the endpoint (shared by endpoint id hash). */
@@ -131,16 +206,7 @@ export class EndpointService {
     if (input.url.length > 2048) throw unprocessable('url', 'url is longer than 2048 characters');
     const reach = await hostIsReachable(url.hostname, w.allow_private_networks);
     if (!reach.ok) throw unprocessable('url', `url host is not allowed: ${reach.reason}`);
-    if (input.events.length === 0) throw unprocessable('events', 'subscribe to at least one event type, or ["*"]');
-    const seen = new Set<string>();
-    for (const [i, t] of input.events.entries()) {
-      if (t !== '*' && !(EVENT_TYPES as readonly string[]).includes(t)) {
-        throw unprocessable(`events[${i}]`, `unknown event type ${JSON.stringify(t)}`);
-      }
-      if (seen.has(t)) throw unprocessable(`events[${i}]`, `duplicate event type ${JSON.stringify(t)}`);
-      seen.add(t);
-    }
-    if (seen.has('*') && seen.size > 1) throw unprocessable('events', '"*" already means every type; send it alone');
+    checkEvents(input.events);
     const now = this.clock.now();
     const e: EndpointRecord = {
       id: newEndpointId(),
@@ -148,6 +214,8 @@ export class EndpointService {
       url: url.toString(),
       events: [...input.events],
       secret: newSigningSecret(),
+      previous_secret: '',
+      previous_secret_until: null,
       status: 'enabled',
       created_at: now,
       first_410_at: null,

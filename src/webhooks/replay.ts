@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import { GatewayError, missing } from '../errors.js';
-import { newDeliveryId } from '../ids.js';
-import type { DeliveryRecord, DeliveryTable } from '../store/webhooks.js';
+import { newDeliveryId, newEventId } from '../ids.js';
+import type { DeliveryRecord, DeliveryTable, EndpointRecord } from '../store/webhooks.js';
 import type { Dispatcher } from './dispatcher.js';
 
 /**
@@ -42,4 +42,46 @@ export async function replayDelivery(
   };
   await dispatcher.add([r]);
   return r;
+}
+
+/** The event type of POST /v2/webhooks/endpoints/{id}/test: sent to that endpoint only, never fanned out. */
+export const TEST_EVENT = 'webhook.test';
+
+/** A delivery of a `webhook.test` event to one endpoint, signed and retried like any other. */
+export async function testDelivery(
+  dispatcher: Dispatcher,
+  clock: Clock,
+  ep: EndpointRecord,
+  maxAttempts: number,
+): Promise<DeliveryRecord> {
+  const now = clock.now();
+  const eventId = newEventId(now);
+  const payload = JSON.stringify({
+    id: eventId,
+    type: TEST_EVENT,
+    created: Math.floor(now / 1000),
+    environment: ep.environment,
+    data: { endpoint_id: ep.id, message: 'a test event sent from the /v2 API' },
+  });
+  const d: DeliveryRecord = {
+    id: newDeliveryId(now),
+    environment: ep.environment,
+    endpoint_id: ep.id,
+    event_id: eventId,
+    event_type: TEST_EVENT,
+    payload,
+    attempt: 0,
+    max_attempts: maxAttempts,
+    status: 'pending',
+    response_status: 0,
+    response_body: '',
+    duration_ms: 0,
+    is_replay: false,
+    replay_of: null,
+    created_at: now,
+    next_attempt_at: now,
+    updated_at: now,
+  };
+  await dispatcher.add([d]);
+  return d;
 }

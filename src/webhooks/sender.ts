@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { DeliveryRecord, EndpointRecord } from '../store/webhooks.js';
 import { filteredLookup, isPublicAddress } from './address.js';
 import { parseRetryAfter } from './backoff.js';
-import { sign } from './signer.js';
+import { sign, signStandard } from './signer.js';
 
 /** Receiver response bodies are kept up to this many bytes. */
 export const MAX_STORED_BODY = 20 * 1024;
@@ -67,11 +67,18 @@ export function sendAttempt(
   if (net.isIP(host) && !o.allowPrivate && !isPublicAddress(host))
     return Promise.resolve(fail('address is not public'));
   const body = d.payload;
+  const t = Math.floor(o.nowMs / 1000);
+  // The previous secret keeps signing alongside the new one until its overlap ends.
+  const previous = ep.previous_secret && (ep.previous_secret_until ?? 0) > o.nowMs ? ep.previous_secret : '';
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(body)),
     'user-agent': 'wakegate-webhooks/1',
-    'x-service-signature': sign(body, ep.secret, Math.floor(o.nowMs / 1000)),
+    'x-service-signature': sign(body, ep.secret, t, previous),
+    // Standard Webhooks: receivers can verify with the standardwebhooks or svix libraries.
+    'webhook-id': d.event_id,
+    'webhook-timestamp': String(t),
+    'webhook-signature': signStandard(body, d.event_id, t, ep.secret, previous),
     'x-service-event-id': d.event_id,
     'x-service-event-type': d.event_type,
     'x-service-delivery-id': d.id,

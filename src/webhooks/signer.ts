@@ -4,9 +4,31 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * `x-service-signature: t=<unix seconds>,v1=<hex>`, where v1 is HMAC-SHA256 keyed
  * with the whole `whsec_…` secret over `<t>.<raw body>` (the Stripe scheme).
  */
-export function sign(rawBody: string | Buffer, secret: string, unixSeconds: number): string {
-  const mac = createHmac('sha256', secret).update(`${unixSeconds}.`).update(rawBody).digest('hex');
-  return `t=${unixSeconds},v1=${mac}`;
+export function sign(rawBody: string | Buffer, secret: string, unixSeconds: number, previous = ''): string {
+  const mac = (k: string) => createHmac('sha256', k).update(`${unixSeconds}.`).update(rawBody).digest('hex');
+  // During a secret's rotation both secrets sign, so receivers may switch when they like.
+  return previous ? `t=${unixSeconds},v1=${mac(secret)},v1=${mac(previous)}` : `t=${unixSeconds},v1=${mac(secret)}`;
+}
+
+/**
+ * The Standard Webhooks signature (standardwebhooks.com, as `standardwebhooks` and
+ * `svix` verify it): `v1,<base64 HMAC-SHA256>` over `<msg id>.<t>.<body>`, keyed with
+ * the base64-decoded part of the secret after `whsec_`; space-separated when several
+ * secrets sign.
+ */
+export function signStandard(
+  rawBody: string | Buffer,
+  msgId: string,
+  unixSeconds: number,
+  secret: string,
+  previous = '',
+): string {
+  const mac = (k: string) =>
+    `v1,${createHmac('sha256', Buffer.from(k.slice(6), 'base64'))
+      .update(`${msgId}.${unixSeconds}.`)
+      .update(rawBody)
+      .digest('base64')}`;
+  return previous ? `${mac(secret)} ${mac(previous)}` : mac(secret);
 }
 
 /**

@@ -145,14 +145,20 @@ describe('GET /v2/wakes', () => {
     expect((await r.json()).error.param).toBe('cursor');
   });
 
-  it('answers 401 with www-authenticate for a missing, malformed or unknown key, and 404 for another environment', async () => {
+  it('answers 401 with www-authenticate for a missing, malformed or unknown key; a test-class key never sees another environment', async () => {
     for (const h of [{}, { authorization: 'Basic abc' }, bearer('svc_live_unknownunknownunknownunknownunknownxx1')]) {
       const r = await fetch(`${t.url}/v2/wakes`, { headers: h });
       expect(r.status).toBe(401);
       expect(r.headers.get('www-authenticate')).toBe('Bearer');
       expect((await r.json()).error.type).toBe('authentication_required');
     }
-    const r = await get('?environment=sandbox');
+    // A live-class key may name another environment; a test-class key never can.
+    expect((await get('?environment=sandbox')).status).toBe(200);
+    const { secret } = await t.gw.keys.create(
+      { label: 's', environment: 'sandbox', scopes: ['wakes:read'] },
+      'sandbox',
+    );
+    const r = await fetch(`${t.url}/v2/wakes?environment=production`, { headers: bearer(secret) });
     expect(r.status).toBe(404);
     expect((await r.json()).error).toMatchObject({ type: 'resource_missing', param: 'environment' });
   });

@@ -54,7 +54,8 @@ describe('webhooks', () => {
         status: 'enabled',
         environment: 'production',
       });
-      expect(ep.secret).toMatch(/^whsec_[0-9A-Za-z]{43}$/);
+      expect(ep.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+      expect(Buffer.from(ep.secret.slice(6), 'base64')).toHaveLength(32);
       const sent = Date.now();
       const res = await fetch(`${t.url}/api/fail`);
       expect(res.status).toBe(500);
