@@ -29,6 +29,7 @@ import { openStore, type Store } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
+import { claimOwner, releaseOwner } from './store/owner.js';
 import { type Wake, WakeInserter, WakeQuerier } from './store/wakes.js';
 import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
@@ -116,6 +117,7 @@ export class Gateway {
   async init(): Promise<void> {
     const cfg = this.config;
     this.store = await openStore(cfg.storage);
+    if (!cfg.storage.clickhouse_url) claimOwner(cfg.storage.data_dir);
     const applied = await migrate(this.store);
     if (applied.length) this.log.info('migrations applied', { versions: applied });
     const keyTable = new KeyTable(this.store);
@@ -129,9 +131,6 @@ export class Gateway {
     );
     this.events.onDrop = (n, reason) => this.metrics.eventsDropped.labels(reason).inc(n);
     this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
-    const boot = await this.keys.bootstrap(cfg.admin_key);
-    this.generatedAdminSecret = boot.secret;
-    if (boot.created) this.log.info('bootstrap admin key installed', { key_id: boot.created.id });
 
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
     const realSink: Sink<Wake> = (rows, token) => inserter.insert(rows, token);
@@ -288,7 +287,12 @@ export class Gateway {
     return webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher });
   }
 
-  async start(): Promise<{ port: number; opsPort: number }> {
+  /**
+   * Opens storage (if init has not), listens, then installs the bootstrap admin key.
+   * `beforeAnnounce` runs after that and before the "listening" log line (main prints
+   * a generated key there).
+   */
+  async start(beforeAnnounce?: () => void): Promise<{ port: number; opsPort: number }> {
     if (!this.store) await this.init();
     const s = this.config.server;
     await new Promise<void>((resolve, reject) => {
@@ -299,6 +303,12 @@ export class Gateway {
       this.ops.once('error', reject);
       this.ops.listen(s.ops_port, s.ops_host, () => resolve());
     });
+    // The bootstrap admin key is made only once the gateway listens: a start that
+    // fails (a port in use) leaves no key behind that was never shown.
+    const boot = await this.keys.bootstrap(this.config.admin_key);
+    this.generatedAdminSecret = boot.secret;
+    if (boot.created) this.log.info('bootstrap admin key installed', { key_id: boot.created.id });
+    beforeAnnounce?.();
     const port = (this.server.address() as AddressInfo).port;
     const opsPort = (this.ops.address() as AddressInfo).port;
     this.log.info('wakegate listening', { port, ops_port: opsPort, routes: this.config.routes.length });
@@ -373,6 +383,7 @@ export class Gateway {
       await new Promise<void>((r) => this.ops.close(() => r()));
       this.ops.closeAllConnections();
       await this.store?.close();
+      if (!this.config.storage.clickhouse_url) releaseOwner(this.config.storage.data_dir);
       this.log.info('wakegate stopped');
     })();
     return this.stopping;

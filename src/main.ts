@@ -1,38 +1,30 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Gateway } from './app.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
+import { type Args, onlyFlags, parseArgs, UsageError } from './cli/args.js';
+import { ApiError } from './cli/client.js';
+import { apiCommand, HELP } from './cli/commands.js';
+import { fields } from './cli/table.js';
 import { systemClock } from './clock.js';
 import { type Config, ConfigError, loadConfig } from './config/index.js';
 import { EventBus } from './events/bus.js';
 import { createLogger } from './log.js';
-import { openStore } from './store/client.js';
+import { openStore, type Store } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
+import { heldBy } from './store/owner.js';
 
-const USAGE = `usage:
-  wakegate [serve] [--config file.yaml]
-  wakegate migrate [--config file.yaml]
-  wakegate keys create --label L --environment E --scopes a:read,b:write [--consumer C] [--config file.yaml]`;
+const out = (s: string): void => {
+  process.stdout.write(s);
+};
 
-function parseArgs(argv: string[]): { cmd: string[]; flags: Map<string, string> } {
-  const cmd: string[] = [];
-  const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a.startsWith('--')) {
-      const eq = a.indexOf('=');
-      if (eq > 0) flags.set(a.slice(2, eq), a.slice(eq + 1));
-      else {
-        const v = argv[i + 1];
-        if (v === undefined || v.startsWith('--')) throw new Error(`${a} needs a value`);
-        flags.set(a.slice(2), v);
-        i++;
-      }
-    } else cmd.push(a);
-  }
-  return { cmd, flags };
+function version(): string {
+  const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
 }
 
 function configFrom(flags: Map<string, string>): Readonly<Config> {
@@ -40,16 +32,27 @@ function configFrom(flags: Map<string, string>): Readonly<Config> {
   return loadConfig({ file, env: process.env });
 }
 
+/** Opens the store directly; with the embedded engine, says so in one line when a gateway holds it. */
+async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store> {
+  const held = () => new Error(`the store in ${cfg.storage.data_dir} is held by a running gateway; ${instead}`);
+  if (!cfg.storage.clickhouse_url && heldBy(cfg.storage.data_dir) !== null) throw held();
+  try {
+    return await openStore(cfg.storage);
+  } catch (e) {
+    if (/lock|already running|failed to create connection/i.test((e as Error).message)) throw held();
+    throw e;
+  }
+}
+
 async function serve(cfg: Readonly<Config>): Promise<void> {
   const gw = new Gateway(cfg);
-  await gw.init();
-  if (gw.generatedAdminSecret) {
-    // Printed once, on the first start with no keys; only its hash is stored.
-    process.stdout.write(
+  await gw.start(() => {
+    if (!gw.generatedAdminSecret) return;
+    // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.
+    out(
       `\nA bootstrap admin key was generated. It is shown only this once; store it now:\n\n  ${gw.generatedAdminSecret}\n\n`,
     );
-  }
-  await gw.start();
+  });
   let signals = 0;
   const onSignal = (sig: string) => {
     if (++signals > 1) process.exit(1);
@@ -66,13 +69,18 @@ async function serve(cfg: Readonly<Config>): Promise<void> {
   process.on('SIGINT', () => onSignal('SIGINT'));
 }
 
-async function keysCreate(cfg: Readonly<Config>, flags: Map<string, string>): Promise<void> {
-  const label = flags.get('label');
-  const environment = flags.get('environment');
-  const scopes = flags.get('scopes');
-  if (!label || !environment || !scopes) throw new Error('keys create needs --label, --environment and --scopes');
+/** Recovery: a key written straight into the store, for when no key can reach the API. */
+async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<void> {
+  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'offline']);
+  const label = args.flags.get('label');
+  const environment = args.flags.get('environment');
+  const scopes = args.flags.get('scopes');
+  if (!label || !environment || !scopes) throw new UsageError('keys create needs --label, --environment and --scopes');
   const log = createLogger('warn');
-  const store = await openStore(cfg.storage);
+  const store = await openDirect(
+    cfg,
+    'create the key through its API instead: wakegate keys create --url ... --key ...',
+  );
   try {
     await migrate(store);
     const table = new KeyTable(store);
@@ -80,36 +88,53 @@ async function keysCreate(cfg: Readonly<Config>, flags: Map<string, string>): Pr
     await ring.load();
     const events = new EventBus(new EventTable(store), systemClock, log);
     const svc = new KeyService(cfg, table, ring, events, systemClock, log);
-    const consumer = flags.get('consumer');
+    const consumer = args.flags.get('consumer');
     const { key, secret } = await svc.create(
       { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },
       environment,
     );
     await events.flush();
-    process.stdout.write(`${JSON.stringify({ ...svc.view(key, secret) }, null, 2)}\n`);
+    const view = svc.view(key, secret);
+    out(
+      args.bools.has('json')
+        ? `${JSON.stringify(view, null, 2)}\n`
+        : `${fields(view as unknown as Record<string, unknown>)}\nThis is the only time the secret is shown. Store it now.\n`,
+    );
   } finally {
     await store.close();
   }
 }
 
 async function main(): Promise<void> {
-  const { cmd, flags } = parseArgs(process.argv.slice(2));
-  const cfg = configFrom(flags);
-  const [c0, c1] = cmd;
-  if (c0 === undefined || c0 === 'serve') return serve(cfg);
+  const args = parseArgs(process.argv.slice(2));
+  const [c0, c1] = args.words;
+  if (args.bools.has('version')) return out(`wakegate ${version()}\n`);
+  if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
+  if (c0 === undefined || c0 === 'serve') {
+    onlyFlags(args, []);
+    return serve(configFrom(args.flags));
+  }
   if (c0 === 'migrate') {
-    const store = await openStore(cfg.storage);
+    onlyFlags(args, []);
+    const cfg = configFrom(args.flags);
+    const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
     const applied = await migrate(store);
     await store.close();
-    process.stdout.write(`migrations applied: ${applied.length ? applied.join(', ') : 'none (up to date)'}\n`);
-    return;
+    return out(`migrations applied: ${applied.length ? applied.join(', ') : 'none (up to date)'}\n`);
   }
-  if (c0 === 'keys' && c1 === 'create') return keysCreate(cfg, flags);
-  throw new Error(`unknown command ${cmd.join(' ')}\n${USAGE}`);
+  if (c0 === 'keys' && c1 === 'create' && args.bools.has('offline'))
+    return keysCreateOffline(configFrom(args.flags), args);
+  if (c0 === 'keys' || c0 === 'endpoints' || c0 === 'deliveries') {
+    if (c1 === undefined) return out(`${HELP[c0]}\n`);
+    return apiCommand(args, { out, env: process.env });
+  }
+  throw new UsageError(`unknown command ${JSON.stringify(c0)}\n\n${HELP['']}`);
 }
 
 main().catch((e: unknown) => {
   if (e instanceof ConfigError) process.stderr.write(`${e.message}\n`);
+  else if (e instanceof UsageError) process.stderr.write(`wakegate: ${e.message}\n(see wakegate --help)\n`);
+  else if (e instanceof ApiError) process.stderr.write(`wakegate: ${e.message}\n`);
   else process.stderr.write(`wakegate: ${e instanceof Error ? e.message : String(e)}\n`);
-  process.exit(1);
+  process.exit(e instanceof UsageError ? 2 : 1);
 });

@@ -228,7 +228,7 @@ describe('keys at the edge', () => {
     }
   });
 
-  it('the CLI issues a key straight into the store and prints the secret once', async () => {
+  it('the CLI (--offline) issues a key straight into the store and prints the secret once', async () => {
     const { execFile } = await import('node:child_process');
     const dir = join(t.dir, 'cli');
     const out = await new Promise<string>((resolve, reject) =>
@@ -238,6 +238,8 @@ describe('keys at the edge', () => {
           join(import.meta.dirname, '../../dist/main.js'),
           'keys',
           'create',
+          '--offline',
+          '--json',
           '--label',
           'ci',
           '--environment',

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +72,14 @@ describe('the built gateway as a process', () => {
 
   it('prints a generated admin key once on a first start, and never again', async () => {
     const env = { DATA_DIR: join(dir, 'fresh'), ORIGIN_URL: origin.url };
+    // A first start that fails (its port is taken) leaves no key behind that was never shown.
+    const taken = net.createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = String((taken.address() as net.AddressInfo).port);
+    await expect(spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], { ...env, PORT: port })).rejects.toThrow(
+      /EADDRINUSE/,
+    );
+    await new Promise<void>((r) => taken.close(() => r()));
     const g1 = await spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], env);
     g1.proc.kill('SIGTERM');
     await g1.exited;

@@ -1,0 +1,72 @@
+import { UsageError } from './args.js';
+
+/** A failed /v2 call, with the API's own error body. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: { error?: { type?: string; message?: string; param?: string | null; wake_id?: string | null } },
+  ) {
+    const e = body.error;
+    super(
+      e
+        ? `${status} ${e.type}: ${e.message}${e.param ? ` (param: ${e.param})` : ''}${e.wake_id ? ` [wake ${e.wake_id}]` : ''}`
+        : `HTTP ${status}`,
+    );
+  }
+}
+
+/** Talks to a running gateway's /v2 API (--url, --key or WAKEGATE_KEY). */
+export class ApiClient {
+  constructor(
+    private readonly base: string,
+    private readonly key: string,
+  ) {}
+
+  static from(flags: Map<string, string>, env: NodeJS.ProcessEnv): ApiClient {
+    const key = flags.get('key') ?? env.WAKEGATE_KEY;
+    if (!key) throw new UsageError('this command needs a key: --key svc_live_... or WAKEGATE_KEY');
+    const url = flags.get('url') ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
+    try {
+      new URL(url);
+    } catch {
+      throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+    }
+    return new ApiClient(url.replace(/\/+$/, ''), key);
+  }
+
+  async call(
+    method: string,
+    path: string,
+    query: Record<string, string | undefined> = {},
+    body?: unknown,
+  ): Promise<unknown> {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) qs.set(k, v);
+    const q = qs.toString();
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}${path}${q ? `?${q}` : ''}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.key}`,
+          accept: 'application/json',
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    } catch (e) {
+      const c = (e as { cause?: { code?: string; errors?: { code?: string }[] } }).cause;
+      const cause = c?.code ?? c?.errors?.[0]?.code ?? (e as Error).message;
+      throw new Error(`cannot reach the gateway at ${this.base} (${cause}); is it running? (--url)`);
+    }
+    const text = await res.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      throw new Error(`${this.base} answered ${res.status} with something that is not JSON: is --url a wakegate?`);
+    }
+    if (!res.ok) throw new ApiError(res.status, (parsed ?? {}) as ApiError['body']);
+    return parsed;
+  }
+}

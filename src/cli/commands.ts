@@ -1,0 +1,212 @@
+import type { Args } from './args.js';
+import { onlyFlags, UsageError } from './args.js';
+import { ApiClient } from './client.js';
+import { fields, table } from './table.js';
+
+export interface Io {
+  out: (s: string) => void;
+  env: NodeJS.ProcessEnv;
+}
+
+const COMMON = `Common options:
+  --url URL        the gateway (default http://127.0.0.1:$PORT, else :8080; or WAKEGATE_URL)
+  --key SECRET     a key with the scopes the command needs (or WAKEGATE_KEY)
+  --environment E  act in another environment (live-class keys only)
+  --json           print the API's JSON instead of a table
+  -h, --help       this help`;
+
+export const HELP: Record<string, string> = {
+  '': `wakegate: a reverse-proxy capture gateway
+
+Usage: wakegate <command> [options]
+
+Commands:
+  serve                 run the gateway (the default)
+  migrate               apply storage migrations and exit
+  keys                  create, list, get and revoke API keys
+  endpoints             list, create, disable and enable webhook endpoints
+  deliveries            list and replay webhook deliveries
+
+Run "wakegate <command> --help" for a command's options. --version prints the version.
+Commands that manage keys, endpoints or deliveries talk to a running gateway's /v2 API.`,
+  serve: `Usage: wakegate serve [--config file.yaml]
+
+Runs the proxy and /v2 on PORT (8080) and /metrics, /healthz, /readyz on OPS_PORT (8081).
+The config file is --config, else WAKEGATE_CONFIG, else config/default.yaml.
+SIGTERM or SIGINT stops cleanly: in-flight requests finish, every wake is written.`,
+  migrate: `Usage: wakegate migrate [--config file.yaml]
+
+Applies storage migrations and exits. It opens the store directly: with the embedded
+engine, stop the gateway that holds DATA_DIR first (a running gateway migrates on start).`,
+  keys: `Usage:
+  wakegate keys create --label L --environment E --scopes a:read,b:write [--consumer C]
+                       [--rate-limit POLICY] [--replaces KEY_ID] [--offline]
+  wakegate keys list [--status active|scheduled|revoked] [--label L] [--consumer C]
+  wakegate keys get KEY_ID
+  wakegate keys revoke KEY_ID [--at 2026-12-01T00:00:00Z]
+
+The secret of a new key is printed once. --offline writes the key straight into the
+store (recovery when no key can reach the API); the gateway must be stopped for it.
+
+${COMMON}`,
+  endpoints: `Usage:
+  wakegate endpoints list
+  wakegate endpoints create https://hooks.example.com/x --events wake.error,key.revoked
+  wakegate endpoints disable ENDPOINT_ID
+  wakegate endpoints enable ENDPOINT_ID
+
+The signing secret of a new endpoint is printed once.
+
+${COMMON}`,
+  deliveries: `Usage:
+  wakegate deliveries list [--endpoint ENDPOINT_ID] [--status pending|delivered|failed|dead_lettered]
+                           [--event-type TYPE]
+  wakegate deliveries replay DELIVERY_ID
+
+${COMMON}`,
+};
+
+const KEY_COLUMNS = ['id', 'label', 'environment', 'consumer', 'status', 'scopes', 'last_used_at', 'revoke_at'];
+const ENDPOINT_COLUMNS = ['id', 'status', 'environment', 'events', 'url'];
+const DELIVERY_COLUMNS = ['id', 'status', 'event_type', 'endpoint_id', 'attempt', 'response_status', 'created_at'];
+
+function operand(args: Args, what: string): string {
+  const v = args.words[2];
+  if (!v) throw new UsageError(`missing ${what}`);
+  if (args.words.length > 3) throw new UsageError(`unexpected ${JSON.stringify(args.words[3])}`);
+  return v;
+}
+
+function print(io: Io, args: Args, data: unknown, show: (d: Record<string, unknown>) => string): void {
+  io.out(args.bools.has('json') ? `${JSON.stringify(data, null, 2)}\n` : show(data as Record<string, unknown>));
+}
+
+const list = (d: Record<string, unknown>, cols: string[]) =>
+  table(d.data as Record<string, unknown>[], cols) + (d.has_more ? `(more: --cursor ${d.next_cursor})\n` : '');
+
+const secretNote = (what: string) => `\nThis is the only time the ${what} is shown. Store it now.\n`;
+
+/** keys, endpoints and deliveries: each a call to the /v2 API. */
+export async function apiCommand(args: Args, io: Io): Promise<void> {
+  const [group, verb] = args.words;
+  const f = args.flags;
+  const env = f.get('environment');
+  const api = () => ApiClient.from(f, io.env);
+  const csv = (name: string) => {
+    const v = f.get(name);
+    if (!v) throw new UsageError(`--${name} is required`);
+    return v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  };
+  switch (`${group} ${verb}`) {
+    case 'keys create': {
+      onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline']);
+      const label = f.get('label');
+      if (!label) throw new UsageError('--label is required');
+      if (!env) throw new UsageError('--environment is required (the environment the key is bound to)');
+      const body: Record<string, unknown> = { label, scopes: csv('scopes'), environment: env };
+      if (f.get('consumer')) body.consumer = f.get('consumer');
+      if (f.get('rate-limit')) body.rate_limit = f.get('rate-limit');
+      if (f.get('replaces')) body.replaces = f.get('replaces');
+      const k = (await api().call('POST', '/v2/api-keys', {}, stripUndefined(body))) as Record<string, unknown>;
+      return print(io, args, k, (d) => fields(d) + secretNote('secret'));
+    }
+    case 'keys list': {
+      onlyFlags(args, ['environment', 'status', 'label', 'consumer', 'cursor', 'limit']);
+      const q = {
+        environment: env,
+        status: f.get('status'),
+        label: f.get('label'),
+        consumer: f.get('consumer'),
+        cursor: f.get('cursor'),
+        limit: f.get('limit'),
+      };
+      return print(io, args, await api().call('GET', '/v2/api-keys', q), (d) => list(d, KEY_COLUMNS));
+    }
+    case 'keys get': {
+      onlyFlags(args, ['environment']);
+      const id = operand(args, 'KEY_ID');
+      return print(
+        io,
+        args,
+        await api().call('GET', `/v2/api-keys/${encodeURIComponent(id)}`, { environment: env }),
+        fields,
+      );
+    }
+    case 'keys revoke': {
+      onlyFlags(args, ['environment', 'at']);
+      const id = operand(args, 'KEY_ID');
+      const at = f.get('at');
+      let revokeAt: string | undefined;
+      if (at !== undefined) {
+        const t = Date.parse(at);
+        if (Number.isNaN(t))
+          throw new UsageError(`--at ${JSON.stringify(at)} is not a date (use 2026-12-01T00:00:00Z)`);
+        revokeAt = new Date(t).toISOString();
+      }
+      const k = await api().call(
+        'DELETE',
+        `/v2/api-keys/${encodeURIComponent(id)}`,
+        { environment: env },
+        revokeAt ? { revoke_at: revokeAt } : undefined,
+      );
+      return print(io, args, k, fields);
+    }
+    case 'endpoints list': {
+      onlyFlags(args, ['environment', 'cursor', 'limit']);
+      const q = { environment: env, cursor: f.get('cursor'), limit: f.get('limit') };
+      return print(io, args, await api().call('GET', '/v2/webhooks/endpoints', q), (d) => list(d, ENDPOINT_COLUMNS));
+    }
+    case 'endpoints create': {
+      onlyFlags(args, ['environment', 'events']);
+      const target = operand(args, 'ENDPOINT_URL (the receiver, https://...)');
+      const e = await api().call(
+        'POST',
+        '/v2/webhooks/endpoints',
+        {},
+        stripUndefined({ url: target, events: csv('events'), environment: env }),
+      );
+      return print(io, args, e, (d) => fields(d) + secretNote('signing secret'));
+    }
+    case 'endpoints disable':
+    case 'endpoints enable': {
+      onlyFlags(args, ['environment']);
+      const id = operand(args, 'ENDPOINT_ID');
+      const status = verb === 'enable' ? 'enabled' : 'disabled';
+      const e = await api().call(
+        'PATCH',
+        `/v2/webhooks/endpoints/${encodeURIComponent(id)}`,
+        { environment: env },
+        { status },
+      );
+      return print(io, args, e, fields);
+    }
+    case 'deliveries list': {
+      onlyFlags(args, ['environment', 'endpoint', 'status', 'event-type', 'cursor', 'limit']);
+      const q = {
+        environment: env,
+        endpoint_id: f.get('endpoint'),
+        status: f.get('status'),
+        event_type: f.get('event-type'),
+        cursor: f.get('cursor'),
+        limit: f.get('limit'),
+      };
+      return print(io, args, await api().call('GET', '/v2/webhooks/deliveries', q), (d) => list(d, DELIVERY_COLUMNS));
+    }
+    case 'deliveries replay': {
+      onlyFlags(args, ['environment']);
+      const id = operand(args, 'DELIVERY_ID');
+      const d = await api().call('POST', `/v2/webhooks/deliveries/${encodeURIComponent(id)}/replay`, {
+        environment: env,
+      });
+      return print(io, args, d, fields);
+    }
+  }
+  throw new UsageError(`unknown command "${args.words.join(' ')}"\n\n${HELP[group ?? ''] ?? HELP['']}`);
+}
+
+function stripUndefined(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
