@@ -8,6 +8,7 @@ import { webhooksPlugin } from './api/webhooks.js';
 import { authenticate } from './auth/authorize.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
+import { accessLog } from './capture/access-log.js';
 import { Batcher, type Sink } from './capture/batcher.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
 import { Spool } from './capture/spool.js';
@@ -165,7 +166,18 @@ export class Gateway {
         window: w.window,
       });
     this.limiter.start(() => this.clock.now());
-    const recorder = new Recorder(this.clock, this.metrics, cfg.server.region, (w) => this.batcher.push(w));
+    const access = cfg.log.access ? accessLog() : null;
+    const recorder = new Recorder(
+      this.clock,
+      this.metrics,
+      cfg.server.region,
+      access
+        ? (w) => {
+            access(w);
+            this.batcher.push(w);
+          }
+        : (w) => this.batcher.push(w),
+    );
     const proxyDeps = {
       routes: new RouteTable(cfg.routes, cfg.environments),
       ring: this.ring,

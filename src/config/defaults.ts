@@ -71,6 +71,6 @@ export const defaults = {
   },
   instance: { index: 0, count: 1 },
   ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
-  log: { level: 'info' },
+  log: { level: 'info', access: false },
   admin_key: null,
 } as const;

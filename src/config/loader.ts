@@ -41,7 +41,7 @@ const intVar = (name: string, path: string, raw: string): number => {
 };
 
 /** Environment variables of DESIGN.md, each mapped onto a config key. */
-function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv): void {
+function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): void {
   const map: [string, string[], 'int' | 'str'][] = [
     ['PORT', ['server', 'port'], 'int'],
     ['HOST', ['server', 'host'], 'str'],
@@ -62,6 +62,13 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv): void {
     setPath(cfg, path, kind === 'int' ? intVar(name, path.join('.'), raw) : raw);
   }
   const origin = env.ORIGIN_URL;
+  if (origin && fileHasRoutes) {
+    // Replacing them by an auth: none catch-all would silently open every keyed route.
+    throw new ConfigError(
+      'routes',
+      'ORIGIN_URL (drop-in mode: one catch-all route with no key) cannot be combined with routes in the config file; remove one of them',
+    );
+  }
   if (origin) {
     // Drop-in mode: one catch-all route to this origin, no key needed.
     const envs = Object.keys(isPlain(cfg.environments) ? cfg.environments : {});
@@ -162,7 +169,7 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
     if (!isPlain(fromFile)) throw new ConfigError('(file)', `${opts.file} must hold a mapping at the top level`);
   }
   const merged = mergeConfig(structuredClone(defaults), fromFile) as Plain;
-  applyEnv(merged, opts.env ?? {});
+  applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as z.core.$ZodIssue;

@@ -117,7 +117,11 @@ export const configSchema = z.strictObject({
     /** Cells of that sketch (each 8 bytes). */
     sketch_cells: positiveInt.max(16_777_216),
   }),
-  log: z.strictObject({ level: z.enum(['debug', 'info', 'warn', 'error', 'silent']) }),
+  log: z.strictObject({
+    level: z.enum(['debug', 'info', 'warn', 'error', 'silent']),
+    /** One JSON line per request on stdout. */
+    access: z.boolean(),
+  }),
   /** Secret of the bootstrap admin key (WAKEGATE_ADMIN_KEY). Never logged. */
   admin_key: z.string().nullable(),
 });

@@ -10,6 +10,11 @@ export const statusClass = (s: number): string => CLASSES[Math.floor(s / 100)] ?
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'wakegate_' });
+  // prom-client also exports three gauges named with `_total`, which Prometheus reserves
+  // for counters (promtool check metrics refuses them). The same counts stay available,
+  // by type, as wakegate_nodejs_active_handles, _requests and _resources.
+  for (const what of ['handles', 'requests', 'resources'])
+    registry.removeSingleMetric(`wakegate_nodejs_active_${what}_total`);
   const requests = new Counter({
     name: 'wakegate_requests_total',
     help: 'Requests served, by route, method and status class',

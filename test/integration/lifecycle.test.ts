@@ -97,6 +97,30 @@ describe('the built gateway as a process', () => {
     }
   }, 60_000);
 
+  it('log.access: true writes one JSON line per request on stdout', async () => {
+    writeFileSync(join(dir, 'access.yaml'), 'log: { access: true }\n');
+    const g = await spawnGateway(['serve', '--config', join(dir, 'access.yaml')], {
+      DATA_DIR: join(dir, 'access'),
+      ORIGIN_URL: origin.url,
+      WAKEGATE_ADMIN_KEY: `svc_live_${newSecret()}`,
+    });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await fetch(`${g.url}/a/${i}`)).headers.get('x-wake-id') as string);
+      await new Promise((r) => setTimeout(r, 100));
+      const lines = g
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l));
+      expect(lines.filter((l) => l.msg === 'access').map((l) => l.wake_id)).toEqual(ids);
+      expect(lines[0]).toMatchObject({ level: 'info', method: 'GET', path: '/a/0', status: 200, route: 'default' });
+    } finally {
+      g.proc.kill('SIGTERM');
+      await g.exited;
+    }
+  }, 60_000);
+
   it('refuses a bad config with one line naming the key, and a non-zero exit', async () => {
     writeFileSync(join(dir, 'bad.yaml'), 'capture:\n  batch_rows: lots\n');
     await expect(

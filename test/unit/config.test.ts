@@ -53,6 +53,24 @@ describe('config', () => {
     expect(c.routes[0]).toMatchObject({ prefix: '/', auth: 'none', origins: { production: 'http://127.0.0.1:3000' } });
   });
 
+  it('refuses ORIGIN_URL together with routes named in the config file, and admin keys outside 32 to 128 characters', () => {
+    const routes = [
+      { name: 'r', prefix: '/x', scopes: { read: 'a:read', write: 'a:write' }, origins: { production: 'http://a' } },
+    ];
+    expect(fail(() => loadConfig({ values: { routes }, env: { ORIGIN_URL: 'http://127.0.0.1:3000' } }))).toMatch(
+      /^config: routes: ORIGIN_URL .* cannot be combined with routes in the config file/,
+    );
+    // The shipped config/default.yaml names no routes, so drop-in mode works with `npm start`.
+    const c = loadConfig({
+      file: join(import.meta.dirname, '../../config/default.yaml'),
+      env: { ORIGIN_URL: 'http://127.0.0.1:3000' },
+    });
+    expect(c.routes).toHaveLength(1);
+    expect(fail(() => loadConfig({ env: { WAKEGATE_ADMIN_KEY: `svc_live_${'a'.repeat(129)}` } }))).toMatch(/32 to 128/);
+    expect(fail(() => loadConfig({ env: { WAKEGATE_ADMIN_KEY: `svc_live_${'a'.repeat(31)}` } }))).toMatch(/32 to 128/);
+    expect(loadConfig({ env: { WAKEGATE_ADMIN_KEY: `svc_live_${'a'.repeat(128)}` } }).admin_key).toHaveLength(137);
+  });
+
   it('names the key path of a bad value in one line', () => {
     expect(fail(() => loadConfig({ values: { server: { port: 'x' } } }))).toMatch(/^config: server\.port: /);
     expect(fail(() => loadConfig({ values: { capture: { batch_rows: -1 } } }))).toMatch(

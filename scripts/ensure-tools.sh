@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite uses when they are missing:
+# promtool (package prometheus) checks the exported metrics and the alert rules.
+set -euo pipefail
+need=()
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "The tests need: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "installing ${need[*]} (Debian packages) for the tests" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
