@@ -1,11 +1,11 @@
 # syntax=docker/dockerfile:1
-FROM node:22-bookworm-slim AS build
+FROM node:26-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
-FROM node:22-bookworm-slim
+FROM node:26-slim
 ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 OPS_HOST=0.0.0.0
 WORKDIR /app
 RUN groupadd --system wakegate && useradd --system --gid wakegate --home /app wakegate \

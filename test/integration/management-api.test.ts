@@ -245,3 +245,14 @@ describe('the management API operators need (one admin key for every environment
     expect(doc.paths['/v2/webhooks/endpoints/{endpoint_id}']).toHaveProperty('patch');
   });
 });
+
+describe('docs/api.md', () => {
+  it('is the OpenAPI document of this build, rendered (npm run docs)', async () => {
+    const { render, formatted, fetchOpenApi } = await import('../../scripts/api-docs.mjs');
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const want = formatted(render(await fetchOpenApi()));
+    const have = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'api.md'), 'utf8');
+    expect(have, 'docs/api.md is stale: run npm run docs').toBe(want);
+  }, 60_000);
+});

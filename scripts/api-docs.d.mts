@@ -1,0 +1,3 @@
+export function render(doc: unknown): string;
+export function formatted(md: string): string;
+export function fetchOpenApi(): Promise<unknown>;
