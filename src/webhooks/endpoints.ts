@@ -200,12 +200,20 @@ export class EndpointService {
       throw unprocessable('url', 'url must be an absolute URL');
     }
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && w.allow_insecure_http)) {
-      throw unprocessable('url', 'url must be https:// (redirects are not followed, so register the final URL)');
+      throw unprocessable(
+        'url',
+        'url must be https:// (redirects are not followed, so register the final URL); for local testing, webhooks.allow_insecure_http: true allows http://',
+      );
     }
     if (url.username || url.password) throw unprocessable('url', 'url must not carry credentials');
     if (input.url.length > 2048) throw unprocessable('url', 'url is longer than 2048 characters');
     const reach = await hostIsReachable(url.hostname, w.allow_private_networks);
-    if (!reach.ok) throw unprocessable('url', `url host is not allowed: ${reach.reason}`);
+    if (!reach.ok) {
+      throw unprocessable(
+        'url',
+        `url host is not allowed: ${reach.reason}; for local testing, webhooks.allow_private_networks: true allows it`,
+      );
+    }
     checkEvents(input.events);
     const now = this.clock.now();
     const e: EndpointRecord = {

@@ -371,8 +371,16 @@ describe('the edge holds (issue: no tunnel past the checks, no escalation, no le
         body: JSON.stringify({ url, events: ['*'] }),
       });
       expect(r.status, url).toBe(422);
-      expect((await r.json()).error.param, url).toBe('url');
+      const e = (await r.json()).error;
+      expect(e.param, url).toBe('url');
+      expect(e.message, url).toContain('webhooks.allow_private_networks');
     }
+    const plainHttp = await fetch(`${t.url}/v2/webhooks/endpoints`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'http://hooks.example.com/', events: ['*'] }),
+    });
+    expect((await plainHttp.json()).error.message).toContain('webhooks.allow_insecure_http');
   });
 
   it('10. SLO state is per route and environment; refusals by the gateway do not count', async () => {

@@ -1,0 +1,41 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
+
+describe('what users get with the repository', () => {
+  it('README and docs/ stand alone: no reference to files outside the repository', () => {
+    const files = [
+      'README.md',
+      ...readdirSync(join(ROOT, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
+    for (const f of files) {
+      const text = read(f);
+      expect(text, f).not.toMatch(/shared\/|SPEC\.md|DESIGN\.md/);
+      for (const m of text.matchAll(/\]\(([^)#:]+)\)/g)) {
+        expect(
+          () => readFileSync(join(ROOT, f.includes('/') ? 'docs' : '', m[1] as string)),
+          `${f} links ${m[1]}`,
+        ).not.toThrow();
+      }
+    }
+    const readme = read('README.md');
+    for (const c of ['npm install', 'npm start', 'npm test', 'allow_insecure_http', 'allow_private_networks']) {
+      expect(readme).toContain(c);
+    }
+  });
+
+  it('compose.yaml reaches the Docker host on Linux, keeps the sealing key in a data volume, and states the key rule', () => {
+    const c = parse(read('compose.yaml'));
+    const w = c.services.wakegate;
+    expect(w.extra_hosts).toContain('host.docker.internal:host-gateway');
+    expect(w.volumes.join(' ')).not.toMatch(/spool/);
+    expect(w.environment.WAKEGATE_ADMIN_KEY).toContain('32 to 128');
+    expect(read('Dockerfile')).toMatch(/FROM node:26/);
+  });
+});
