@@ -1,8 +1,10 @@
+import { createHmac } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from './api/context.js';
+import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
 import { authenticate } from './auth/authorize.js';
@@ -10,7 +12,9 @@ import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import { accessLog } from './capture/access-log.js';
 import { Batcher, type Sink } from './capture/batcher.js';
+import { DetailBudget, detailSize } from './capture/detail.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
+import { Redactor } from './capture/redact.js';
 import { Spool } from './capture/spool.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
@@ -21,6 +25,7 @@ import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import { ProxyHandler } from './proxy/handler.js';
+import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
 import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
@@ -86,6 +91,8 @@ export class Gateway {
   deliveries!: DeliveryTable;
   dispatcher!: Dispatcher;
   fanout!: FanOut;
+  private sealingKey!: Buffer;
+  replayer!: Replayer;
 
   constructor(
     readonly config: Readonly<Config>,
@@ -166,6 +173,21 @@ export class Gateway {
         window: w.window,
       });
     this.limiter.start(() => this.clock.now());
+    // One instance key seals signing secrets and keys the redaction HMAC (domain-separated).
+    this.sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
+    const budget = new DetailBudget(cfg.capture.detail_max_buffered_bytes);
+    this.batcher.onBatch((rows) => {
+      for (const w of rows) if (w.detail) budget.give(detailSize(w.detail));
+    });
+    const detailDeps = {
+      redactor: new Redactor(
+        createHmac('sha256', this.sealingKey).update('wakegate redaction v1').digest(),
+        cfg.capture.redact_headers,
+        cfg.capture.redact_fields,
+      ),
+      budget,
+      onSkip: () => this.metrics.detailsSkipped.inc(),
+    };
     const access = cfg.log.access ? accessLog() : null;
     const recorder = new Recorder(
       this.clock,
@@ -177,9 +199,10 @@ export class Gateway {
             this.batcher.push(w);
           }
         : (w) => this.batcher.push(w),
+      detailDeps,
     );
     const proxyDeps = {
-      routes: new RouteTable(cfg.routes, cfg.environments),
+      routes: new RouteTable(cfg.routes, cfg.environments, cfg.capture),
       ring: this.ring,
       limiter: this.limiter,
       recorder,
@@ -199,7 +222,20 @@ export class Gateway {
       limiter: this.limiter,
       metrics: this.metrics,
     };
-    const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, [webhooksApi]);
+    this.replayer = new Replayer({
+      wakes: this.wakes,
+      routes: proxyDeps.routes,
+      recorder,
+      redactor: detailDeps.redactor,
+      events: this.events,
+      ring: this.ring,
+      clock: this.clock,
+      log: this.log,
+    });
+    const { app, handler: apiHandler } = await buildApi(apiDeps, this.server, [
+      webhooksApi,
+      replayPlugin(this.replayer),
+    ]);
     this.api = app;
     const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
     const onRequest = (req: IncomingMessage, res: ServerResponse) => {
@@ -260,7 +296,7 @@ export class Gateway {
   /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
   private async initWebhooks(): Promise<ApiPlugin> {
     const cfg = this.config;
-    const box = new SecretBox(loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir));
+    const box = new SecretBox(this.sealingKey);
     this.endpointTable = new EndpointTable(this.store, box);
     this.endpoints = new EndpointService(cfg, this.endpointTable, this.events, this.clock, this.log);
     await this.endpoints.load();
@@ -382,6 +418,8 @@ export class Gateway {
       clearTimeout(force);
       this.keys?.stop();
       this.limiter?.stop();
+      // Running replays finish (and are recorded) before capture stops.
+      await this.replayer?.close();
       await this.batcher?.stop();
       await this.events?.stop();
       // Turn the last events into (persisted) deliveries, then let running attempts finish.

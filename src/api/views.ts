@@ -1,4 +1,4 @@
-export { wakeView } from '../capture/view.js';
+export { wakeDetailView, wakeView } from '../capture/view.js';
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 

@@ -8,7 +8,7 @@ import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, parseInput } from './parse.js';
 import { templateFilter } from './path-template.js';
-import { listEnvelope, wakeView } from './views.js';
+import { listEnvelope, wakeDetailView, wakeView } from './views.js';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
 /** An ISO 8601 timestamp with a zone, as milliseconds. */
@@ -109,7 +109,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       if (t === null) throw missing('wake', 'wake_id');
       const w = await deps.wakes.get(env, wake_id, t);
       if (!w) throw missing('wake', 'wake_id');
-      return wakeView(w);
+      return wakeDetailView(w, await deps.wakes.detail(env, wake_id, t));
     },
   );
 }

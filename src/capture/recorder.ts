@@ -2,8 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import type { Clock } from '../clock.js';
 import { newWakeId } from '../ids.js';
 import { type Metrics, methodLabel, statusClass } from '../metrics/index.js';
+import type { WakeDetail } from '../store/detail-types.js';
 import type { KeyRecord } from '../store/keys.js';
 import type { Wake } from '../store/wakes.js';
+import { buildDetail, type DetailBudget, type DetailTap, detailSize } from './detail.js';
+import type { Redactor } from './redact.js';
 
 /** Per-request state, kept on one object so the hot path allocates little. */
 export interface Exchange {
@@ -26,6 +29,23 @@ export interface Exchange {
   done: boolean;
   /** Counted, not stored: a sampled-out refusal of a flood (see Recorder.finish). */
   sampledOut: boolean;
+  /** What is gathered of the exchange as it streams, when the route keeps detail. */
+  tap: DetailTap | null;
+  /** On a replay: the wake it replays. */
+  replayOf: string;
+  /** Detail already built (a replay's, with its diff), recorded as it is. */
+  prebuilt: WakeDetail | null;
+}
+
+/** What the recorder reads of a request (a real IncomingMessage, or a replay's stand-in). */
+export type RequestInfo = Pick<IncomingMessage, 'method' | 'url' | 'headers'> & { socket: { remoteAddress?: string } };
+
+/** Detail capture: redaction and the memory budget of detail waiting to be written. */
+export interface DetailDeps {
+  redactor: Redactor;
+  budget: DetailBudget;
+  /** A wake kept only its summary because the budget was spent. */
+  onSkip: () => void;
 }
 
 const MAX_UA = 512;
@@ -44,6 +64,7 @@ export class Recorder {
     private readonly metrics: Metrics,
     private readonly region: string,
     private readonly capture: (w: Wake) => void,
+    private readonly detail: DetailDeps | null = null,
   ) {}
 
   begin(): Exchange {
@@ -63,11 +84,14 @@ export class Recorder {
       tUp: 0,
       done: false,
       sampledOut: false,
+      tap: null,
+      replayOf: '',
+      prebuilt: null,
     };
   }
 
   /** Records the exchange as a wake, once. */
-  finish(req: IncomingMessage, x: Exchange): void {
+  finish(req: RequestInfo, x: Exchange): void {
     if (x.done) return;
     x.done = true;
     const end = performance.now();
@@ -101,6 +125,14 @@ export class Recorder {
       path = q === -1 ? url : url.slice(0, q);
     }
     const cut = path.length > MAX_PATH;
+    let detail: WakeDetail | undefined;
+    if ((x.tap !== null || x.prebuilt !== null) && this.detail !== null) {
+      const d = x.prebuilt ?? buildDetail(x.tap as DetailTap, this.detail.redactor);
+      x.tap = null;
+      x.prebuilt = null;
+      if (this.detail.budget.take(detailSize(d))) detail = d;
+      else this.detail.onSkip();
+    }
     this.capture({
       id: x.id,
       method: req.method ?? '',
@@ -119,6 +151,8 @@ export class Recorder {
       response_bytes: x.resBytes,
       client_ip: req.socket.remoteAddress ?? '',
       user_agent: ua === undefined ? '' : ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua,
+      ...(x.replayOf ? { replay_of: x.replayOf } : {}),
+      ...(detail ? { detail } : {}),
     });
   }
 }

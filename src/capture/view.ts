@@ -1,3 +1,4 @@
+import type { StoredBody, WakeDetail } from '../store/detail-types.js';
 import type { Wake } from '../store/wakes.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -22,5 +23,26 @@ export function wakeView(w: Wake) {
     response_bytes: w.response_bytes,
     client_ip: w.client_ip,
     user_agent: w.user_agent,
+  };
+}
+
+const bodyView = (b: StoredBody | null) =>
+  b === null
+    ? { body: null, body_bytes: null, body_truncated: null, body_encoding: null }
+    : { body: b.body, body_bytes: b.bytes, body_truncated: b.truncated, body_encoding: b.encoding };
+
+/**
+ * One wake with its exchange (GET /v2/wakes/{id}): the summary, then `request` and
+ * `response` (headers as [name, value] pairs in order, bodies as kept), `replay_of`,
+ * and on a replay's wake the `diff`. `request` and `response` are null when the wake
+ * kept no detail.
+ */
+export function wakeDetailView(w: Wake, d: WakeDetail | null) {
+  return {
+    ...wakeView(w),
+    replay_of: w.replay_of ?? null,
+    request: d === null ? null : { query: d.query, headers: d.request_headers, ...bodyView(d.request_body) },
+    response: d === null ? null : { headers: d.response_headers, ...bodyView(d.response_body) },
+    diff: d?.diff ?? null,
   };
 }

@@ -34,7 +34,16 @@ export const defaults = {
     production: { class: 'live', wake_retention_days: 30 },
     sandbox: { class: 'test', wake_retention_days: 7 },
   },
-  capture: { batch_rows: 5000, flush_interval_ms: 500, max_buffered_rows: 200_000, max_inflight_batches: 2 },
+  capture: {
+    batch_rows: 5000,
+    flush_interval_ms: 500,
+    max_buffered_rows: 200_000,
+    max_inflight_batches: 2,
+    detail: { headers: true, bodies: true, max_body_bytes: 32_768 },
+    redact_headers: ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'],
+    redact_fields: ['password', 'secret', 'token', 'access_token', 'refresh_token', 'api_key', 'card_number', 'cvc'],
+    detail_max_buffered_bytes: 67_108_864,
+  },
   routes: [
     {
       name: 'payments',
@@ -47,6 +56,7 @@ export const defaults = {
       latency_objective_ms: 800,
       availability_objective: 0.999,
       rate_limit: 'default',
+      capture: { detail: {} },
     },
   ],
   rate_limits: {

@@ -20,6 +20,13 @@ export const rateLimitPolicySchema = z.strictObject({
   shared: z.boolean().default(false),
 });
 
+/** What a wake keeps of the exchange beyond its summary (DESIGN: wake detail). */
+export const detailSchema = z.strictObject({
+  headers: z.boolean(),
+  bodies: z.boolean(),
+  max_body_bytes: z.number().int().min(0).max(16_777_216),
+});
+
 export const routeSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only (1-64)'),
   prefix: z.string().startsWith('/', 'must start with /'),
@@ -31,6 +38,8 @@ export const routeSchema = z.strictObject({
   latency_objective_ms: positiveInt.nullable().default(null),
   availability_objective: z.number().gt(0).lt(1).nullable().default(null),
   rate_limit: z.string().default('default'),
+  /** Narrows or widens `capture.detail` for this route. */
+  capture: z.strictObject({ detail: detailSchema.partial().default({}) }).default({ detail: {} }),
 });
 
 export const environmentSchema = z.strictObject({
@@ -95,6 +104,13 @@ export const configSchema = z.strictObject({
     max_buffered_rows: positiveInt,
     /** Batches written at once while storage answers (one per core is a good start). */
     max_inflight_batches: positiveInt.max(16),
+    detail: detailSchema,
+    /** Header values replaced by a redaction marker before anything is stored. */
+    redact_headers: z.array(z.string().min(1).max(128)),
+    /** JSON fields (at any depth), form fields and query parameters replaced by a marker. */
+    redact_fields: z.array(z.string().min(1).max(128)),
+    /** Detail (headers and bodies) held in memory waiting to be written; past it, wakes keep only their summary. */
+    detail_max_buffered_bytes: positiveInt,
   }),
   routes: z.array(routeSchema),
   rate_limits: z.record(z.string(), rateLimitPolicySchema),

@@ -56,6 +56,11 @@ export function createMetrics() {
     help: 'Refusals of a flood of refused keys past the unauthenticated limit, counted but not stored as wakes',
     registers: [registry],
   });
+  const detailsSkipped = new Counter({
+    name: 'wakegate_wake_details_skipped_total',
+    help: 'Wakes that kept only their summary because detail waiting to be written was over its memory budget',
+    registers: [registry],
+  });
   const flushDuration = new Histogram({
     name: 'wakegate_flush_duration_seconds',
     help: 'Duration of one batched insert of wakes',
@@ -132,6 +137,7 @@ export function createMetrics() {
     wakesFlushed,
     wakesDropped,
     wakesSampledOut,
+    detailsSkipped,
     flushDuration,
     spoolBytes,
     spoolBatches,

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { KeyRing } from '../auth/keyring.js';
+import { newTap } from '../capture/detail.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -8,7 +9,7 @@ import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import type { KeyRecord } from '../store/keys.js';
 import { admit, clientIp } from './admit.js';
-import { forwardRawResponseHeaders, forwardRequestHeaders } from './headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { Origin, Route, RouteTable } from './routes.js';
 import { countedBody, Upstreams } from './upstream.js';
 
@@ -80,6 +81,11 @@ export class ProxyHandler {
       return this.fail(req, res, x, e.type, e.message, a.headers, e.retryAfter, e.param);
     }
     if (expectsContinue) res.writeContinue();
+    if (a.route.detail !== null) {
+      const url = req.url ?? '';
+      const q = url.indexOf('?');
+      x.tap = newTap(a.route.detail, q === -1 ? '' : url.slice(q), req.rawHeaders);
+    }
     this.forward(req, res, x, a.route, a.origin, a.path, a.key, a.limitHeaders);
   }
 
@@ -125,12 +131,15 @@ export class ProxyHandler {
         const extra = ['x-wake-id', x.id];
         if (limitHeaders) for (const l of limitHeaders) extra.push(l);
         res.sendDate = false;
-        res.writeHead(status, statusText, forwardRawResponseHeaders(raw, extra));
+        const strings = rawHeaderStrings(raw);
+        if (x.tap !== null) x.tap.resHeaders = strings;
+        res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
         res.on('drain', resume);
         return true;
       },
       onData: (chunk: Buffer): boolean => {
         x.resBytes += chunk.length;
+        x.tap?.res?.add(chunk);
         return res.write(chunk);
       },
       onComplete: () => {
@@ -171,8 +180,9 @@ export class ProxyHandler {
           body: bodyless
             ? null
             : Readable.from(
-                countedBody(req, (n) => {
-                  x.reqBytes += n;
+                countedBody(req, (c) => {
+                  x.reqBytes += c.length;
+                  x.tap?.req?.add(c);
                 }),
                 { objectMode: false },
               ),

@@ -104,11 +104,11 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   return out;
 }
 
-/** As forwardResponseHeaders, for undici's raw Buffer headers (latin1, as on the wire). */
-export function forwardRawResponseHeaders(raw: Buffer[], extra: string[]): string[] {
+/** undici's raw Buffer headers as strings (latin1, as on the wire). */
+export function rawHeaderStrings(raw: Buffer[]): string[] {
   const strings = new Array<string>(raw.length);
   for (let i = 0; i < raw.length; i++) strings[i] = (raw[i] as Buffer).toString('latin1');
-  return forwardResponseHeaders(strings, extra);
+  return strings;
 }
 
 /** Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`. */

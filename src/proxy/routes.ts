@@ -1,3 +1,4 @@
+import type { DetailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
 
 export interface Origin {
@@ -13,6 +14,8 @@ export interface Origin {
 
 export interface Route {
   cfg: RouteConfig;
+  /** What this route's wakes keep of the exchange (null: summaries only). */
+  detail: DetailSettings | null;
   name: string;
   prefix: string;
   /** Environment used when no key chooses one: the first origin's. */
@@ -41,14 +44,23 @@ export class RouteTable {
   /** Environment of wakes that match no route: the first live environment. */
   readonly fallbackEnvironment: string;
 
-  constructor(routes: Config['routes'], environments: Config['environments']) {
+  constructor(
+    routes: Config['routes'],
+    environments: Config['environments'],
+    capture: Pick<Config['capture'], 'detail'> | null = null,
+  ) {
     this.fallbackEnvironment =
       Object.entries(environments).find(([, e]) => e.class === 'live')?.[0] ?? (Object.keys(environments)[0] as string);
     this.routes = routes
       .map((cfg) => {
         const origins = new Map(Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url)]));
+        const d = capture ? { ...capture.detail, ...cfg.capture.detail } : null;
         return {
           cfg,
+          detail:
+            d && (d.headers || d.bodies)
+              ? { headers: d.headers, bodies: d.bodies, maxBodyBytes: d.max_body_bytes }
+              : null,
           name: cfg.name,
           prefix: cfg.prefix,
           defaultEnvironment: Object.keys(cfg.origins)[0] as string,
@@ -56,6 +68,10 @@ export class RouteTable {
         };
       })
       .sort((a, b) => b.prefix.length - a.prefix.length);
+  }
+
+  byName(name: string): Route | undefined {
+    return this.routes.find((r) => r.name === name);
   }
 
   /** Matches the raw (undecoded) path, so encoded tricks cannot move a request to another route. */

@@ -32,10 +32,10 @@ export class Upstreams {
   }
 }
 
-/** The request body as undici reads it, counting bytes as they pass. */
-export async function* countedBody(req: IncomingMessage, count: (n: number) => void): AsyncGenerator<Buffer> {
+/** The request body as undici reads it; `seen` counts (and may copy the start of) each chunk as it passes. */
+export async function* countedBody(req: IncomingMessage, seen: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
   for await (const chunk of req) {
-    count((chunk as Buffer).length);
+    seen(chunk as Buffer);
     yield chunk as Buffer;
   }
 }

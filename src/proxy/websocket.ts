@@ -6,7 +6,7 @@ import tls from 'node:tls';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import { admit, clientIp } from './admit.js';
 import type { ProxyDeps } from './handler.js';
-import { forwardRawResponseHeaders, forwardRequestHeaders } from './headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 import type { Origin } from './routes.js';
 
 const STATUS_TEXT: Record<number, string> = {
@@ -171,10 +171,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     early.length = 0;
     socket.resume();
     x.status = res.statusCode ?? 502;
-    const h = forwardRawResponseHeaders(
-      res.rawHeaders.map((s) => Buffer.from(s, 'latin1')),
-      ['x-wake-id', x.id, 'connection', 'close'],
-    );
+    const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
     let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
     for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
     socket.write(`${text}\r\n`);

@@ -189,6 +189,31 @@ export const MIGRATIONS: Migration[] = [
       TTL toDateTime(at) + toIntervalDay(${EVENT_RETENTION_DAYS})`,
     ],
   },
+  {
+    version: 9,
+    name: 'wake_details_and_replays',
+    // The exchange a wake keeps (redacted), in its own compressed table read only by
+    // GET /v2/wakes/{id}, with the wake's retention; a replay's wake names the original.
+    statements: [
+      "ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS replay_of String DEFAULT ''",
+      `CREATE TABLE IF NOT EXISTS {db}.wake_details (
+        id String,
+        environment LowCardinality(String),
+        captured_at DateTime64(3, 'UTC'),
+        query String CODEC(ZSTD(3)),
+        request_headers String CODEC(ZSTD(3)),
+        response_headers String CODEC(ZSTD(3)),
+        request_body String CODEC(ZSTD(3)),
+        response_body String CODEC(ZSTD(3)),
+        diff String CODEC(ZSTD(3)),
+        retention_days UInt16
+      ) ENGINE = MergeTree
+      PARTITION BY toDate(captured_at)
+      ORDER BY (environment, captured_at, id)
+      TTL toDateTime(captured_at) + toIntervalDay(retention_days)
+      SETTINGS non_replicated_deduplication_window = 10000`,
+    ],
+  },
 ];
 
 const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (

@@ -1,5 +1,6 @@
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
+import type { WakeDetail } from './detail-types.js';
 
 /** One captured request: SPEC.md's wake plus what the gateway knows about it. */
 export interface Wake {
@@ -12,6 +13,10 @@ export interface Wake {
    * objective.
    */
   refused?: boolean;
+  /** A replay's wake: the id of the wake it replays. */
+  replay_of?: string;
+  /** The exchange, redacted (absent when the route keeps none, or the budget was spent). */
+  detail?: WakeDetail;
   /** The path was longer than the stored cap and was cut (absent: false). */
   path_truncated?: boolean;
   route: string;
@@ -47,7 +52,23 @@ const COLUMNS = [
   'user_agent',
   'retention_days',
   'path_truncated',
+  'replay_of',
 ] as const;
+
+const DETAIL_COLUMNS = [
+  'id',
+  'environment',
+  'captured_at',
+  'query',
+  'request_headers',
+  'response_headers',
+  'request_body',
+  'response_body',
+  'diff',
+  'retention_days',
+] as const;
+
+const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
 
 /** Owns every write to the wakes table. */
 export class WakeInserter {
@@ -80,6 +101,7 @@ export class WakeInserter {
       w.user_agent,
       this.retentionDays(w.environment),
       w.path_truncated ? 1 : 0,
+      w.replay_of ?? '',
     ]);
     await this.store.client.insert({
       table: `${this.store.db}.wakes`,
@@ -87,6 +109,32 @@ export class WakeInserter {
       values,
       format: 'JSONCompactEachRow',
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
+    });
+    const details: unknown[][] = [];
+    for (const w of wakes) {
+      const d = w.detail;
+      if (!d) continue;
+      details.push([
+        w.id,
+        w.environment,
+        w.captured_at,
+        d.query,
+        json(d.request_headers),
+        json(d.response_headers),
+        json(d.request_body),
+        json(d.response_body),
+        json(d.diff),
+        this.retentionDays(w.environment),
+      ]);
+    }
+    if (details.length === 0) return;
+    // Its own token, derived from the batch's: a retried batch stores its details once too.
+    await this.store.client.insert({
+      table: `${this.store.db}.wake_details`,
+      columns: [...DETAIL_COLUMNS],
+      values: details,
+      format: 'JSONCompactEachRow',
+      clickhouse_settings: { insert_deduplication_token: `${token}:d`, insert_deduplicate: 1 },
     });
   }
 }
@@ -130,7 +178,8 @@ export interface WakePosition {
   id: string;
 }
 
-interface WakeRowOut extends Omit<Wake, 'captured_at' | 'request_bytes' | 'response_bytes' | 'path_truncated'> {
+interface WakeRowOut
+  extends Omit<Wake, 'captured_at' | 'request_bytes' | 'response_bytes' | 'path_truncated' | 'detail'> {
   path_truncated: number | string;
   captured_ms: string | number;
   request_bytes: string | number;
@@ -139,13 +188,14 @@ interface WakeRowOut extends Omit<Wake, 'captured_at' | 'request_bytes' | 'respo
 
 const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
   toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent,
-  path_truncated`;
+  path_truncated, replay_of`;
 
 const fromRow = (r: WakeRowOut): Wake => ({
   id: r.id,
   method: r.method,
   path: r.path,
   path_truncated: Number(r.path_truncated) === 1,
+  ...(r.replay_of ? { replay_of: r.replay_of } : {}),
   route: r.route,
   status: Number(r.status),
   latency_ms: Number(r.latency_ms),
@@ -301,6 +351,29 @@ export class WakeQuerier {
       p95: Math.round(Number(r.q[1] ?? 0)),
       p99: Math.round(Number(r.q[2] ?? 0)),
     }));
+  }
+
+  /** The detail of one wake (null when it kept none). */
+  async detail(environment: string, id: string, capturedAt: number): Promise<WakeDetail | null> {
+    const sql = `SELECT query, request_headers, response_headers, request_body, response_body, diff
+      FROM ${this.store.db}.wake_details
+      WHERE environment = {env:String} AND captured_at = fromUnixTimestamp64Milli({t:Int64}, 'UTC') AND id = {id:String}
+      LIMIT 1`;
+    type Row = Record<
+      'query' | 'request_headers' | 'response_headers' | 'request_body' | 'response_body' | 'diff',
+      string
+    >;
+    const [r] = await queryRows<Row>(this.store, sql, { env: environment, t: capturedAt, id });
+    if (!r) return null;
+    const parse = <T>(v: string): T | null => (v === '' ? null : (JSON.parse(v) as T));
+    return {
+      query: r.query,
+      request_headers: parse(r.request_headers),
+      response_headers: parse(r.response_headers),
+      request_body: parse(r.request_body),
+      response_body: parse(r.response_body),
+      diff: parse(r.diff),
+    };
   }
 
   async count(environment?: string): Promise<number> {

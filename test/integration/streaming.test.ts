@@ -178,6 +178,14 @@ describe('streaming and upgrades', () => {
     const byPath = Object.fromEntries(page.rows.map((w) => [w.path, w]));
     expect(byPath['/big/upload']?.request_bytes).toBe(MB);
     expect(byPath['/big/download']?.response_bytes).toBe(2 * MB);
+    // Detail keeps the first max_body_bytes of each body, copied as it streamed, and says it was cut.
+    const up = byPath['/big/upload'] as { id: string; captured_at: number };
+    const down = byPath['/big/download'] as { id: string; captured_at: number };
+    const du = await t.gw.wakes.detail('production', up.id, up.captured_at);
+    const dd = await t.gw.wakes.detail('production', down.id, down.captured_at);
+    expect(du?.request_body).toMatchObject({ bytes: MB, truncated: true, encoding: 'base64' });
+    expect(Buffer.from(du?.request_body?.body ?? '', 'base64')).toHaveLength(32_768);
+    expect(dd?.response_body).toMatchObject({ bytes: 2 * MB, truncated: true });
   });
 
   it('cancels the upstream request when the client aborts', async () => {

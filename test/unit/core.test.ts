@@ -173,6 +173,7 @@ describe('route table', () => {
     latency_objective_ms: null,
     availability_objective: null,
     rate_limit: 'default',
+    capture: { detail: {} },
   });
   it('picks the longest prefix on whole segments', () => {
     const t = new RouteTable([r('root', '/'), r('a', '/a'), r('ab', '/a/b')], envs);

@@ -1,0 +1,105 @@
+import type { WakeDetail } from '../store/detail-types.js';
+import type { Redactor } from './redact.js';
+
+/** What a route keeps of its exchanges (capture.detail, narrowed or widened per route). */
+export interface DetailSettings {
+  headers: boolean;
+  bodies: boolean;
+  maxBodyBytes: number;
+}
+
+/**
+ * The first `max` bytes of a body, copied as it streams past (never the whole body
+ * before it is forwarded), and the count of all of it.
+ */
+export class BodyTap {
+  private chunks: Buffer[] = [];
+  kept = 0;
+  total = 0;
+
+  constructor(readonly max: number) {}
+
+  add(c: Buffer): void {
+    this.total += c.length;
+    if (this.kept >= this.max) return;
+    const room = this.max - this.kept;
+    const part = c.length <= room ? c : c.subarray(0, room);
+    this.chunks.push(part);
+    this.kept += part.length;
+  }
+
+  /** A compact copy of what was kept (the chunks it came from are let go). */
+  take(): Buffer {
+    const b = Buffer.concat(this.chunks, this.kept);
+    this.chunks = [];
+    return b;
+  }
+}
+
+/** What the proxy gathers of one exchange while it streams; turned into a WakeDetail at the end. */
+export interface DetailTap {
+  settings: DetailSettings;
+  /** The request's query string with its `?` ('' for none). */
+  query: string;
+  /** The request's raw headers (Node's rawHeaders: name, value, ...). */
+  reqHeaders: readonly string[];
+  /** The origin's response headers, once they came. */
+  resHeaders: readonly string[] | null;
+  req: BodyTap | null;
+  res: BodyTap | null;
+}
+
+export function newTap(settings: DetailSettings, query: string, reqHeaders: readonly string[]): DetailTap {
+  return {
+    settings,
+    query,
+    reqHeaders,
+    resHeaders: null,
+    req: settings.bodies ? new BodyTap(settings.maxBodyBytes) : null,
+    res: settings.bodies ? new BodyTap(settings.maxBodyBytes) : null,
+  };
+}
+
+const headerValue = (raw: readonly string[] | null, name: string): string | undefined => {
+  if (!raw) return undefined;
+  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === name) return raw[i + 1];
+  return undefined;
+};
+
+/** Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding path. */
+export function buildDetail(t: DetailTap, r: Redactor): WakeDetail {
+  const s = t.settings;
+  return {
+    query: r.query(t.query),
+    request_headers: s.headers ? r.headers(t.reqHeaders) : null,
+    response_headers: s.headers && t.resHeaders ? r.headers(t.resHeaders) : null,
+    request_body: t.req ? r.body(t.req.take(), t.req.total, headerValue(t.reqHeaders, 'content-type')) : null,
+    response_body:
+      t.res && t.resHeaders ? r.body(t.res.take(), t.res.total, headerValue(t.resHeaders, 'content-type')) : null,
+    diff: null,
+  };
+}
+
+/** Rough bytes a detail holds in memory (for the buffer budget). */
+export function detailSize(d: WakeDetail): number {
+  let n = d.query.length + (d.request_body?.body.length ?? 0) + (d.response_body?.body.length ?? 0);
+  for (const h of [d.request_headers, d.response_headers]) if (h) for (const [k, v] of h) n += k.length + v.length + 8;
+  return n + 200;
+}
+
+/**
+ * Detail waiting in memory to be written is bounded: past the budget a wake keeps
+ * only its summary (counted), so a burst of large bodies cannot exhaust memory.
+ */
+export class DetailBudget {
+  used = 0;
+  constructor(private readonly max: number) {}
+  take(n: number): boolean {
+    if (this.used + n > this.max) return false;
+    this.used += n;
+    return true;
+  }
+  give(n: number): void {
+    this.used = Math.max(0, this.used - n);
+  }
+}

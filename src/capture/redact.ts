@@ -1,0 +1,129 @@
+import { isUtf8 } from 'node:buffer';
+import { createHmac } from 'node:crypto';
+import type { StoredBody } from '../store/detail-types.js';
+
+/** A gateway key anywhere in a value (svc_live_ / svc_test_ and its base62 secret). */
+const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]{20,128}/g;
+
+/**
+ * Redaction before anything is stored. Named headers, JSON fields of the named
+ * names at any depth, form fields and query parameters, and any gateway key
+ * wherever it appears, are replaced by `[redacted:<12 hex>]`: an HMAC of the value
+ * under the instance's key, so equal values stay equal (diffs still see a change)
+ * and nothing can be recovered.
+ */
+export class Redactor {
+  private readonly headerNames: Set<string>;
+  private readonly fieldNames: Set<string>;
+  private readonly fieldRe: RegExp | null;
+
+  constructor(
+    private readonly key: Buffer,
+    headers: readonly string[],
+    fields: readonly string[],
+  ) {
+    this.headerNames = new Set(headers.map((h) => h.toLowerCase()));
+    this.fieldNames = new Set(fields);
+    const names = fields.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
+    // For a JSON body cut short (not parseable): "name": "string" or "name": number.
+    this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
+  }
+
+  marker(value: string): string {
+    return `[redacted:${createHmac('sha256', this.key).update(value).digest('hex').slice(0, 12)}]`;
+  }
+
+  private scrubKeys(s: string): string {
+    return s.includes('svc_') ? s.replace(GATEWAY_KEY, (k) => this.marker(k)) : s;
+  }
+
+  isRedactedHeader(name: string): boolean {
+    return this.headerNames.has(name.toLowerCase());
+  }
+
+  /** Header pairs with named headers (and any gateway key) replaced. */
+  headers(raw: readonly string[]): [string, string][] {
+    const out: [string, string][] = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i] as string;
+      const value = raw[i + 1] as string;
+      out.push([name, this.headerNames.has(name.toLowerCase()) ? this.marker(value) : this.scrubKeys(value)]);
+    }
+    return out;
+  }
+
+  /** A query string (with its `?`, or '') with named parameters replaced. */
+  query(q: string): string {
+    if (q.length <= 1) return q;
+    const parts = q.slice(1).split('&');
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] as string;
+      const eq = p.indexOf('=');
+      const name = eq === -1 ? p : p.slice(0, eq);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+      } catch {
+        // Left as sent.
+      }
+      if (eq !== -1 && this.fieldNames.has(decoded))
+        parts[i] = `${name}=${encodeURIComponent(this.marker(p.slice(eq + 1)))}`;
+      else parts[i] = this.scrubKeys(p);
+    }
+    return `?${parts.join('&')}`;
+  }
+
+  private walk(v: unknown): unknown {
+    if (Array.isArray(v)) return v.map((x) => this.walk(x));
+    if (v !== null && typeof v === 'object') {
+      const o: Record<string, unknown> = {};
+      for (const [k, x] of Object.entries(v)) {
+        o[k] = this.fieldNames.has(k) && (x === null || typeof x !== 'object') ? this.marker(String(x)) : this.walk(x);
+      }
+      return o;
+    }
+    return typeof v === 'string' ? this.scrubKeys(v) : v;
+  }
+
+  /** A captured body, redacted by its content type, as stored. */
+  body(buf: Buffer, total: number, contentType: string | undefined): StoredBody {
+    const truncated = total > buf.length;
+    if (!isUtf8(buf) && !(truncated && isUtf8(trimPartialUtf8(buf)))) {
+      return { body: buf.toString('base64'), bytes: total, truncated, encoding: 'base64' };
+    }
+    let text = (truncated ? trimPartialUtf8(buf) : buf).toString('utf8');
+    const ct = (contentType ?? '').toLowerCase();
+    if (ct.includes('json')) {
+      let done = false;
+      if (!truncated) {
+        try {
+          text = JSON.stringify(this.walk(JSON.parse(text)));
+          done = true;
+        } catch {
+          // Not JSON after all: the pattern below still finds the named fields.
+        }
+      }
+      if (!done && this.fieldRe)
+        text = text.replace(
+          this.fieldRe,
+          (_m, head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`,
+        );
+    } else if (ct.includes('application/x-www-form-urlencoded')) {
+      text = this.query(`?${text}`).slice(1);
+    }
+    return { body: this.scrubKeys(text), bytes: total, truncated, encoding: 'utf8' };
+  }
+}
+
+/** Drops an incomplete UTF-8 sequence at the end of a body cut short. */
+function trimPartialUtf8(buf: Buffer): Buffer {
+  let end = buf.length;
+  for (let i = 1; i <= 3 && end - i >= 0; i++) {
+    const b = buf[end - i] as number;
+    if ((b & 0xc0) === 0x80) continue;
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (need > i) end -= i;
+    break;
+  }
+  return buf.subarray(0, end);
+}

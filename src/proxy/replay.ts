@@ -1,0 +1,177 @@
+import type { KeyRing } from '../auth/keyring.js';
+import { buildDetail, newTap } from '../capture/detail.js';
+import type { Exchange, Recorder, RequestInfo } from '../capture/recorder.js';
+import type { Redactor } from '../capture/redact.js';
+import type { Clock } from '../clock.js';
+import { GatewayError, missing, unprocessable } from '../errors.js';
+import type { EventBus } from '../events/bus.js';
+import { idTime } from '../ids.js';
+import type { Logger } from '../log.js';
+import { type Answer, diffAnswers } from '../replay/diff.js';
+import type { WakeDetail } from '../store/detail-types.js';
+import type { Wake, WakeQuerier } from '../store/wakes.js';
+import { forwardRequestHeaders } from './headers.js';
+import { type RouteTable, upstreamPath } from './routes.js';
+import { Upstreams } from './upstream.js';
+
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+const REDACTED = /^\[redacted:[0-9a-f]{12}\]$/;
+
+export interface ReplayDeps {
+  wakes: WakeQuerier;
+  routes: RouteTable;
+  recorder: Recorder;
+  redactor: Redactor;
+  events: EventBus;
+  ring: KeyRing;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface ReplayOptions {
+  allowUnsafe: boolean;
+  ignore: string[];
+}
+
+const bodyBytes = (d: WakeDetail): Buffer | null => {
+  const b = d.request_body;
+  if (!b || b.bytes === 0) return null;
+  return Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8');
+};
+
+/**
+ * POST /v2/wakes/{id}/replay: re-sends a captured request through the same route to
+ * the current origin of its environment, as a wake of its own (`replay_of`), and
+ * when the answer is in, records how it differs from the original answer (`diff`)
+ * and raises `replay.finished`. Checks run before anything is sent; the sending
+ * itself runs after the 202.
+ */
+export class Replayer {
+  private readonly upstreams = new Upstreams();
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(private readonly d: ReplayDeps) {}
+
+  async start(env: string, wakeId: string, o: ReplayOptions): Promise<{ wake: Wake; replayWakeId: string }> {
+    const t = wakeId.startsWith('wk_') ? idTime(wakeId) : null;
+    const w = t === null ? null : await this.d.wakes.get(env, wakeId, t);
+    if (!w || t === null) throw missing('wake', 'wake_id');
+    if (!SAFE.has(w.method) && !o.allowUnsafe) {
+      throw unprocessable(
+        'allow_unsafe',
+        `${w.method} is not a safe method: replaying it may change data at the origin; send allow_unsafe: true to replay it anyway`,
+      );
+    }
+    const detail = await this.d.wakes.detail(env, wakeId, t);
+    if (!detail) {
+      throw new GatewayError(
+        'conflict',
+        'this wake kept no detail (its route captures none, or detail was over its memory budget), so it cannot be replayed',
+      );
+    }
+    if (w.request_bytes > 0 && (!detail.request_body || detail.request_body.truncated)) {
+      throw new GatewayError(
+        'conflict',
+        'the request body was not captured whole (over capture.detail.max_body_bytes, or bodies are not kept), so it cannot be replayed faithfully',
+      );
+    }
+    const route = this.d.routes.byName(w.route);
+    const origin = route?.origins.get(w.environment);
+    if (!route || !origin) {
+      throw new GatewayError(
+        'conflict',
+        `route ${JSON.stringify(w.route)} no longer has an origin for ${w.environment}`,
+      );
+    }
+    const x = this.d.recorder.begin();
+    x.route = route.name;
+    x.environment = w.environment;
+    x.consumer = w.consumer;
+    x.key = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
+    x.path = w.path;
+    x.replayOf = w.id;
+    const p = this.send(w, detail, x, route.detail, upstreamPath(route, origin, w.path, detail.query), origin, o)
+      .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
+      .finally(() => this.running.delete(p));
+    this.running.add(p);
+    return { wake: w, replayWakeId: x.id };
+  }
+
+  private async send(
+    w: Wake,
+    detail: WakeDetail,
+    x: Exchange,
+    settings: Parameters<typeof newTap>[0] | null,
+    path: string,
+    origin: Parameters<Upstreams['pool']>[0],
+    o: ReplayOptions,
+  ): Promise<void> {
+    // The captured headers, less the redacted ones (their values are gone) and hop-by-hop ones.
+    const raw: string[] = [];
+    for (const [k, v] of detail.request_headers ?? []) {
+      if (REDACTED.test(v) || this.d.redactor.isRedactedHeader(k)) continue;
+      if (k.toLowerCase() === 'content-length') continue;
+      raw.push(k, v);
+    }
+    const body = bodyBytes(detail);
+    const headers = forwardRequestHeaders(raw, {
+      dropAuthorization: true,
+      clientIp: w.client_ip,
+      clientTrusted: false,
+      proto: 'http',
+      originHost: origin.host,
+      identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
+    });
+    headers.push('x-wakegate-replay-of', w.id);
+    if (body) headers.push('content-length', String(body.length));
+    const tap = newTap(settings ?? { headers: true, bodies: true, maxBodyBytes: 32_768 }, detail.query, raw);
+    if (body) tap.req?.add(body);
+    x.reqBytes = body?.length ?? 0;
+    x.tUp = performance.now();
+    let answer: Answer;
+    try {
+      const res = await this.upstreams.pool(origin).request({
+        path,
+        method: w.method as 'GET',
+        headers,
+        body,
+        headersTimeout: 30_000,
+        bodyTimeout: 30_000,
+      });
+      x.status = res.statusCode;
+      const flat: string[] = [];
+      for (const [k, v] of Object.entries(res.headers))
+        for (const one of [v].flat()) if (one !== undefined) flat.push(k, one);
+      tap.resHeaders = flat;
+      for await (const c of res.body) {
+        x.resBytes += (c as Buffer).length;
+        tap.res?.add(c as Buffer);
+      }
+      const built = buildDetail(tap, this.d.redactor);
+      answer = { status: x.status, headers: built.response_headers, body: built.response_body };
+      x.prebuilt = built;
+    } catch (e) {
+      x.status = 502;
+      answer = { status: 502, headers: null, body: null };
+      x.prebuilt = { ...buildDetail(tap, this.d.redactor), response_headers: null, response_body: null };
+      this.d.log.warn('replay could not reach the origin', { wake_id: w.id, err: e as Error });
+    }
+    const before: Answer = { status: w.status, headers: detail.response_headers, body: detail.response_body };
+    const diff = diffAnswers(before, answer, o.ignore);
+    x.prebuilt.diff = diff;
+    const info: RequestInfo = {
+      method: w.method,
+      url: `${w.path}${detail.query}`,
+      headers: { 'user-agent': 'wakegate-replay' },
+      socket: { remoteAddress: '' },
+    };
+    this.d.recorder.finish(info, x);
+    this.d.events.emit('replay.finished', w.environment, { wake_id: w.id, replay_wake_id: x.id, diff });
+  }
+
+  /** Waits for running replays, then closes the pools. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.running]);
+    await this.upstreams.close();
+  }
+}

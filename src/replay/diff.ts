@@ -1,0 +1,171 @@
+import { createHash } from 'node:crypto';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import type { StoredBody, WakeDiff } from '../store/detail-types.js';
+
+/**
+ * Response headers never compared: the gateway's own (it adds them to every
+ * answer) and those that change on every answer by nature.
+ */
+const NOT_COMPARED = new Set([
+  'x-wake-id',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+  'ratelimit',
+  'ratelimit-policy',
+  'retry-after',
+  'date',
+  'content-length',
+  'etag',
+  'set-cookie',
+  'x-request-id',
+  'age',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+]);
+
+/** One side of the comparison: what the origin answered. */
+export interface Answer {
+  status: number;
+  headers: [string, string][] | null;
+  body: StoredBody | null;
+}
+
+const MAX_DIFFS = 200;
+const MAX_DECODED = 16 * 1024 * 1024;
+
+function headerMap(h: [string, string][] | null): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const [k, v] of h ?? []) {
+    const n = k.toLowerCase();
+    m.set(n, m.has(n) ? `${m.get(n)}, ${v}` : v);
+  }
+  return m;
+}
+
+/** The body's bytes, decompressed when it was sent compressed and kept whole. */
+function bytesOf(b: StoredBody, encoding: string | undefined): Buffer {
+  const raw = Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8');
+  if (b.truncated || !encoding) return raw;
+  try {
+    const o = { maxOutputLength: MAX_DECODED };
+    if (encoding === 'gzip' || encoding === 'x-gzip') return gunzipSync(raw, o);
+    if (encoding === 'deflate') return inflateSync(raw, o);
+    if (encoding === 'br') return brotliDecompressSync(raw, o);
+  } catch {
+    // Compared as sent.
+  }
+  return raw;
+}
+
+const pathOf = (base: string, key: string | number): string =>
+  typeof key === 'number'
+    ? `${base}[${key}]`
+    : /^[A-Za-z_$][\w$]*$/.test(key)
+      ? `${base}.${key}`
+      : `${base}[${JSON.stringify(key)}]`;
+
+/** Compares two JSON values by JSON path, skipping ignored paths and field names. */
+function jsonDiff(
+  a: unknown,
+  b: unknown,
+  path: string,
+  key: string | number | null,
+  ignore: Set<string>,
+  out: WakeDiff['body'],
+  ignored: Set<string>,
+): void {
+  if (out.length >= MAX_DIFFS) return;
+  if (ignore.has(path) || (typeof key === 'string' && ignore.has(key))) {
+    if (JSON.stringify(a) !== JSON.stringify(b)) ignored.add(path);
+    return;
+  }
+  const isObj = (v: unknown) => v !== null && typeof v === 'object';
+  if (Array.isArray(a) && Array.isArray(b)) {
+    for (let i = 0; i < Math.max(a.length, b.length); i++) {
+      if (i >= a.length) out.push({ path: pathOf(path, i), before: undefined, after: b[i] });
+      else if (i >= b.length) out.push({ path: pathOf(path, i), before: a[i], after: undefined });
+      else jsonDiff(a[i], b[i], pathOf(path, i), i, ignore, out, ignored);
+    }
+    return;
+  }
+  if (isObj(a) && isObj(b) && !Array.isArray(a) && !Array.isArray(b)) {
+    const ao = a as Record<string, unknown>;
+    const bo = b as Record<string, unknown>;
+    for (const k of new Set([...Object.keys(ao), ...Object.keys(bo)])) {
+      const p = pathOf(path, k);
+      if (!(k in bo)) {
+        if (ignore.has(p) || ignore.has(k)) ignored.add(p);
+        else out.push({ path: p, before: ao[k], after: undefined });
+      } else if (!(k in ao)) {
+        if (ignore.has(p) || ignore.has(k)) ignored.add(p);
+        else out.push({ path: p, before: undefined, after: bo[k] });
+      } else jsonDiff(ao[k], bo[k], p, k, ignore, out, ignored);
+    }
+    return;
+  }
+  if (JSON.stringify(a) !== JSON.stringify(b)) out.push({ path, before: a, after: b });
+}
+
+const summary = (buf: Buffer, b: StoredBody) => ({
+  bytes: b.bytes,
+  sha256: createHash('sha256').update(buf).digest('hex'),
+  ...(b.truncated ? { truncated: true } : {}),
+});
+
+/**
+ * How the replay's answer differs from the original's: the status, the headers the
+ * origin set (less the gateway's own and the ones that always change), and the body
+ * (JSON value by value by JSON path such as `$.data[0].id`; anything else by size
+ * and SHA-256). `ignore` names JSON paths or field names to skip; what differed
+ * there is listed in `ignored`.
+ */
+export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly string[] = []): WakeDiff {
+  const ignore = new Set(ignoreList);
+  const ignored = new Set<string>();
+  const status = before.status === after.status ? null : { before: before.status, after: after.status };
+  const hb = headerMap(before.headers);
+  const ha = headerMap(after.headers);
+  const headers: WakeDiff['headers'] = [];
+  for (const name of new Set([...hb.keys(), ...ha.keys()])) {
+    if (NOT_COMPARED.has(name)) continue;
+    if (hb.get(name) === ha.get(name)) continue;
+    if (ignore.has(name)) {
+      ignored.add(name);
+      continue;
+    }
+    headers.push({ name, before: hb.get(name) ?? null, after: ha.get(name) ?? null });
+  }
+  const body: WakeDiff['body'] = [];
+  if (before.body && after.body) {
+    const ba = bytesOf(before.body, hb.get('content-encoding'));
+    const aa = bytesOf(after.body, ha.get('content-encoding'));
+    let done = false;
+    const json = (hb.get('content-type') ?? '').includes('json') && (ha.get('content-type') ?? '').includes('json');
+    if (json && !before.body.truncated && !after.body.truncated) {
+      try {
+        jsonDiff(JSON.parse(ba.toString('utf8')), JSON.parse(aa.toString('utf8')), '$', null, ignore, body, ignored);
+        done = true;
+      } catch {
+        // Not JSON after all: compared by size and hash below.
+      }
+    }
+    if (!done && (before.body.bytes !== after.body.bytes || !ba.equals(aa)) && !ignore.has('$')) {
+      body.push({ path: '$', before: summary(ba, before.body), after: summary(aa, after.body) });
+    }
+  } else if ((before.body === null) !== (after.body === null)) {
+    body.push({
+      path: '$',
+      before: before.body ? before.body.bytes : null,
+      after: after.body ? after.body.bytes : null,
+    });
+  }
+  return {
+    identical: status === null && headers.length === 0 && body.length === 0,
+    status,
+    headers,
+    body,
+    ignored: [...ignored],
+  };
+}

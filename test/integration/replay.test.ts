@@ -1,0 +1,222 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/store/client.js';
+import { verifySignature } from '../../src/verify.js';
+import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { startServer, type TestServer } from '../helpers/origin.js';
+import { type Receiver, startReceiver, until } from '../helpers/receiver.js';
+
+describe('wake detail and replay', () => {
+  let origin: TestServer;
+  let receiver: Receiver;
+  let t: TestGateway;
+  let key: string;
+  let secret: string;
+  let version = 1;
+  const seen: { url: string; headers: Record<string, unknown>; body: string }[] = [];
+
+  beforeAll(async () => {
+    origin = await startServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        seen.push({ url: req.url ?? '', headers: req.headers, body });
+        if (req.url?.startsWith('/api/items/')) {
+          res.writeHead(version === 1 ? 200 : 203, { 'content-type': 'application/json', 'x-version': 'same' });
+          res.end(
+            JSON.stringify({
+              id: 1,
+              name: 'widget',
+              price: version === 1 ? 10 : 12,
+              tags: version === 1 ? ['a'] : ['a', 'b'],
+              updated_at: new Date().toISOString() + Math.random(),
+            }),
+          );
+          return;
+        }
+        res.writeHead(201, { 'content-type': 'application/json', 'set-cookie': 'sid=abc' });
+        res.end(JSON.stringify({ ok: true, token: 'tok_secret_value', received: body.length }));
+      });
+    });
+    receiver = await startReceiver();
+    t = await startGateway({
+      routes: [
+        {
+          name: 'api',
+          prefix: '/api',
+          scopes: { read: 'payments:read', write: 'payments:write' },
+          origins: { production: origin.url, sandbox: origin.url },
+        },
+        {
+          name: 'small',
+          prefix: '/small',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { max_body_bytes: 16 } },
+        },
+        {
+          name: 'bare',
+          prefix: '/bare',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { headers: false, bodies: false } },
+        },
+      ],
+      webhooks: { allow_insecure_http: true, allow_private_networks: true },
+    });
+    key = (
+      await t.gw.keys.create(
+        { label: 'app', environment: 'production', scopes: ['payments:read', 'payments:write'] },
+        'production',
+      )
+    ).secret;
+    const ep = await (
+      await fetch(`${t.url}/v2/webhooks/endpoints`, {
+        method: 'POST',
+        headers: { ...bearer(t.admin), 'content-type': 'application/json' },
+        body: JSON.stringify({ url: receiver.url, events: ['replay.finished'] }),
+      })
+    ).json();
+    secret = ep.secret;
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+    await receiver.close();
+  });
+
+  const api = (method: string, path: string, body?: unknown, k = t.admin) =>
+    fetch(`${t.url}${path}`, {
+      method,
+      headers: { ...bearer(k), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+  const wake = async (id: string) => {
+    await flushed(t.gw);
+    return (await api('GET', `/v2/wakes/${id}`)).json();
+  };
+
+  it('keeps the exchange, redacted: the query, headers, bodies; no key secret or password stored anywhere', async () => {
+    const sent = JSON.stringify({ item: 'widget', qty: 2, user: { password: 'hunter2-secret', name: 'ann' } });
+    const r = await fetch(`${t.url}/api/orders?x=1&api_key=qk_123`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json', 'x-trace': 't1' },
+      body: sent,
+    });
+    expect(r.status).toBe(201);
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    expect(w.request.query).toMatch(/^\?x=1&api_key=%5Bredacted%3A[0-9a-f]{12}%5D$/);
+    const rh = Object.fromEntries(w.request.headers);
+    expect(rh.authorization).toMatch(/^\[redacted:[0-9a-f]{12}\]$/);
+    expect(rh['x-trace']).toBe('t1');
+    const body = JSON.parse(w.request.body);
+    expect(body).toMatchObject({ item: 'widget', qty: 2, user: { name: 'ann' } });
+    expect(body.user.password).toMatch(/^\[redacted:[0-9a-f]{12}\]$/);
+    expect(w.request).toMatchObject({ body_truncated: false, body_encoding: 'utf8' });
+    const resh = Object.fromEntries(w.response.headers);
+    expect(resh['set-cookie']).toMatch(/^\[redacted:/);
+    expect(JSON.parse(w.response.body)).toMatchObject({ ok: true, received: sent.length });
+    expect(w.request.body_bytes).toBe(sent.length);
+    expect(JSON.parse(w.response.body).token).toMatch(/^\[redacted:/);
+
+    // Nothing stored anywhere holds the key's secret, the password or the token.
+    const tables = await queryRows<{ name: string }>(
+      t.gw.store,
+      'SELECT name FROM system.tables WHERE database = {db:String}',
+      {
+        db: t.gw.store.db,
+      },
+    );
+    expect(tables.map((x) => x.name)).toContain('wake_details');
+    for (const { name } of tables) {
+      const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.${name}`));
+      expect(rows, name).not.toContain(key.slice(9));
+      expect(rows, name).not.toContain('hunter2-secret');
+      expect(rows, name).not.toContain('tok_secret_value');
+      expect(rows, name).not.toContain('qk_123');
+    }
+  });
+
+  it('replays a GET whose origin now answers differently: the diff names status and JSON paths; replay.finished is signed', async () => {
+    version = 1;
+    const r = await fetch(`${t.url}/api/items/1`, { headers: bearer(key) });
+    const original = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    version = 2;
+    seen.length = 0;
+    const rep = await api('POST', `/v2/wakes/${original}/replay`, { ignore: ['updated_at'] });
+    expect(rep.status).toBe(202);
+    const started = await rep.json();
+    expect(started).toMatchObject({ object: 'replay', wake_id: original, status: 'pending' });
+    await until(() => receiver.got.some((g) => g.body.includes(started.replay_wake_id)), 5000);
+    const got = receiver.got.find((g) => g.body.includes(started.replay_wake_id));
+    expect(verifySignature(got?.body ?? '', got?.headers['x-service-signature'] as string, secret)).toBe(true);
+    const ev = JSON.parse(got?.body ?? '{}');
+    expect(ev.type).toBe('replay.finished');
+    expect(ev.data.diff.identical).toBe(false);
+    expect(ev.data.diff.status).toEqual({ before: 200, after: 203 });
+    expect(ev.data.diff.body).toEqual([
+      { path: '$.price', before: 10, after: 12 },
+      { path: '$.tags[1]', after: 'b' },
+    ]);
+    expect(ev.data.diff.ignored).toEqual(['$.updated_at']);
+    // The origin saw the replay marked, with the original key's identity and no credentials.
+    expect(seen[0]?.headers['x-wakegate-replay-of']).toBe(original);
+    expect(seen[0]?.headers['x-wakegate-key-id']).toMatch(/^key_/);
+    expect(seen[0]?.headers.authorization).toBeUndefined();
+    const rw = await wake(started.replay_wake_id);
+    expect(rw).toMatchObject({ replay_of: original, status: 203, route: 'api' });
+    expect(rw.diff).toEqual(ev.data.diff);
+  });
+
+  it('an unchanged origin gives identical: true although date, x-wake-id and an ignored field differ', async () => {
+    version = 1;
+    const r = await fetch(`${t.url}/api/items/1`, { headers: bearer(key) });
+    const original = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    await new Promise((res) => setTimeout(res, 1100)); // a new Date header second
+    const rep = await (await api('POST', `/v2/wakes/${original}/replay`, { ignore: ['updated_at'] })).json();
+    await until(() => receiver.got.some((g) => g.body.includes(rep.replay_wake_id)), 5000);
+    const ev = JSON.parse(receiver.got.find((g) => g.body.includes(rep.replay_wake_id))?.body ?? '{}');
+    expect(ev.data.diff).toMatchObject({ identical: true, status: null, headers: [], body: [] });
+    expect(ev.data.diff.ignored).toEqual(['$.updated_at']);
+  });
+
+  it('refuses: an unsafe method without allow_unsafe, a body not captured whole, no detail, another environment', async () => {
+    const post = await fetch(`${t.url}/api/orders`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json' },
+      body: '{"a":1}',
+    });
+    const pid = post.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    const unsafe = await api('POST', `/v2/wakes/${pid}/replay`, {});
+    expect(unsafe.status).toBe(422);
+    expect((await unsafe.json()).error.param).toBe('allow_unsafe');
+    expect((await api('POST', `/v2/wakes/${pid}/replay`, { allow_unsafe: true })).status).toBe(202);
+
+    const big = await fetch(`${t.url}/small/upload`, { method: 'POST', body: 'x'.repeat(100) });
+    const bare = await fetch(`${t.url}/bare/thing`);
+    await flushed(t.gw);
+    const cut = await api('POST', `/v2/wakes/${big.headers.get('x-wake-id')}/replay`, { allow_unsafe: true });
+    expect(cut.status).toBe(409);
+    expect((await cut.json()).error.message).toMatch(/not captured whole/);
+    const none = await api('POST', `/v2/wakes/${bare.headers.get('x-wake-id')}/replay`, {});
+    expect(none.status).toBe(409);
+    expect((await none.json()).error.message).toMatch(/kept no detail/);
+
+    const sb = (await t.gw.keys.create({ label: 'sb', environment: 'sandbox', scopes: ['wakes:write'] }, 'sandbox'))
+      .secret;
+    expect((await api('POST', `/v2/wakes/${pid}/replay`, { allow_unsafe: true }, sb)).status).toBe(404);
+    const readOnly = (
+      await t.gw.keys.create({ label: 'ro', environment: 'production', scopes: ['wakes:read'] }, 'production')
+    ).secret;
+    expect((await api('POST', `/v2/wakes/${pid}/replay`, {}, readOnly)).status).toBe(403);
+    expect((await api('POST', `/v2/wakes/${pid}/replay`, { bogus: 1 })).status).toBe(400);
+    // A body cut at max_body_bytes says so.
+    const w = await wake(big.headers.get('x-wake-id') as string);
+    expect(w.request).toMatchObject({ body: 'x'.repeat(16), body_bytes: 100, body_truncated: true });
+    const b = await wake(bare.headers.get('x-wake-id') as string);
+    expect(b.request).toBeNull();
+  });
+});

@@ -1,0 +1,129 @@
+import { gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { BodyTap, buildDetail, DetailBudget, newTap } from '../../src/capture/detail.js';
+import { Redactor } from '../../src/capture/redact.js';
+import { diffAnswers } from '../../src/replay/diff.js';
+
+const r = new Redactor(Buffer.alloc(32, 1), ['authorization', 'cookie'], ['password', 'card_number', 'token']);
+const M = /^\[redacted:[0-9a-f]{12}\]$/;
+
+describe('redaction', () => {
+  it('replaces named headers, JSON fields at any depth, form fields, query parameters and any gateway key', () => {
+    const h = r.headers([
+      'Authorization',
+      'Bearer x',
+      'X-Other',
+      'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
+      'Accept',
+      '*/*',
+    ]);
+    expect(h[0]?.[1]).toMatch(M);
+    expect(h[1]?.[1]).toMatch(M);
+    expect(h[2]).toEqual(['Accept', '*/*']);
+    expect(r.query('?a=1&password=p&token=t')).toMatch(
+      /^\?a=1&password=%5Bredacted%3A[0-9a-f]{12}%5D&token=%5Bredacted/,
+    );
+    const j = JSON.parse(
+      r.body(Buffer.from('{"a":{"b":[{"password":"x","card_number":4111}]},"ok":1}'), 57, 'application/json').body,
+    );
+    expect(j.a.b[0].password).toMatch(M);
+    expect(j.a.b[0].card_number).toMatch(M);
+    expect(j.ok).toBe(1);
+    expect(r.body(Buffer.from('user=a&password=b'), 17, 'application/x-www-form-urlencoded').body).toMatch(
+      /^user=a&password=%5Bredacted/,
+    );
+  });
+
+  it('redacts a JSON body cut short by pattern, and equal values give equal markers', () => {
+    const cut = r.body(
+      Buffer.from('{"password": "abc", "card_number": 4111111111111111, "rest": "xxxx'),
+      1000,
+      'application/json',
+    );
+    expect(cut.truncated).toBe(true);
+    expect(cut.body).not.toContain('abc');
+    expect(cut.body).not.toContain('4111111111111111');
+    expect(r.marker('same')).toBe(r.marker('same'));
+    expect(r.marker('same')).not.toBe(r.marker('other'));
+    expect(new Redactor(Buffer.alloc(32, 2), [], []).marker('same')).not.toBe(r.marker('same'));
+  });
+
+  it('keeps binary bodies as base64, and only the first max bytes of a stream', () => {
+    const tap = new BodyTap(4);
+    for (const c of [Buffer.from([0xff, 0xfe]), Buffer.from([1, 2, 3]), Buffer.from([9])]) tap.add(c);
+    expect(tap.total).toBe(6);
+    const b = r.body(tap.take(), tap.total, 'application/octet-stream');
+    expect(b).toEqual({
+      body: Buffer.from([0xff, 0xfe, 1, 2]).toString('base64'),
+      bytes: 6,
+      truncated: true,
+      encoding: 'base64',
+    });
+    const t = newTap({ headers: false, bodies: true, maxBodyBytes: 8 }, '', ['content-type', 'text/plain']);
+    t.req?.add(Buffer.from('hello'));
+    expect(buildDetail(t, r)).toMatchObject({
+      request_headers: null,
+      request_body: { body: 'hello', truncated: false },
+    });
+  });
+
+  it('bounds detail waiting in memory', () => {
+    const b = new DetailBudget(100);
+    expect(b.take(60)).toBe(true);
+    expect(b.take(60)).toBe(false);
+    b.give(60);
+    expect(b.take(60)).toBe(true);
+  });
+});
+
+describe('replay diff', () => {
+  const json = (v: unknown, extra: [string, string][] = []) => ({
+    status: 200,
+    headers: [['content-type', 'application/json'], ...extra] as [string, string][],
+    body: { body: JSON.stringify(v), bytes: JSON.stringify(v).length, truncated: false, encoding: 'utf8' as const },
+  });
+
+  it('compares JSON by path, skips ignored paths and field names, and the headers that always change', () => {
+    const a = json({ id: 1, items: [{ n: 1, at: 'x' }], meta: { at: 'y' } }, [
+      ['date', 'd1'],
+      ['x-v', '1'],
+    ]);
+    const b = json({ id: 2, items: [{ n: 1, at: 'z' }, { n: 2 }], meta: { at: 'w' } }, [
+      ['date', 'd2'],
+      ['x-v', '2'],
+    ]);
+    const d = diffAnswers(a, b, ['at']);
+    expect(d.identical).toBe(false);
+    expect(d.headers).toEqual([{ name: 'x-v', before: '1', after: '2' }]);
+    expect(d.body).toEqual([
+      { path: '$.id', before: 1, after: 2 },
+      { path: '$.items[1]', before: undefined, after: { n: 2 } },
+    ]);
+    expect(d.ignored.sort()).toEqual(['$.items[0].at', '$.meta.at']);
+    expect(diffAnswers(a, a).identical).toBe(true);
+    expect(diffAnswers(a, { ...a, status: 500 }).status).toEqual({ before: 200, after: 500 });
+  });
+
+  it('compares other bodies by size and hash, and decompresses gzip bodies kept whole', () => {
+    const text = (s: string) => ({
+      status: 200,
+      headers: [['content-type', 'text/plain']] as [string, string][],
+      body: { body: s, bytes: s.length, truncated: false, encoding: 'utf8' as const },
+    });
+    const d = diffAnswers(text('abc'), text('abd'));
+    expect(d.body[0]?.path).toBe('$');
+    expect((d.body[0] as { before: { sha256: string } }).before.sha256).toMatch(/^[0-9a-f]{64}$/);
+    const gz = (v: unknown) => {
+      const z = gzipSync(JSON.stringify(v));
+      return {
+        status: 200,
+        headers: [
+          ['content-type', 'application/json'],
+          ['content-encoding', 'gzip'],
+        ] as [string, string][],
+        body: { body: z.toString('base64'), bytes: z.length, truncated: false, encoding: 'base64' as const },
+      };
+    };
+    expect(diffAnswers(gz({ a: 1 }), gz({ a: 2 })).body).toEqual([{ path: '$.a', before: 1, after: 2 }]);
+  });
+});
