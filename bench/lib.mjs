@@ -80,14 +80,14 @@ export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/$
  * never refuses, capture, metrics), `auth: none` is pass-through. Returns the process
  * (stop it), its URLs, its data directory and the headers a request needs.
  */
-export async function startBenchGateway(dir, originUrl, auth = 'required') {
+export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '') {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const ops = await freePort();
   const cfgFile = join(dir, 'cfg.yaml');
   writeFileSync(
     cfgFile,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: ${auth}, scopes: { read: bench:read, write: bench:write }, origins: { production: ${originUrl} }, latency_objective_ms: 1000 }\n`,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: ${auth}, scopes: { read: bench:read, write: bench:write }, origins: { production: ${originUrl} }, latency_objective_ms: 1000 }\n${extraYaml}`,
   );
   const dataDir = join(dir, 'data');
   let headers = {};
@@ -99,6 +99,8 @@ export async function startBenchGateway(dir, originUrl, auth = 'required') {
           join(ROOT, 'dist/main.js'),
           'keys',
           'create',
+          '--offline',
+          '--json',
           '--label',
           'bench',
           '--environment',
@@ -136,4 +138,11 @@ export async function startFullStack(dir) {
     `http://127.0.0.1:${op}`,
   );
   return { origin, ...(await startBenchGateway(dir, `http://127.0.0.1:${op}`)) };
+}
+
+/** CPU seconds (user + system, all threads) a process has used so far. */
+export function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(rest[11]) + Number(rest[12])) / 100;
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { ROOT } from './lib.mjs';
 
 const only = process.argv.slice(2);
-const all = ['proxy', 'capture', 'webhooks', 'list', 'memory', 'ratelimit', 'outage', 'soak'];
+const all = ['proxy', 'detail', 'capture', 'webhooks', 'list', 'memory', 'ratelimit', 'outage', 'soak'];
 let failed = 0;
 for (const name of only.length ? only : all) {
   console.log(`\n## bench:${name}\n`);

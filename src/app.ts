@@ -51,7 +51,7 @@ export interface GatewayOptions {
   spoolRetryMs?: number;
 }
 
-const MANAGEMENT = ['/v2/wakes', '/v2/api-keys', '/v2/webhooks', '/v2/stats', '/v2/openapi.json'];
+const MANAGEMENT = ['/v2/wakes', '/v2/api-keys', '/v2/webhooks', '/v2/stats', '/v2/environments', '/v2/openapi.json'];
 
 /** True for the paths the /v2 management API owns; everything else is proxied. */
 export function isManagementPath(url: string): boolean {

@@ -1,7 +1,7 @@
-// The benchmark origin: a plain Node http server answering 1 KB of JSON.
+// The benchmark origin: a plain Node http server answering 1 KB of JSON (BODY_BYTES to change it).
 import http from 'node:http';
 
-const body = JSON.stringify({ data: 'x'.repeat(1000 - 12) });
+const body = JSON.stringify({ data: 'x'.repeat(Number(process.env.BODY_BYTES ?? 1000) - 12) });
 const server = http.createServer((req, res) => {
   req.resume();
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });

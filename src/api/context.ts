@@ -24,7 +24,7 @@ export interface ApiDeps {
 
 /** Per-route settings read by the auth hook. */
 export interface RouteAuth {
-  /** Scope the operation needs; null for public documents. */
+  /** Scope the operation needs; null for public documents; '' for any valid key (no scope). */
   scope: string | null;
   /** A rate-limit policy drawn from in addition to the key's bucket. */
   policy?: string;

@@ -8,6 +8,7 @@ import type { ApiDeps } from './context.js';
 import type { RouteDoc } from './docs.js';
 import { keysPlugin } from './keys.js';
 import { openapiPlugin } from './openapi.js';
+import { environmentsPlugin } from './environments.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 
@@ -143,7 +144,7 @@ export async function buildApi(
       x.environment = key.environment;
     }
     deps.ring.touch(key.id, now);
-    if (!hasScope(key, auth.scope)) throw scopeError(auth.scope);
+    if (auth.scope !== '' && !hasScope(key, auth.scope)) throw scopeError(auth.scope);
     if (deps.limiter) {
       const d = deps.limiter.check(key, request.ip, auth.policy ?? null, now);
       for (let i = 0; i < d.headers.length; i += 2) {
@@ -174,7 +175,9 @@ export async function buildApi(
     }
   });
   await app.register(async (scoped) => {
-    for (const p of [wakesPlugin, keysPlugin, statsPlugin, ...plugins, openapiPlugin(docs)]) await p(scoped, deps);
+    for (const p of [wakesPlugin, keysPlugin, statsPlugin, environmentsPlugin, ...plugins, openapiPlugin(docs)]) {
+      await p(scoped, deps);
+    }
   });
   await app.ready();
   if (!handler) throw new Error('fastify did not hand over its request handler');

@@ -16,6 +16,8 @@ export class Redactor {
   private readonly headerNames: Set<string>;
   private readonly fieldNames: Set<string>;
   private readonly fieldRe: RegExp | null;
+  /** Whether a text names any redacted field as a JSON key at all (most bodies do not). */
+  private readonly anyField: RegExp | null;
 
   constructor(
     private readonly key: Buffer,
@@ -27,10 +29,21 @@ export class Redactor {
     const names = fields.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
     // For a JSON body cut short (not parseable): "name": "string" or "name": number.
     this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
+    this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
   }
 
+  /** Recent markers: the same Authorization or cookie arrives again and again, and an HMAC costs microseconds. */
+  private readonly recent = new Map<string, string>();
+
   marker(value: string): string {
-    return `[redacted:${createHmac('sha256', this.key).update(value).digest('hex').slice(0, 12)}]`;
+    let m = this.recent.get(value);
+    if (m !== undefined) return m;
+    m = `[redacted:${createHmac('sha256', this.key).update(value).digest('hex').slice(0, 12)}]`;
+    if (value.length <= 512) {
+      if (this.recent.size >= 4096) this.recent.clear();
+      this.recent.set(value, m);
+    }
+    return m;
   }
 
   private scrubKeys(s: string): string {
@@ -93,7 +106,7 @@ export class Redactor {
     }
     let text = (truncated ? trimPartialUtf8(buf) : buf).toString('utf8');
     const ct = (contentType ?? '').toLowerCase();
-    if (ct.includes('json')) {
+    if (ct.includes('json') && this.anyField?.test(text)) {
       let done = false;
       if (!truncated) {
         try {

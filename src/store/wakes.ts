@@ -1,6 +1,7 @@
+import { Readable } from 'node:stream';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
-import type { WakeDetail } from './detail-types.js';
+import type { StoredBody, WakeDetail } from './detail-types.js';
 
 /** One captured request: SPEC.md's wake plus what the gateway knows about it. */
 export interface Wake {
@@ -63,12 +64,46 @@ const DETAIL_COLUMNS = [
   'request_headers',
   'response_headers',
   'request_body',
+  'request_body_bytes',
+  'request_body_state',
+  'request_body_encoding',
   'response_body',
+  'response_body_bytes',
+  'response_body_state',
+  'response_body_encoding',
   'diff',
   'retention_days',
 ] as const;
 
+/** A body in its own columns, not JSON inside JSON (state: -1 none kept, 0 whole, 1 cut). */
+const bodyCols = (b: StoredBody | null): [string, number, number, string] =>
+  b === null ? ['', 0, -1, ''] : [b.body, b.bytes, b.truncated ? 1 : 0, b.encoding];
+const bodyFrom = (body: string, bytes: number | string, state: number | string, encoding: string): StoredBody | null =>
+  Number(state) < 0
+    ? null
+    : {
+        body,
+        bytes: Number(bytes),
+        truncated: Number(state) === 1,
+        encoding: encoding === 'base64' ? 'base64' : 'utf8',
+      };
+
 const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
+
+const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
+const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
+/** A TabSeparated value: backslash, tab, newline, CR and NUL escaped; everything else as it is. */
+const tsvEscape = (s: string): string =>
+  // indexOf of one character is a fast scan; a character class regex is not.
+  s.indexOf('\\') === -1 &&
+  s.indexOf('\t') === -1 &&
+  s.indexOf('\n') === -1 &&
+  s.indexOf('\r') === -1 &&
+  s.indexOf('\0') === -1
+    ? s
+    : s.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPES[c] as string);
+/** DateTime64(3, 'UTC') in TabSeparated: 2026-11-22 10:00:00.123. */
+const tsvTime = (ms: number): string => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
 
 /** Owns every write to the wakes table. */
 export class WakeInserter {
@@ -110,30 +145,38 @@ export class WakeInserter {
       format: 'JSONCompactEachRow',
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
-    const details: unknown[][] = [];
+    // Details go as TabSeparated: a body needs escaping only where it holds a
+    // backslash, tab, newline or NUL (a scan that mostly finds none), where JSON would
+    // escape every quote of every JSON body.
+    let tsv = '';
     for (const w of wakes) {
       const d = w.detail;
       if (!d) continue;
-      details.push([
+      const cells: (string | number)[] = [
         w.id,
         w.environment,
-        w.captured_at,
+        tsvTime(w.captured_at),
         d.query,
         json(d.request_headers),
         json(d.response_headers),
-        json(d.request_body),
-        json(d.response_body),
+        ...bodyCols(d.request_body),
+        ...bodyCols(d.response_body),
         json(d.diff),
         this.retentionDays(w.environment),
-      ]);
+      ];
+      for (let i = 0; i < cells.length; i++) {
+        const c = cells[i] as string | number;
+        tsv += typeof c === 'number' ? String(c) : tsvEscape(c);
+        tsv += i === cells.length - 1 ? '\n' : '\t';
+      }
     }
-    if (details.length === 0) return;
+    if (tsv === '') return;
     // Its own token, derived from the batch's: a retried batch stores its details once too.
     await this.store.client.insert({
       table: `${this.store.db}.wake_details`,
       columns: [...DETAIL_COLUMNS],
-      values: details,
-      format: 'JSONCompactEachRow',
+      values: Readable.from([tsv], { objectMode: false }),
+      format: 'TabSeparated',
       clickhouse_settings: { insert_deduplication_token: `${token}:d`, insert_deduplicate: 1 },
     });
   }
@@ -355,24 +398,32 @@ export class WakeQuerier {
 
   /** The detail of one wake (null when it kept none). */
   async detail(environment: string, id: string, capturedAt: number): Promise<WakeDetail | null> {
-    const sql = `SELECT query, request_headers, response_headers, request_body, response_body, diff
+    const sql = `SELECT query, request_headers, response_headers, request_body, request_body_bytes, request_body_state,
+        request_body_encoding, response_body, response_body_bytes, response_body_state, response_body_encoding, diff
       FROM ${this.store.db}.wake_details
       WHERE environment = {env:String} AND captured_at = fromUnixTimestamp64Milli({t:Int64}, 'UTC') AND id = {id:String}
       LIMIT 1`;
-    type Row = Record<
-      'query' | 'request_headers' | 'response_headers' | 'request_body' | 'response_body' | 'diff',
-      string
-    >;
+    type Row = Record<string, string>;
     const [r] = await queryRows<Row>(this.store, sql, { env: environment, t: capturedAt, id });
     if (!r) return null;
     const parse = <T>(v: string): T | null => (v === '' ? null : (JSON.parse(v) as T));
     return {
-      query: r.query,
-      request_headers: parse(r.request_headers),
-      response_headers: parse(r.response_headers),
-      request_body: parse(r.request_body),
-      response_body: parse(r.response_body),
-      diff: parse(r.diff),
+      query: r.query as string,
+      request_headers: parse(r.request_headers as string),
+      response_headers: parse(r.response_headers as string),
+      request_body: bodyFrom(
+        r.request_body as string,
+        r.request_body_bytes as string,
+        r.request_body_state as string,
+        r.request_body_encoding as string,
+      ),
+      response_body: bodyFrom(
+        r.response_body as string,
+        r.response_body_bytes as string,
+        r.response_body_state as string,
+        r.response_body_encoding as string,
+      ),
+      diff: parse(r.diff as string),
     };
   }
 
