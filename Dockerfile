@@ -3,6 +3,8 @@ FROM node:26-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY console ./console
+COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:26-slim

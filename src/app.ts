@@ -18,6 +18,7 @@ import { Redactor } from './capture/redact.js';
 import { Spool } from './capture/spool.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
+import { consoleHandler } from './console/serve.js';
 import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
@@ -238,8 +239,17 @@ export class Gateway {
     ]);
     this.api = app;
     const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
+    const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path) : null;
     const onRequest = (req: IncomingMessage, res: ServerResponse) => {
       const url = req.url ?? '/';
+      if (consoleApp?.owns(url)) {
+        const x = recorder.begin();
+        x.route = 'console';
+        x.environment = fallbackEnv;
+        x.status = consoleApp.handle(req, res, x.id);
+        req.resume();
+        return recorder.finish(req, x);
+      }
       if (!isManagementPath(url)) return this.proxy.handle(req, res);
       const x = recorder.begin();
       x.route = 'v2';
@@ -259,6 +269,10 @@ export class Gateway {
     // request would be accepted, so a refused key never gets a 100 Continue.
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
       const url = req.url ?? '/';
+      if (consoleApp?.owns(url)) {
+        res.writeContinue();
+        return onRequest(req, res);
+      }
       if (!isManagementPath(url)) return this.proxy.handle(req, res, true);
       // /v2: continue only for a key that is known and live; fastify answers the rest.
       if (authenticate(this.ring, req.headers.authorization, this.clock.now()).error === null) res.writeContinue();

@@ -25,7 +25,12 @@ export function environmentsPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const live = deps.config.environments[own]?.class === 'live';
       const data = Object.entries(deps.config.environments)
         .filter(([name]) => live || name === own)
-        .map(([name, e]) => ({ object: 'environment', name, class: e.class, wake_retention_days: e.wake_retention_days }));
+        .map(([name, e]) => ({
+          object: 'environment',
+          name,
+          class: e.class,
+          wake_retention_days: e.wake_retention_days,
+        }));
       const k = request.key;
       return {
         object: 'list',

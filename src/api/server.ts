@@ -6,9 +6,9 @@ import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import type { RouteDoc } from './docs.js';
+import { environmentsPlugin } from './environments.js';
 import { keysPlugin } from './keys.js';
 import { openapiPlugin } from './openapi.js';
-import { environmentsPlugin } from './environments.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 

@@ -118,6 +118,19 @@ function crossCheck(cfg: Config): void {
   for (const [name, p] of Object.entries(cfg.rate_limits)) {
     if (p.burst < 1 || p.limit < 1) throw new ConfigError(`rate_limits.${name}`, 'limit and burst must be positive');
   }
+  if (cfg.console.enabled) {
+    const cp = cfg.console.path;
+    if (cp === '/v2' || cp.startsWith('/v2/')) throw new ConfigError('console.path', 'must not be under /v2');
+    cfg.routes.forEach((r, i) => {
+      // A route inside the console's path could never be reached; a wider one (/) simply does not get it.
+      if (r.prefix === cp || r.prefix.startsWith(`${cp}/`)) {
+        throw new ConfigError(
+          `routes[${i}].prefix`,
+          `${r.prefix} is inside console.path ${cp}, which the console owns; move one of them, or set console.enabled: false`,
+        );
+      }
+    });
+  }
   if (cfg.storage.cluster !== null) {
     // Replicated and Distributed tables ON CLUSTER are not built yet; refuse rather than ignore.
     throw new ConfigError(

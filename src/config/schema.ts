@@ -133,6 +133,13 @@ export const configSchema = z.strictObject({
     /** Cells of that sketch (each 8 bytes). */
     sketch_cells: positiveInt.max(16_777_216),
   }),
+  /** The web console on the main listener (its path is reserved like /v2). */
+  console: z.strictObject({
+    enabled: z.boolean(),
+    path: z
+      .string()
+      .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, 'must be a path such as /console (no trailing slash)'),
+  }),
   log: z.strictObject({
     level: z.enum(['debug', 'info', 'warn', 'error', 'silent']),
     /** One JSON line per request on stdout. */

@@ -1,0 +1,179 @@
+/** The console talks only to the public /v2 API, with the key the user pasted. */
+
+const KEY = 'wakegate.key';
+const ENV = 'wakegate.environment';
+
+export const session = {
+  key: (): string | null => sessionStorage.getItem(KEY),
+  env: (): string | null => sessionStorage.getItem(ENV),
+  signIn: (key: string) => sessionStorage.setItem(KEY, key),
+  setEnv: (env: string) => sessionStorage.setItem(ENV, env),
+  signOut: () => {
+    sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(ENV);
+  },
+};
+
+/** An error answered by the API, with its own body. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: string,
+    message: string,
+    readonly param: string | null,
+    readonly wakeId: string | null,
+  ) {
+    super(message);
+  }
+}
+
+export type Query = Record<string, string | number | boolean | undefined | null>;
+
+/** A call in the environment chosen in the switcher (added as `environment` unless `noEnv`). */
+export async function api<T>(
+  method: string,
+  path: string,
+  opts: { query?: Query; body?: unknown; noEnv?: boolean } = {},
+): Promise<T> {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(opts.query ?? {}))
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  const env = session.env();
+  const body = opts.body as Record<string, unknown> | undefined;
+  if (env && !opts.noEnv && !(body && 'environment' in body)) q.set('environment', env);
+  const qs = q.toString();
+  const res = await fetch(`${path}${qs ? `?${qs}` : ''}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${session.key() ?? ''}`,
+      accept: 'application/json',
+      ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+  });
+  const text = await res.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    throw new ApiError(
+      res.status,
+      'internal_error',
+      `the gateway answered ${res.status} with something that is not JSON`,
+      null,
+      null,
+    );
+  }
+  if (!res.ok) {
+    const e = (data as { error?: { type: string; message: string; param: string | null; wake_id: string | null } })
+      ?.error;
+    throw new ApiError(
+      res.status,
+      e?.type ?? 'error',
+      e?.message ?? `HTTP ${res.status}`,
+      e?.param ?? null,
+      e?.wake_id ?? res.headers.get('x-wake-id'),
+    );
+  }
+  return data as T;
+}
+
+export interface List<T> {
+  object: 'list';
+  has_more: boolean;
+  next_cursor: string | null;
+  data: T[];
+}
+
+export interface Wake {
+  id: string;
+  method: string;
+  path: string;
+  path_truncated: boolean;
+  status: number;
+  latency_ms: number;
+  consumer: string;
+  captured_at: string;
+  environment: string;
+  route: string;
+  key_id: string | null;
+  request_bytes: number;
+  response_bytes: number;
+}
+
+export interface Body {
+  body: string | null;
+  body_bytes: number | null;
+  body_truncated: boolean | null;
+  body_encoding: 'utf8' | 'base64' | null;
+}
+
+export interface WakeDetail extends Wake {
+  replay_of: string | null;
+  request: ({ query: string; headers: [string, string][] | null } & Body) | null;
+  response: ({ headers: [string, string][] | null } & Body) | null;
+  diff: Diff | null;
+}
+
+export interface Diff {
+  identical: boolean;
+  status: { before: unknown; after: unknown } | null;
+  headers: { name: string; before: unknown; after: unknown }[];
+  body: { path: string; before: unknown; after: unknown }[];
+  ignored: string[];
+}
+
+export interface Key {
+  id: string;
+  label: string;
+  consumer: string;
+  environment: string;
+  scopes: string[];
+  status?: 'active' | 'scheduled' | 'revoked';
+  created_at: string;
+  revoke_at: string | null;
+  revoked_at: string | null;
+  last_used_at: string | null;
+  replaces: string | null;
+  secret?: string;
+}
+
+export interface Endpoint {
+  id: string;
+  url: string;
+  events: string[];
+  environment: string;
+  status: 'enabled' | 'disabled' | 'deleted';
+  created_at: string;
+  secret?: string;
+}
+
+export interface Attempt {
+  attempt: number;
+  at: string;
+  response_status: number | null;
+  duration_ms: number;
+  error: string | null;
+  response_body: string;
+}
+
+export interface Delivery {
+  id: string;
+  endpoint_id: string;
+  event_type: string;
+  attempt: number;
+  max_attempts: number;
+  status: 'pending' | 'delivered' | 'failed' | 'dead_lettered';
+  response_status: number | null;
+  duration_ms: number;
+  is_replay: boolean;
+  replay_of: string | null;
+  created_at: string;
+  attempts?: Attempt[];
+  payload?: unknown;
+}
+
+export interface Me {
+  data: { name: string; class: 'live' | 'test' }[];
+  key: { id: string; label: string; environment: string; scopes: string[] };
+}

@@ -1,0 +1,205 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type Key, type List } from './api';
+import { Copy, ErrorNote, Panel, StateBadge, when } from './ui';
+
+interface Draft {
+  label: string;
+  scopes: string;
+  consumer: string;
+  replaces: string;
+}
+const BLANK: Draft = { label: '', scopes: '', consumer: '', replaces: '' };
+
+export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
+  const [keys, setKeys] = useState<Key[]>([]);
+  const [err, setErr] = useState<unknown>(null);
+  const [status, setStatus] = useState('');
+  const [draft, setDraft] = useState<Draft>(BLANK);
+  const [created, setCreated] = useState<Key | null>(null);
+  const [actionErr, setActionErr] = useState<unknown>(null);
+  const [revokeAt, setRevokeAt] = useState<Record<string, string>>({});
+  const load = () =>
+    api<List<Key>>('GET', '/v2/api-keys', { query: { status, limit: 100 } }).then((l) => {
+      setKeys(l.data);
+      setErr(null);
+    }, setErr);
+  useEffect(() => {
+    void load();
+  }, [env, status]);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setActionErr(null);
+    try {
+      const k = await api<Key>('POST', '/v2/api-keys', {
+        body: {
+          label: draft.label,
+          environment: env,
+          scopes: draft.scopes
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+          ...(draft.consumer ? { consumer: draft.consumer } : {}),
+          ...(draft.replaces ? { replaces: draft.replaces } : {}),
+        },
+      });
+      setCreated(k);
+      setDraft(BLANK);
+      void load();
+    } catch (x) {
+      setActionErr(x);
+    }
+  };
+  const revoke = async (k: Key, at?: string) => {
+    setActionErr(null);
+    try {
+      await api(
+        'DELETE',
+        `/v2/api-keys/${k.id}`,
+        at ? { body: { revoke_at: new Date(`${at}:00Z`).toISOString() } } : {},
+      );
+      void load();
+    } catch (x) {
+      setActionErr(x);
+    }
+  };
+  const set = (k: keyof Draft) => (e: Event) => setDraft({ ...draft, [k]: (e.target as HTMLInputElement).value });
+  return (
+    <div>
+      <h1>Keys</h1>
+      {created?.secret ? (
+        <div class="secret" role="status">
+          <p>
+            <strong>Key {created.id} created.</strong> This is the only time its secret is shown: store it now.
+          </p>
+          <p>
+            <code class="secret-value">{created.secret}</code> <Copy text={created.secret} />
+          </p>
+          <button type="button" class="secondary" onClick={() => setCreated(null)}>
+            I have stored it
+          </button>
+        </div>
+      ) : null}
+      <Panel title={draft.replaces ? `Rotate ${draft.replaces}` : 'Create a key'}>
+        <form class="form" onSubmit={create}>
+          <label>
+            Label
+            <input name="label" required value={draft.label} onInput={set('label')} />
+          </label>
+          <label>
+            Scopes (comma-separated)
+            <input
+              name="scopes"
+              required
+              value={draft.scopes}
+              onInput={set('scopes')}
+              placeholder={scopes.slice(0, 2).join(', ')}
+            />
+          </label>
+          <label>
+            Consumer
+            <input name="consumer" value={draft.consumer} onInput={set('consumer')} placeholder="default: the label" />
+          </label>
+          <p class="muted small">
+            In environment {env}. A key can only issue scopes it holds: {scopes.join(', ')}.
+          </p>
+          <div class="buttons">
+            <button type="submit">{draft.replaces ? 'Create replacement' : 'Create key'}</button>
+            {draft.replaces ? (
+              <button type="button" class="secondary" onClick={() => setDraft(BLANK)}>
+                Cancel
+              </button>
+            ) : null}
+          </div>
+        </form>
+      </Panel>
+      <ErrorNote error={actionErr} />
+      <Panel
+        title="Keys"
+        actions={
+          <label>
+            Status{' '}
+            <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+              <option value="">all</option>
+              <option value="active">active</option>
+              <option value="scheduled">scheduled</option>
+              <option value="revoked">revoked</option>
+            </select>
+          </label>
+        }
+      >
+        <ErrorNote error={err} />
+        <div class="scroll">
+          <table class="keys">
+            <thead>
+              <tr>
+                <th>Label</th>
+                <th>Id</th>
+                <th>Environment</th>
+                <th>Status</th>
+                <th>Scopes</th>
+                <th>Consumer</th>
+                <th>Last used (UTC)</th>
+                <th>Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((k) => (
+                <tr key={k.id} data-key={k.id}>
+                  <td>{k.label}</td>
+                  <td class="mono small">{k.id}</td>
+                  <td>{k.environment}</td>
+                  <td>
+                    <StateBadge state={k.status ?? 'active'} />
+                    {k.revoke_at && k.status === 'scheduled' ? (
+                      <div class="small muted">at {when(k.revoke_at)}</div>
+                    ) : null}
+                  </td>
+                  <td class="small">{k.scopes.join(', ')}</td>
+                  <td>{k.consumer}</td>
+                  <td class="nowrap last-used">{when(k.last_used_at)}</td>
+                  <td class="row-actions">
+                    {k.status !== 'revoked' ? (
+                      <>
+                        <button type="button" class="danger small" onClick={() => revoke(k)}>
+                          Revoke now
+                        </button>
+                        <input
+                          type="datetime-local"
+                          aria-label={`revoke ${k.label} at`}
+                          value={revokeAt[k.id] ?? ''}
+                          onInput={(e) => setRevokeAt({ ...revokeAt, [k.id]: (e.target as HTMLInputElement).value })}
+                        />
+                        <button
+                          type="button"
+                          class="secondary small"
+                          disabled={!revokeAt[k.id]}
+                          onClick={() => revoke(k, revokeAt[k.id])}
+                        >
+                          Revoke at
+                        </button>
+                        <button
+                          type="button"
+                          class="secondary small"
+                          onClick={() =>
+                            setDraft({
+                              label: `${k.label} (rotated)`,
+                              scopes: k.scopes.join(', '),
+                              consumer: '',
+                              replaces: k.id,
+                            })
+                          }
+                        >
+                          Rotate
+                        </button>
+                      </>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </Panel>
+    </div>
+  );
+}

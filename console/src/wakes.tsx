@@ -1,0 +1,402 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, type Diff, type List, type Wake, type WakeDetail } from './api';
+import { BodyView, Copy, ErrorNote, Headers, Panel, Status, when } from './ui';
+
+interface Filters {
+  status_class: string;
+  path: string;
+  consumer: string;
+  key_id: string;
+  min_latency_ms: string;
+  since: string;
+  until: string;
+}
+const EMPTY: Filters = {
+  status_class: '',
+  path: '',
+  consumer: '',
+  key_id: '',
+  min_latency_ms: '',
+  since: '',
+  until: '',
+};
+const toIso = (local: string) => (local ? new Date(`${local}:00Z`).toISOString() : undefined);
+
+export function Wakes({ env }: { env: string }) {
+  const [filters, setFilters] = useState<Filters>(EMPTY);
+  const [draft, setDraft] = useState<Filters>(EMPTY);
+  const [rows, setRows] = useState<Wake[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [err, setErr] = useState<unknown>(null);
+  const [tail, setTail] = useState(false);
+  const [loading, setLoading] = useState(false);
+  const query = (f: Filters) => ({
+    status_class: f.status_class,
+    path: f.path,
+    consumer: f.consumer,
+    key_id: f.key_id,
+    min_latency_ms: f.min_latency_ms,
+    since: toIso(f.since),
+    until: toIso(f.until),
+    limit: 25,
+  });
+  const load = async (f: Filters, after: string | null) => {
+    setLoading(true);
+    try {
+      const l = await api<List<Wake>>('GET', '/v2/wakes', { query: { ...query(f), cursor: after } });
+      setRows((r) => (after ? [...r, ...l.data] : l.data));
+      setCursor(l.has_more ? l.next_cursor : null);
+      setErr(null);
+    } catch (e) {
+      setErr(e);
+    } finally {
+      setLoading(false);
+    }
+  };
+  useEffect(() => {
+    void load(filters, null);
+  }, [filters, env]);
+  // Live tail: the newest page again every 2 s; new wakes go on top.
+  const rowsRef = useRef(rows);
+  rowsRef.current = rows;
+  useEffect(() => {
+    if (!tail) return;
+    const t = setInterval(async () => {
+      try {
+        const l = await api<List<Wake>>('GET', '/v2/wakes', { query: query(filters) });
+        const seen = new Set(rowsRef.current.map((w) => w.id));
+        const fresh = l.data.filter((w) => !seen.has(w.id));
+        if (fresh.length) setRows((r) => [...fresh, ...r]);
+      } catch (e) {
+        setErr(e);
+      }
+    }, 2000);
+    return () => clearInterval(t);
+  }, [tail, filters, env]);
+  const field = (
+    name: keyof Filters,
+    label: string,
+    type: 'text' | 'number' | 'datetime-local' = 'text',
+    placeholder = '',
+  ) => (
+    <label>
+      {label}
+      <input
+        type={type as 'text'}
+        name={name}
+        value={draft[name]}
+        placeholder={placeholder}
+        onInput={(e) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value })}
+      />
+    </label>
+  );
+  return (
+    <div>
+      <h1>Wakes</h1>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setFilters(draft);
+        }}
+      >
+        <label>
+          Status
+          <select
+            name="status_class"
+            value={draft.status_class}
+            onChange={(e) => setDraft({ ...draft, status_class: (e.target as HTMLSelectElement).value })}
+          >
+            <option value="">any</option>
+            {['2xx', '3xx', '4xx', '5xx'].map((c) => (
+              <option key={c} value={c}>
+                {c}
+              </option>
+            ))}
+          </select>
+        </label>
+        {field('path', 'Path template', 'text', '/api/orders/{id}')}
+        {field('consumer', 'Consumer')}
+        {field('key_id', 'Key id', 'text', 'key_...')}
+        {field('min_latency_ms', 'Slower than (ms)', 'number')}
+        {field('since', 'Since (UTC)', 'datetime-local')}
+        {field('until', 'Until (UTC)', 'datetime-local')}
+        <div class="buttons">
+          <button type="submit">Apply</button>
+          <button
+            type="button"
+            class="secondary"
+            onClick={() => {
+              setDraft(EMPTY);
+              setFilters(EMPTY);
+            }}
+          >
+            Clear
+          </button>
+          <label class="toggle">
+            <input type="checkbox" checked={tail} onChange={(e) => setTail((e.target as HTMLInputElement).checked)} />{' '}
+            Live tail
+          </label>
+        </div>
+      </form>
+      <ErrorNote error={err} />
+      <div class="scroll">
+        <table class="wakes">
+          <thead>
+            <tr>
+              <th>Time (UTC)</th>
+              <th>Status</th>
+              <th>Method</th>
+              <th>Path</th>
+              <th>Latency</th>
+              <th>Consumer</th>
+              <th>Route</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((w) => (
+              <tr key={w.id}>
+                <td class="nowrap">{when(w.captured_at)}</td>
+                <td>
+                  <Status code={w.status} />
+                </td>
+                <td>{w.method}</td>
+                <td class="path">
+                  <a href={`#/wakes/${w.id}`}>{w.path}</a>
+                </td>
+                <td class="num">{w.latency_ms} ms</td>
+                <td>{w.consumer}</td>
+                <td>{w.route}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {!loading && rows.length === 0 && !err ? <p class="muted">No wakes match.</p> : null}
+      {cursor ? (
+        <button type="button" class="secondary" onClick={() => load(filters, cursor)}>
+          Older
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** A curl command for the captured request (redacted values stay redacted: fill them in). */
+function curlOf(w: WakeDetail): string {
+  const parts = ['curl', '-g', '-X', w.method, shellQuote(`${location.origin}${w.path}${w.request?.query ?? ''}`)];
+  for (const [k, v] of w.request?.headers ?? []) {
+    if (/^(host|content-length|connection)$/i.test(k)) continue;
+    parts.push('-H', shellQuote(`${k}: ${v}`));
+  }
+  if (w.request?.body && w.request.body_encoding === 'utf8') parts.push('--data-raw', shellQuote(w.request.body));
+  return parts.join(' ');
+}
+
+export function DiffView({ diff }: { diff: Diff }) {
+  if (diff.identical) {
+    return (
+      <p class="ok-note">✓ Identical answer{diff.ignored.length ? ` (ignored: ${diff.ignored.join(', ')})` : ''}.</p>
+    );
+  }
+  const v = (x: unknown) => (x === undefined ? '(absent)' : JSON.stringify(x));
+  return (
+    <div class="diff">
+      <p class="warn-note">≠ The answer changed.</p>
+      <table>
+        <thead>
+          <tr>
+            <th>What</th>
+            <th>Before</th>
+            <th>After</th>
+          </tr>
+        </thead>
+        <tbody>
+          {diff.status ? (
+            <tr>
+              <td>status</td>
+              <td>{v(diff.status.before)}</td>
+              <td>{v(diff.status.after)}</td>
+            </tr>
+          ) : null}
+          {diff.headers.map((h) => (
+            <tr key={`h${h.name}`}>
+              <td>header {h.name}</td>
+              <td>{v(h.before)}</td>
+              <td>{v(h.after)}</td>
+            </tr>
+          ))}
+          {diff.body.map((b) => (
+            <tr key={`b${b.path}`}>
+              <td>
+                <code>{b.path}</code>
+              </td>
+              <td>{v(b.before)}</td>
+              <td>{v(b.after)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {diff.ignored.length ? <p class="muted small">Ignored: {diff.ignored.join(', ')}</p> : null}
+    </div>
+  );
+}
+
+export function WakePage({ id, env }: { id: string; env: string }) {
+  const [w, setW] = useState<WakeDetail | null>(null);
+  const [err, setErr] = useState<unknown>(null);
+  const [replay, setReplay] = useState<{ id: string; diff: Diff | null } | null>(null);
+  const [replayErr, setReplayErr] = useState<unknown>(null);
+  const [confirmUnsafe, setConfirmUnsafe] = useState(false);
+  const [ignore, setIgnore] = useState('');
+  useEffect(() => {
+    setW(null);
+    setReplay(null);
+    api<WakeDetail>('GET', `/v2/wakes/${id}`).then(setW, setErr);
+  }, [id, env]);
+  const start = async (allowUnsafe: boolean) => {
+    setReplayErr(null);
+    setConfirmUnsafe(false);
+    try {
+      const r = await api<{ replay_wake_id: string }>('POST', `/v2/wakes/${id}/replay`, {
+        body: {
+          allow_unsafe: allowUnsafe,
+          ignore: ignore
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+        },
+      });
+      setReplay({ id: r.replay_wake_id, diff: null });
+      // The replay's wake carries the diff once it is written (within a second or so).
+      for (let i = 0; i < 40; i++) {
+        await new Promise((res) => setTimeout(res, 250));
+        try {
+          const rw = await api<WakeDetail>('GET', `/v2/wakes/${r.replay_wake_id}`);
+          if (rw.diff) {
+            setReplay({ id: r.replay_wake_id, diff: rw.diff });
+            return;
+          }
+        } catch {
+          // Not written yet.
+        }
+      }
+      setReplayErr(new Error('the replay has not finished yet; open its wake later'));
+    } catch (e) {
+      setReplayErr(e);
+    }
+  };
+  if (err) return <ErrorNote error={err} />;
+  if (!w) return <p class="muted">Loading…</p>;
+  return (
+    <div>
+      <p>
+        <a href="#/wakes">← Wakes</a>
+      </p>
+      <h1 class="mono">
+        {w.method} {w.path}
+      </h1>
+      <dl class="summary">
+        <dt>Status</dt>
+        <dd>
+          <Status code={w.status} />
+        </dd>
+        <dt>Latency</dt>
+        <dd>{w.latency_ms} ms</dd>
+        <dt>Time</dt>
+        <dd>{when(w.captured_at)} UTC</dd>
+        <dt>Route</dt>
+        <dd>{w.route}</dd>
+        <dt>Consumer</dt>
+        <dd>{w.consumer}</dd>
+        <dt>Key</dt>
+        <dd>{w.key_id ?? '—'}</dd>
+        <dt>Wake</dt>
+        <dd class="mono">{w.id}</dd>
+        {w.replay_of ? (
+          <>
+            <dt>Replay of</dt>
+            <dd>
+              <a href={`#/wakes/${w.replay_of}`}>{w.replay_of}</a>
+            </dd>
+          </>
+        ) : null}
+      </dl>
+      <div class="toolbar">
+        {w.request ? <Copy text={curlOf(w)} label="Copy as curl" /> : null}
+        <label>
+          Ignore
+          <input
+            value={ignore}
+            placeholder="updated_at, $.meta.id"
+            onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
+          Replay
+        </button>
+      </div>
+      {confirmUnsafe ? (
+        <div class="confirm" role="alertdialog" aria-label="Replay an unsafe method">
+          <p>
+            <strong>{w.method}</strong> is not a safe method: replaying it may change data at the origin.
+          </p>
+          <button type="button" class="danger" onClick={() => start(true)}>
+            Replay anyway
+          </button>{' '}
+          <button type="button" class="secondary" onClick={() => setConfirmUnsafe(false)}>
+            Cancel
+          </button>
+        </div>
+      ) : null}
+      <ErrorNote error={replayErr} />
+      {replay ? (
+        <Panel title="Replay">
+          <p>
+            Replay wake <a href={`#/wakes/${replay.id}`}>{replay.id}</a>
+            {replay.diff ? '' : ' (running…)'}
+          </p>
+          {replay.diff ? <DiffView diff={replay.diff} /> : null}
+        </Panel>
+      ) : null}
+      {w.diff ? (
+        <Panel title="Diff against the original">
+          <DiffView diff={w.diff} />
+        </Panel>
+      ) : null}
+      {w.request === null ? <p class="note">This wake kept no detail (its route captures none).</p> : null}
+      {w.request ? (
+        <div class="grid2">
+          <Panel title="Request">
+            {w.request.query ? (
+              <p>
+                Query: <code>{w.request.query}</code>
+              </p>
+            ) : null}
+            <Headers headers={w.request.headers} />
+            <BodyView
+              {...w.request}
+              bytes={w.request.body_bytes}
+              truncated={w.request.body_truncated}
+              encoding={w.request.body_encoding}
+            />
+          </Panel>
+          <Panel title="Response">
+            <Headers headers={w.response?.headers ?? null} />
+            {w.response ? (
+              <BodyView
+                {...w.response}
+                bytes={w.response.body_bytes}
+                truncated={w.response.body_truncated}
+                encoding={w.response.body_encoding}
+              />
+            ) : null}
+          </Panel>
+        </div>
+      ) : null}
+    </div>
+  );
+}

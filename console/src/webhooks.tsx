@@ -1,0 +1,265 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type Delivery, type Endpoint, type List } from './api';
+import { Copy, ErrorNote, Panel, StateBadge, Status, when } from './ui';
+
+export function Webhooks({ env }: { env: string }) {
+  const [eps, setEps] = useState<Endpoint[]>([]);
+  const [dl, setDl] = useState<Delivery[]>([]);
+  const [status, setStatus] = useState('');
+  const [err, setErr] = useState<unknown>(null);
+  const [dErr, setDErr] = useState<unknown>(null);
+  const [actionErr, setActionErr] = useState<unknown>(null);
+  const [secret, setSecret] = useState<{ id: string; secret: string } | null>(null);
+  const [open, setOpen] = useState<Delivery | null>(null);
+  const [url, setUrl] = useState('');
+  const [events, setEvents] = useState('*');
+  const loadEps = () =>
+    api<List<Endpoint>>('GET', '/v2/webhooks/endpoints', { query: { limit: 100 } }).then((l) => {
+      setEps(l.data);
+      setErr(null);
+    }, setErr);
+  const loadDl = () =>
+    api<List<Delivery>>('GET', '/v2/webhooks/deliveries', { query: { status, limit: 50 } }).then((l) => {
+      setDl(l.data);
+      setDErr(null);
+    }, setDErr);
+  useEffect(() => {
+    void loadEps();
+  }, [env]);
+  useEffect(() => {
+    void loadDl();
+    const t = setInterval(loadDl, 3000);
+    return () => clearInterval(t);
+  }, [env, status]);
+  const act = async (f: () => Promise<unknown>) => {
+    setActionErr(null);
+    try {
+      await f();
+      await Promise.all([loadEps(), loadDl()]);
+    } catch (e) {
+      setActionErr(e);
+    }
+  };
+  const openDelivery = (d: Delivery) =>
+    api<Delivery>('GET', `/v2/webhooks/deliveries/${d.id}`).then(setOpen, setActionErr);
+  return (
+    <div>
+      <h1>Webhooks</h1>
+      {secret ? (
+        <div class="secret" role="status">
+          <p>
+            <strong>Signing secret of {secret.id}.</strong> This is the only time it is shown: store it now.
+          </p>
+          <p>
+            <code class="secret-value">{secret.secret}</code> <Copy text={secret.secret} />
+          </p>
+          <button type="button" class="secondary" onClick={() => setSecret(null)}>
+            I have stored it
+          </button>
+        </div>
+      ) : null}
+      <ErrorNote error={actionErr} />
+      <Panel title="Endpoints">
+        <ErrorNote error={err} />
+        <form
+          class="form inline"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void act(async () => {
+              const ep = await api<Endpoint>('POST', '/v2/webhooks/endpoints', {
+                body: {
+                  url,
+                  events: events
+                    .split(',')
+                    .map((s) => s.trim())
+                    .filter(Boolean),
+                  environment: env,
+                },
+              });
+              if (ep.secret) setSecret({ id: ep.id, secret: ep.secret });
+              setUrl('');
+            });
+          }}
+        >
+          <label>
+            URL
+            <input
+              name="url"
+              required
+              value={url}
+              placeholder="https://hooks.example.com/wakegate"
+              onInput={(e) => setUrl((e.target as HTMLInputElement).value)}
+            />
+          </label>
+          <label>
+            Events
+            <input name="events" value={events} onInput={(e) => setEvents((e.target as HTMLInputElement).value)} />
+          </label>
+          <button type="submit">Add endpoint</button>
+        </form>
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th>URL</th>
+                <th>Status</th>
+                <th>Events</th>
+                <th>Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {eps.map((ep) => (
+                <tr key={ep.id} data-endpoint={ep.id}>
+                  <td class="path">
+                    {ep.url}
+                    <div class="mono small muted">{ep.id}</div>
+                  </td>
+                  <td>
+                    <StateBadge state={ep.status} />
+                  </td>
+                  <td class="small">{ep.events.join(', ')}</td>
+                  <td class="row-actions">
+                    <button
+                      type="button"
+                      class="secondary small"
+                      onClick={() =>
+                        act(() =>
+                          api('PATCH', `/v2/webhooks/endpoints/${ep.id}`, {
+                            body: { status: ep.status === 'enabled' ? 'disabled' : 'enabled' },
+                          }),
+                        )
+                      }
+                    >
+                      {ep.status === 'enabled' ? 'Disable' : 'Enable'}
+                    </button>
+                    <button
+                      type="button"
+                      class="secondary small"
+                      onClick={() => act(() => api('POST', `/v2/webhooks/endpoints/${ep.id}/test`))}
+                    >
+                      Send test
+                    </button>
+                    <button
+                      type="button"
+                      class="secondary small"
+                      onClick={() =>
+                        act(async () => {
+                          const r = await api<Endpoint>('POST', `/v2/webhooks/endpoints/${ep.id}/rotate-secret`);
+                          if (r.secret) setSecret({ id: r.id, secret: r.secret });
+                        })
+                      }
+                    >
+                      Rotate secret
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </Panel>
+      <Panel
+        title="Deliveries"
+        actions={
+          <label>
+            Status{' '}
+            <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+              <option value="">all</option>
+              <option value="pending">pending</option>
+              <option value="delivered">delivered</option>
+              <option value="failed">failed</option>
+              <option value="dead_lettered">dead-lettered</option>
+            </select>
+          </label>
+        }
+      >
+        <ErrorNote error={dErr} />
+        <div class="scroll">
+          <table class="deliveries">
+            <thead>
+              <tr>
+                <th>Created (UTC)</th>
+                <th>Event</th>
+                <th>Status</th>
+                <th>Attempt</th>
+                <th>Answer</th>
+                <th>Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {dl.map((d) => (
+                <tr key={d.id} data-delivery={d.id}>
+                  <td class="nowrap">{when(d.created_at)}</td>
+                  <td>
+                    {d.event_type}
+                    {d.is_replay ? <span class="badge st-pending"> replay</span> : null}
+                  </td>
+                  <td>
+                    <StateBadge state={d.status} />
+                  </td>
+                  <td>
+                    {d.attempt}/{d.max_attempts}
+                  </td>
+                  <td>
+                    <Status code={d.response_status} />
+                  </td>
+                  <td class="row-actions">
+                    <button type="button" class="secondary small" onClick={() => openDelivery(d)}>
+                      Attempts
+                    </button>
+                    {d.status === 'failed' || d.status === 'dead_lettered' ? (
+                      <button
+                        type="button"
+                        class="small"
+                        onClick={() => act(() => api('POST', `/v2/webhooks/deliveries/${d.id}/replay`))}
+                      >
+                        Replay
+                      </button>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+        {dl.length === 0 && !dErr ? <p class="muted">No deliveries.</p> : null}
+      </Panel>
+      {open ? (
+        <Panel
+          title={`Delivery ${open.id}`}
+          actions={
+            <button type="button" class="secondary small" onClick={() => setOpen(null)}>
+              Close
+            </button>
+          }
+        >
+          <table class="attempts">
+            <thead>
+              <tr>
+                <th>#</th>
+                <th>At (UTC)</th>
+                <th>Answer</th>
+                <th>Duration</th>
+                <th>Response body or error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(open.attempts ?? []).map((a) => (
+                <tr key={a.attempt}>
+                  <td>{a.attempt}</td>
+                  <td class="nowrap">{when(a.at)}</td>
+                  <td>
+                    <Status code={a.response_status} />
+                  </td>
+                  <td class="num">{a.duration_ms} ms</td>
+                  <td class="small">{a.error ?? a.response_body}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <pre class="body">{JSON.stringify(open.payload, null, 2)}</pre>
+        </Panel>
+      ) : null}
+    </div>
+  );
+}

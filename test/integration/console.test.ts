@@ -1,0 +1,203 @@
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { startServer, type TestServer } from '../helpers/origin.js';
+import { type Receiver, startReceiver } from '../helpers/receiver.js';
+
+// Screenshots go to SCREENSHOTS_DIR (docs/console when the README's pictures are remade), else a temp dir.
+const SHOTS = process.env.SCREENSHOTS_DIR ?? mkdtempSync(join(tmpdir(), 'wakegate-console-'));
+mkdirSync(SHOTS, { recursive: true });
+
+describe('the console, in a real headless Chromium against a real gateway', () => {
+  let origin: TestServer;
+  let receiver: Receiver;
+  let t: TestGateway;
+  let browser: Browser;
+  let page: Page;
+  let appKey: string;
+  const foreign: string[] = [];
+  let price = 10;
+
+  beforeAll(async () => {
+    origin = await startServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const fail = req.url?.includes('fail');
+        res.writeHead(fail ? 503 : 200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 1, name: 'widget', price, password: 'never-shown' }));
+      });
+    });
+    receiver = await startReceiver();
+    receiver.answer = (_req, res) => {
+      res.statusCode = 500;
+      res.end('receiver down');
+    };
+    t = await startGateway({
+      routes: [
+        {
+          name: 'api',
+          prefix: '/api',
+          scopes: { read: 'payments:read', write: 'payments:write' },
+          origins: { production: origin.url, sandbox: origin.url },
+        },
+      ],
+      webhooks: { allow_insecure_http: true, allow_private_networks: true, retry_schedule_s: [] },
+    });
+    appKey = (
+      await t.gw.keys.create(
+        { label: 'storefront', environment: 'production', scopes: ['payments:read', 'payments:write'] },
+        'production',
+      )
+    ).secret;
+    for (let i = 0; i < 30; i++) await fetch(`${t.url}/api/items/${i % 3}`, { headers: bearer(appKey) });
+    for (let i = 0; i < 3; i++) await fetch(`${t.url}/api/fail/${i}`, { headers: bearer(appKey) });
+    await flushed(t.gw);
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await ctx.grantPermissions(['clipboard-read', 'clipboard-write']);
+    page = await ctx.newPage();
+    page.on('request', (r) => {
+      if (!r.url().startsWith(t.url)) foreign.push(r.url());
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await t.cleanup();
+    await origin.close();
+    await receiver.close();
+  });
+
+  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+  it('serves the app with a strict CSP and nothing from elsewhere, and signs in with a pasted key', async () => {
+    const res = await fetch(`${t.url}/console/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+    expect(res.headers.get('x-wake-id')).toMatch(/^wk_/);
+    const html = await res.text();
+    expect(html).not.toMatch(/<script>|style=|https?:\/\//);
+    const t0 = Date.now();
+    await page.goto(`${t.url}/console/`);
+    await page.getByLabel('API key').waitFor();
+    console.log(`console: sign-in page ready in ${Date.now() - t0} ms on loopback`);
+    await shot('signin');
+    await page.getByLabel('API key').fill(t.admin);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByText('Requests per minute').waitFor({ timeout: 5000 });
+    await page.locator('figure.chart svg circle').first().waitFor({ timeout: 5000 });
+    expect(await page.evaluate('sessionStorage.getItem("wakegate.key")')).toBe(t.admin);
+    expect(page.url()).not.toContain(t.admin);
+    expect((await page.context().cookies()).length).toBe(0);
+    await page.getByRole('link', { name: /GET \/api\/fail\/2/ }).waitFor({ timeout: 5000 });
+    await shot('overview');
+  });
+
+  it('shows a request just made in Wakes, opens it, and replays it with the diff', async () => {
+    const r = await fetch(`${t.url}/api/items/42?verbose=1`, { headers: bearer(appKey) });
+    const id = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    await page.getByRole('link', { name: 'Wakes' }).click();
+    await page.getByRole('link', { name: '/api/items/42' }).first().waitFor();
+    await shot('wakes');
+    await page.getByRole('link', { name: '/api/items/42' }).first().click();
+    await page.getByRole('heading', { name: 'Request' }).waitFor();
+    expect(page.url()).toContain(id);
+    // Redaction is shown as such: the key and the password never reach the page.
+    await page
+      .locator('mark', { hasText: /\[redacted:/ })
+      .first()
+      .waitFor();
+    expect(await page.content()).not.toContain(appKey);
+    expect(await page.content()).not.toContain('never-shown');
+    await page.getByRole('button', { name: 'Copy as curl' }).click();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toMatch(
+      /^curl -g -X GET '.*\/api\/items\/42\?verbose=1'/,
+    );
+    price = 12;
+    await page.getByRole('button', { name: 'Replay' }).click();
+    await page.getByText('The answer changed').waitFor({ timeout: 15_000 });
+    await page.locator('.diff code', { hasText: '$.price' }).waitFor();
+    await shot('wake-replay');
+    price = 10;
+  });
+
+  it('creates a key and shows its secret once; its last use appears; it can be revoked', async () => {
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByLabel('Label').fill('console-made');
+    await page.getByLabel('Scopes (comma-separated)').fill('payments:read');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const secret = (await page.locator('.secret-value').textContent()) ?? '';
+    expect(secret).toMatch(/^svc_live_[0-9A-Za-z]{43}$/);
+    await shot('keys-created');
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    expect(await page.locator('.secret-value').count()).toBe(0);
+    const row = page.locator('tr', { hasText: 'console-made' });
+    expect(await row.locator('.last-used').textContent()).toBe('—');
+    expect((await fetch(`${t.url}/api/items/1`, { headers: bearer(secret) })).status).toBe(200);
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await expect
+      .poll(async () => row.locator('.last-used').textContent(), { timeout: 5000 })
+      .toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+    await row.getByRole('button', { name: 'Revoke now' }).click();
+    await row.getByText('revoked').waitFor();
+    await shot('keys');
+    expect((await fetch(`${t.url}/api/items/1`, { headers: bearer(secret) })).status).toBe(401);
+  });
+
+  it('shows a failing endpoint dead-lettered, replays it, and sees the new delivery delivered', async () => {
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByLabel('URL').fill(receiver.url);
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    expect(await page.locator('.secret-value').textContent()).toMatch(/^whsec_/);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    await page.getByRole('button', { name: 'Send test' }).click();
+    const dead = page.locator('tr[data-delivery]', { hasText: 'dead lettered' }).first();
+    await dead.waitFor({ timeout: 10_000 });
+    await dead.getByRole('button', { name: 'Attempts' }).click();
+    await page.getByText('receiver down').waitFor();
+    receiver.answer = (_req, res) => res.end('ok');
+    await dead.getByRole('button', { name: 'Replay' }).click();
+    await page
+      .locator('tr[data-delivery]', { hasText: 'replay' })
+      .filter({ hasText: 'delivered' })
+      .first()
+      .waitFor({ timeout: 10_000 });
+    await shot('webhooks');
+  });
+
+  it('works at a phone width, switches environment, and signs out', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('link', { name: 'Wakes' }).click();
+    // The console's own calls are wakes too (route v2): a path filter finds the app's requests.
+    await page.getByLabel('Path template').fill('/api/items/{id}');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('link', { name: '/api/items/42' }).first().waitFor({ timeout: 5000 });
+    expect(await page.locator('table.wakes tbody tr').count()).toBeGreaterThan(5);
+    await shot('wakes-phone');
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await page.getByRole('combobox', { name: /Environment/ }).selectOption('sandbox');
+    await page.getByText('No wakes match.').waitFor({ timeout: 5000 });
+    await page.getByRole('combobox', { name: /Environment/ }).selectOption('production');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor({ timeout: 5000 });
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+    expect(foreign).toEqual([]);
+  });
+});
