@@ -15,7 +15,7 @@ import { Batcher, type Sink } from './capture/batcher.js';
 import { DetailBudget, detailSize } from './capture/detail.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
 import { Redactor } from './capture/redact.js';
-import { Spool } from './capture/spool.js';
+import { Wal } from './capture/wal.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { consoleHandler } from './console/serve.js';
@@ -33,12 +33,18 @@ import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import { RateLimiter } from './ratelimit/limiter.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { openStore, type Store } from './store/client.js';
-import { EventTable } from './store/events.js';
+import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
 import { claimOwner, releaseOwner } from './store/owner.js';
 import { type Wake, WakeInserter, WakeQuerier } from './store/wakes.js';
-import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
+import {
+  applyDeliveryRetention,
+  type DeliveryRecord,
+  DeliveryTable,
+  EndpointTable,
+  FanoutCursorTable,
+} from './store/webhooks.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
@@ -122,6 +128,21 @@ export class Gateway {
     });
   }
 
+  /** The write-ahead log of one stream, taking over what an earlier version left in its spool. */
+  private openWal<T>(name: string): Wal<T> {
+    const cfg = this.config;
+    const wal = new Wal<T>(
+      join(cfg.storage.data_dir, 'wal', name),
+      cfg.storage.spool_max_bytes,
+      { syncIntervalMs: cfg.wal.sync_interval_ms, fsyncIntervalMs: cfg.wal.fsync_interval_ms },
+      this.log,
+    );
+    const adopted = wal.adoptLegacySpool(join(cfg.storage.data_dir, 'spool', name));
+    if (adopted)
+      this.log.info('spooled batches of an earlier version taken into the write-ahead log', { name, batches: adopted });
+    return wal;
+  }
+
   /** Opens storage, applies migrations, loads keys, builds the pipeline. Does not listen yet. */
   async init(): Promise<void> {
     const cfg = this.config;
@@ -132,19 +153,14 @@ export class Gateway {
     const keyTable = new KeyTable(this.store);
     this.ring = new KeyRing(keyTable, this.log);
     await this.ring.load();
-    this.events = new EventBus(
-      new EventTable(this.store),
-      this.clock,
-      this.log,
-      new Spool(join(cfg.storage.data_dir, 'spool', 'events'), cfg.storage.spool_max_bytes),
-    );
+    this.events = new EventBus(new EventTable(this.store), this.clock, this.log, this.openWal<EventRecord>('events'));
     this.events.onDrop = (n, reason) => this.metrics.eventsDropped.labels(reason).inc(n);
     this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
 
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
-    const realSink: Sink<Wake> = (rows, token) => inserter.insert(rows, token);
+    const realSink: Sink<Wake> = (rows, token, raw) => inserter.insert(rows, token, raw);
     const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
-    const spool = new Spool<Wake>(join(cfg.storage.data_dir, 'spool', 'wakes'), cfg.storage.spool_max_bytes);
+    const spool = this.openWal<Wake>('wakes');
     this.batcher = new Batcher<Wake>(
       {
         batchRows: cfg.capture.batch_rows,
@@ -190,16 +206,16 @@ export class Gateway {
       onSkip: () => this.metrics.detailsSkipped.inc(),
     };
     const access = cfg.log.access ? accessLog() : null;
+    const retention = (env: string) => cfg.environments[env]?.wake_retention_days ?? 30;
     const recorder = new Recorder(
       this.clock,
       this.metrics,
       cfg.server.region,
-      access
-        ? (w) => {
-            access(w);
-            this.batcher.push(w);
-          }
-        : (w) => this.batcher.push(w),
+      (w) => {
+        w.retention_days = retention(w.environment);
+        access?.(w);
+        this.batcher.push(w);
+      },
       detailDeps,
     );
     const proxyDeps = {
@@ -305,6 +321,11 @@ export class Gateway {
     });
     this.ring.start(cfg.storage.key_poll_interval_ms);
     this.keys.start();
+    // What the write-ahead logs hold from an earlier run goes in now, while serving,
+    // with every listener (event rules, fan-out) in place: availability first.
+    this.events.resume();
+    this.batcher.resume();
+    this.dispatcher.resumeLog();
   }
 
   /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
@@ -323,7 +344,7 @@ export class Gateway {
       this.clock,
       this.log,
       this.metrics,
-      new Spool(join(cfg.storage.data_dir, 'spool', 'deliveries'), cfg.storage.spool_max_bytes),
+      this.openWal<DeliveryRecord>('deliveries'),
     );
     this.fanout = new FanOut(
       cfg,

@@ -1,6 +1,6 @@
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { Spool } from './spool.js';
+import type { Wal } from './wal.js';
 
 export interface BatcherOptions {
   batchRows: number;
@@ -25,7 +25,8 @@ export interface BatcherStats {
   lastFlushMs: number;
 }
 
-export type Sink<T> = (rows: readonly T[], token: string) => Promise<void>;
+/** Writes one batch; `raw` is the batch as the log holds it (JSON lines), for sinks that can send it as it is. */
+export type Sink<T> = (rows: readonly T[], token: string, raw: string) => Promise<void>;
 export type BatchListener<T> = (rows: readonly T[]) => void;
 
 const timeout = (ms: number) =>
@@ -33,12 +34,15 @@ const timeout = (ms: number) =>
 
 /**
  * Buffers rows and writes them in batches: when `batchRows` are waiting or every
- * `flushIntervalMs`, whichever comes first. One insert at a time, so order holds.
- * When an insert fails, the batch goes to the spool and everything after it
- * follows it there until storage answers again; the spool is then replayed in
- * order. Each batch carries a deduplication token, so a replay after an
- * ambiguous failure stores it once. Rows are dropped (and counted) only when the
- * memory buffer is full or the spool's disk budget is exhausted.
+ * `flushIntervalMs`, whichever comes first. Every row is also appended to the
+ * write-ahead log as it is pushed (wal.ts), so a crash loses only what the log
+ * had not yet written. A batch is a sealed segment of the log, named by its
+ * deduplication token; it leaves the disk once storage acknowledges it. When an
+ * insert fails, its segment stays as the backlog and every batch after it joins
+ * the backlog until storage answers again; the backlog is then inserted in order,
+ * and a segment stored before an ambiguous failure is stored once. Rows are
+ * dropped (and counted) only when the memory buffer is full or the log's disk
+ * budget is exhausted.
  */
 export class Batcher<T> {
   private buffer: T[] = [];
@@ -66,13 +70,21 @@ export class Batcher<T> {
   constructor(
     private readonly opts: BatcherOptions,
     private readonly sink: Sink<T>,
-    private readonly spool: Spool<T> | null,
+    private readonly wal: Wal<T> | null,
     private readonly log: Logger,
   ) {
-    if (spool) {
-      this.stats.spoolBytes = spool.size;
-      this.stats.spoolBatches = spool.length;
+    if (wal) {
+      this.stats.spoolBytes = wal.size;
+      this.stats.spoolBatches = wal.length;
     }
+  }
+
+  /**
+   * Starts inserting what the log holds from an earlier run (a crash), while the
+   * gateway serves: called once every listener is in place, so they see it too.
+   */
+  resume(): void {
+    if (this.wal && this.wal.length > 0) this.scheduleRetry(0);
   }
 
   /** Called with each batch as it leaves the buffer (event rules run here, off the hot path). */
@@ -80,11 +92,16 @@ export class Batcher<T> {
     this.listeners.push(l);
   }
 
-  /** Hot path: one array push. */
+  /** Hot path: one serialization for the log and two array pushes. */
   push(row: T): void {
     if (this.buffer.length + this.inflight >= this.opts.maxBufferedRows) {
       this.stats.dropped++;
       this.onDrop(1, 'buffer_full');
+      return;
+    }
+    if (this.wal && !this.wal.append(row)) {
+      this.stats.dropped++;
+      this.onDrop(1, 'wal_full');
       return;
     }
     this.buffer.push(row);
@@ -107,7 +124,7 @@ export class Batcher<T> {
     }
     // More than one batch in flight only while storage answers and nothing is spooled,
     // so a replay in order is never overtaken.
-    const degraded = !this.stats.storageUp || (this.spool !== null && this.spool.length > 0);
+    const degraded = !this.stats.storageUp || (this.wal !== null && this.wal.length > 0);
     const max = degraded ? 1 : (this.opts.maxInflight ?? 1);
     if (this.runs.size >= max || (this.runs.size > 0 && this.buffer.length === 0)) return;
     const run: Promise<void> = this.drain().finally(() => {
@@ -125,7 +142,7 @@ export class Batcher<T> {
     while (this.runs.size > 0) await Promise.all([...this.runs]);
   }
 
-  /** Writes everything buffered now (and whatever the spool holds, if storage answers). */
+  /** Writes everything buffered now (and the log's backlog, if storage answers). */
   async flush(): Promise<void> {
     await this.settle();
     // Each drain writes (or spools, or drops and counts) one batch, so this ends.
@@ -136,39 +153,55 @@ export class Batcher<T> {
   }
 
   /**
-   * Writes one batch: what is buffered now, up to 4 x batchRows. Rows that arrive
-   * meanwhile wait for the next trigger (batchRows reached, or the interval), so a
-   * busy gateway writes few large batches instead of many small ones.
+   * Writes one batch: everything buffered now (one sealed segment of the log). Rows
+   * that arrive meanwhile wait for the next trigger (batchRows reached, or the
+   * interval), so a busy gateway writes few large batches instead of many small ones.
    */
   private async drain(): Promise<void> {
-    await this.replaySpool();
-    if (this.buffer.length > 0) {
-      const rows =
-        this.buffer.length > this.opts.batchRows * 4 ? this.buffer.splice(0, this.opts.batchRows * 4) : this.buffer;
-      if (rows === this.buffer) this.buffer = [];
-      this.inflight += rows.length;
-      const token = `${this.prefix}-${this.seq++}`;
-      for (const l of this.listeners) {
-        try {
-          l(rows);
-        } catch (e) {
-          this.log.error('batch listener failed', { err: e as Error });
-        }
+    await this.replayBacklog();
+    if (this.buffer.length === 0) return;
+    const rows = this.buffer;
+    this.buffer = [];
+    this.inflight += rows.length;
+    const sealed = this.wal?.seal() ?? null;
+    const token = sealed?.token ?? `${this.prefix}-${this.seq++}`;
+    this.tell(rows);
+    if (this.wal && sealed) {
+      // Behind a backlog, a batch waits its turn on disk, so order holds.
+      if (this.wal.length > 0) this.wal.keep(token);
+      else if (await this.write(rows, token, sealed.raw)) this.wal.acknowledge(token);
+      else this.wal.keep(token);
+    } else if (!(await this.write(rows, token, ''))) {
+      this.stats.dropped += rows.length;
+      this.onDrop(rows.length, 'storage_failed');
+      this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: rows.length });
+    }
+    this.inflight -= rows.length;
+    this.stats.buffered = this.buffer.length;
+    this.refreshLogStats();
+  }
+
+  private tell(rows: readonly T[]): void {
+    for (const l of this.listeners) {
+      try {
+        l(rows);
+      } catch (e) {
+        this.log.error('batch listener failed', { err: e as Error });
       }
-      if (this.spool && this.spool.length > 0) {
-        this.toSpool(rows, token);
-      } else if (!(await this.write(rows, token))) {
-        this.toSpool(rows, token);
-      }
-      this.inflight -= rows.length;
-      this.stats.buffered = this.buffer.length;
     }
   }
 
-  private async write(rows: readonly T[], token: string): Promise<boolean> {
+  private refreshLogStats(): void {
+    if (!this.wal) return;
+    this.stats.spoolBytes = this.wal.size;
+    this.stats.spoolBatches = this.wal.length;
+    if (this.wal.length > 0) this.scheduleRetry();
+  }
+
+  private async write(rows: readonly T[], token: string, raw: string): Promise<boolean> {
     const t0 = performance.now();
     try {
-      await Promise.race([this.sink(rows, token), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
+      await Promise.race([this.sink(rows, token, raw), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
       const ms = performance.now() - t0;
       this.stats.flushed += rows.length;
       this.stats.lastFlushMs = ms;
@@ -177,61 +210,51 @@ export class Batcher<T> {
       this.stats.storageUp = true;
       return true;
     } catch (e) {
-      if (this.stats.storageUp) this.log.error('storage insert failed; spooling', { err: e as Error });
+      if (this.stats.storageUp)
+        this.log.error('storage insert failed; keeping the batch in the log', { err: e as Error });
       this.stats.storageUp = false;
       this.scheduleRetry();
       return false;
     }
   }
 
-  private toSpool(rows: readonly T[], token: string): void {
-    if (!this.spool) {
-      this.stats.dropped += rows.length;
-      this.onDrop(rows.length, 'storage_failed');
-      this.log.error('wakes dropped: storage failed and no spool is configured', { count: rows.length });
-      return;
-    }
-    if (this.spool.append(token, rows)) {
-      this.stats.spooled += rows.length;
-    } else {
-      this.stats.dropped += rows.length;
-      this.onDrop(rows.length, 'spool_full');
-      this.log.error('wakes dropped: spool disk budget exhausted', { count: rows.length });
-    }
-    this.stats.spoolBytes = this.spool.size;
-    this.stats.spoolBatches = this.spool.length;
-    this.scheduleRetry();
-  }
-
-  private scheduleRetry(): void {
+  private scheduleRetry(ms = this.opts.retryIntervalMs ?? 1000): void {
     if (this.retryTimer) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       this.kick();
-    }, this.opts.retryIntervalMs ?? 1000);
+      if (this.buffer.length === 0 && this.runs.size === 0 && this.wal && this.wal.length > 0) {
+        void this.replayBacklog().then(() => this.refreshLogStats());
+      }
+    }, ms);
     this.retryTimer.unref();
   }
 
-  /** Replays spooled batches oldest first; stops at the first failure. */
-  private async replaySpool(): Promise<void> {
-    if (!this.spool || this.replaying) return;
+  /** Inserts the backlog oldest first; stops at the first failure. */
+  private async replayBacklog(): Promise<void> {
+    if (!this.wal || this.replaying) return;
     this.replaying = true;
     try {
-      for (let entry = this.spool.peek(); entry; entry = this.spool.peek()) {
-        if (!(await this.write(entry.rows, entry.token))) return;
-        this.spool.remove(entry);
-        this.stats.spoolBytes = this.spool.size;
-        this.stats.spoolBatches = this.spool.length;
+      for (let seg = this.wal.peek(); seg; seg = this.wal.peek()) {
+        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.token, seg.raw))) return;
+        // A batch a crash cut short may never have reached its listeners (event rules):
+        // they see it now. Events they raise have ids derived from the rows', so a batch
+        // seen twice raises each event once.
+        if (this.wal.fromEarlierRun(seg.token)) this.tell(seg.rows);
+        this.wal.shift(seg.token);
+        this.refreshLogStats();
       }
     } finally {
       this.replaying = false;
     }
   }
 
-  /** Flushes everything and stops the timers. */
+  /** Flushes everything, stops the timers and closes the log (what storage did not take stays in it). */
   async stop(): Promise<void> {
     await this.flush();
+    await this.replayBacklog();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    this.wal?.close();
   }
 }

@@ -81,6 +81,7 @@ export const defaults = {
   },
   instance: { index: 0, count: 1 },
   ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
+  wal: { sync_interval_ms: 10, fsync_interval_ms: 1000 },
   console: { enabled: true, path: '/console' },
   log: { level: 'info', access: false },
   admin_key: null,

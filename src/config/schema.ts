@@ -82,7 +82,7 @@ export const configSchema = z.strictObject({
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a plain identifier')
       .nullable(),
-    /** Disk budget of the capture spool used while storage is down. */
+    /** Disk budget of each write-ahead log (wakes, events, deliveries), backlog included. */
     spool_max_bytes: positiveInt,
     /** How often the key mirror asks the store for key changes. */
     key_poll_interval_ms: positiveInt,
@@ -132,6 +132,13 @@ export const configSchema = z.strictObject({
     max_buckets: positiveInt,
     /** Cells of that sketch (each 8 bytes). */
     sketch_cells: positiveInt.max(16_777_216),
+  }),
+  /** The write-ahead log of wakes, events and delivery outcomes (DATA_DIR/wal). */
+  wal: z.strictObject({
+    /** Finished rows reach the log within this (one write per interval). */
+    sync_interval_ms: positiveInt.max(1000),
+    /** The log is fsynced this often: what a power loss can lose. */
+    fsync_interval_ms: positiveInt.max(60_000),
   }),
   /** The web console on the main listener (its path is reserved like /v2). */
   console: z.strictObject({

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Batcher } from '../capture/batcher.js';
-import type { Spool } from '../capture/spool.js';
+import type { Wal } from '../capture/wal.js';
 import type { Clock } from '../clock.js';
 import { newEventId, timePart } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -32,7 +32,7 @@ export class EventBus {
     table: EventTable,
     private readonly clock: Clock,
     log: Logger,
-    spool: Spool<EventRecord> | null = null,
+    spool: Wal<EventRecord> | null = null,
     opts: { flushMs?: number; maxBuffered?: number } = {},
   ) {
     this.batcher = new Batcher<EventRecord>(
@@ -77,6 +77,11 @@ export class EventBus {
     const ev: EventRecord = { id, type, environment, created_at: created, data };
     this.batcher.push(ev);
     return ev;
+  }
+
+  /** Starts inserting what the log holds from an earlier run. */
+  resume(): void {
+    this.batcher.resume();
   }
 
   /** Writes every event raised so far (or spools them). */

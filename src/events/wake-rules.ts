@@ -13,11 +13,12 @@ export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows:
   for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
   return (rows) => {
     for (const w of rows) {
+      // Ids come from the wake's: a batch seen again after a crash raises the same events, not new ones.
       if (w.status >= 500 && w.status < 600)
-        events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at);
+        events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);
       const objective = objectives.get(w.route);
       if (objective !== undefined && w.latency_ms > objective) {
-        events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at);
+        events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at, w.id);
       }
     }
   };

@@ -14,6 +14,8 @@ export interface Wake {
    * objective.
    */
   refused?: boolean;
+  /** Days the wake is kept (its environment's retention), set when it is recorded. */
+  retention_days?: number;
   /** A replay's wake: the id of the wake it replays. */
   replay_of?: string;
   /** The exchange, redacted (absent when the route keeps none, or the budget was spent). */
@@ -116,8 +118,23 @@ export class WakeInserter {
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
    * ambiguous failure (or replayed from the spool) is stored once.
    */
-  async insert(wakes: readonly Wake[], token: string): Promise<void> {
+  async insert(wakes: readonly Wake[], token: string, raw = ''): Promise<void> {
     if (wakes.length === 0) return;
+    if (raw !== '' && wakes.every((w) => w.retention_days !== undefined)) {
+      // The batch as the write-ahead log holds it: serialized once, when the wake was
+      // recorded. Fields the table does not have (detail, refused) are skipped.
+      const r = await this.store.client.exec({
+        query: `INSERT INTO ${this.store.db}.wakes FORMAT JSONEachRow`,
+        values: Readable.from([raw], { objectMode: false }),
+        clickhouse_settings: {
+          insert_deduplication_token: token,
+          insert_deduplicate: 1,
+          input_format_skip_unknown_fields: 1,
+        },
+      });
+      r.stream.resume();
+      return this.insertDetails(wakes, token);
+    }
     const values = wakes.map((w) => [
       w.id,
       w.environment,
@@ -145,6 +162,10 @@ export class WakeInserter {
       format: 'JSONCompactEachRow',
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
+    await this.insertDetails(wakes, token);
+  }
+  /** The details of a batch, in their own table, under a token derived from the batch's. */
+  private async insertDetails(wakes: readonly Wake[], token: string): Promise<void> {
     // Details go as TabSeparated: a body needs escaping only where it holds a
     // backslash, tab, newline or NUL (a scan that mostly finds none), where JSON would
     // escape every quote of every JSON body.

@@ -1,5 +1,5 @@
 import { Batcher } from '../capture/batcher.js';
-import type { Spool } from '../capture/spool.js';
+import type { Wal } from '../capture/wal.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
@@ -42,7 +42,7 @@ export class Dispatcher {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly metrics: Metrics,
-    spool: Spool<DeliveryRecord> | null = null,
+    spool: Wal<DeliveryRecord> | null = null,
   ) {
     const w = cfg.webhooks;
     this.outcomes = new Batcher<DeliveryRecord>(
@@ -109,6 +109,11 @@ export class Dispatcher {
     }
     if (!this.perEndpoint.has(endpointId)) this.queues.delete(endpointId);
     return n;
+  }
+
+  /** Starts inserting the outcomes the log holds from an earlier run. */
+  resumeLog(): void {
+    this.outcomes.resume();
   }
 
   /** Loads unfinished deliveries this instance dispatches for (after a restart). */

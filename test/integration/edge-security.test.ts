@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import http, { type IncomingMessage } from 'node:http';
 import net from 'node:net';
 import { join } from 'node:path';
@@ -425,8 +425,10 @@ describe('the edge holds (issue: no tunnel past the checks, no escalation, no le
     const mode = (p: string) => statSync(p).mode & 0o777;
     expect(mode(t.dir)).toBe(0o700);
     expect(mode(join(t.dir, 'clickhouse'))).toBe(0o700);
-    expect(mode(join(t.dir, 'spool'))).toBe(0o700);
-    expect(mode(join(t.dir, 'spool', 'wakes'))).toBe(0o700);
+    expect(mode(join(t.dir, 'wal'))).toBe(0o700);
+    expect(mode(join(t.dir, 'wal', 'wakes'))).toBe(0o700);
+    for (const f of readdirSync(join(t.dir, 'wal', 'wakes')))
+      expect(mode(join(t.dir, 'wal', 'wakes', f)), f).toBe(0o600);
     expect(mode(join(t.dir, 'secret.key'))).toBe(0o600);
   });
 

@@ -22,7 +22,7 @@ describe('webhook delivery state through a storage outage', () => {
     await rx.close();
   });
 
-  it('spools an outcome it cannot write, and records it once storage answers', async () => {
+  it('keeps an outcome it cannot write in the log, and records it once storage answers', async () => {
     rx.answer = (_q, res, n) => {
       res.writeHead(n === 1 ? 503 : 200);
       res.end();
@@ -51,13 +51,17 @@ describe('webhook delivery state through a storage outage', () => {
     clock.advance(5000);
     await rx.waitFor(2);
     await t.gw.dispatcher.idle();
-    const spooled = readdirSync(join(t.dir, 'spool', 'deliveries')).filter((f) => f.endsWith('.json'));
+    const spooled = readdirSync(join(t.dir, 'wal', 'deliveries')).filter((f) => f.endsWith('.wal'));
     expect(spooled.length).toBeGreaterThan(0);
     expect((await deliveries())[0]).toMatchObject({ status: 'failed', attempt: 1 });
     down = false;
     await until(async () => (await deliveries())[0]?.status === 'delivered', 10_000, 'outcome replayed from the spool');
     expect((await deliveries())[0]).toMatchObject({ status: 'delivered', attempt: 2, response_status: 200 });
-    expect(readdirSync(join(t.dir, 'spool', 'deliveries')).filter((f) => f.endsWith('.json'))).toEqual([]);
+    await until(
+      () => readdirSync(join(t.dir, 'wal', 'deliveries')).filter((f) => f.endsWith('.wal')).length === 0,
+      5000,
+      'the log to let go of acknowledged segments',
+    );
     // Nothing was sent again.
     clock.advance(3_600_000);
     await new Promise((r) => setTimeout(r, 200));

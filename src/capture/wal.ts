@@ -1,0 +1,261 @@
+import {
+  closeSync,
+  existsSync,
+  fdatasync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { randomBase62 } from '../ids.js';
+import type { Logger } from '../log.js';
+import { privateDir } from '../store/private-dir.js';
+
+export interface WalOptions {
+  /** Rows are written to the log at most this long after they are appended (group commit). */
+  syncIntervalMs: number;
+  /** The log is fsynced this often (a power loss loses at most this much). */
+  fsyncIntervalMs: number;
+}
+
+/** A sealed segment: one batch, named by its deduplication token. */
+export interface Segment<T> {
+  token: string;
+  rows: T[];
+  /** The rows as JSON lines, exactly as written to the log. */
+  raw: string;
+}
+
+const SUFFIX = '.wal';
+
+/**
+ * The write-ahead log of one stream of rows (wakes, events or delivery outcomes),
+ * and the spool of batches storage has not acknowledged: one mechanism.
+ *
+ * Every row is serialized once, as a JSON line, when it is appended; the lines
+ * are written to the active segment once per `syncIntervalMs` (group commit, one
+ * `write` for everything appended meanwhile) and fsynced every `fsyncIntervalMs`.
+ * A batch is the active segment, sealed: its file name carries the batch's
+ * deduplication token, and the insert sends its lines as they were written. A
+ * segment is removed only once storage has acknowledged it. Segments that are
+ * not acknowledged (storage down) stay on disk as the backlog and are inserted
+ * again, oldest first; so are all segments found at start (a crash), whose last
+ * line may be torn: a line that does not parse is skipped and counted. The
+ * directory's size is bounded by `maxBytes`; past it rows are refused (the caller
+ * counts them as dropped).
+ */
+export class Wal<T> {
+  private fd: number | null = null;
+  private activeName = '';
+  private pending: string[] = [];
+  private active: string[] = [];
+  private seq = 0;
+  private readonly prefix = `${Date.now().toString(36)}-${randomBase62(6)}`;
+  private bytes = 0;
+  private dirty = false;
+  private syncing = false;
+  /** Sealed segments on disk, not in flight: oldest first. */
+  private readonly backlog: string[] = [];
+  private readonly sizes = new Map<string, number>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  /** Lines found torn or unreadable when segments were read back. */
+  torn = 0;
+  /** Segments an earlier run left (a crash): their batches were perhaps never seen by anyone. */
+  private readonly inherited = new Set<string>();
+
+  constructor(
+    private readonly dir: string,
+    private readonly maxBytes: number,
+    private readonly opts: WalOptions,
+    private readonly log: Logger,
+  ) {
+    privateDir(dir);
+    for (const f of readdirSync(dir).sort()) {
+      if (f.endsWith('.tmp')) {
+        rmSync(join(dir, f), { force: true });
+        continue;
+      }
+      if (!f.endsWith(SUFFIX)) continue;
+      const size = statSync(join(dir, f)).size;
+      if (size === 0) {
+        rmSync(join(dir, f), { force: true });
+        continue;
+      }
+      this.backlog.push(f);
+      this.inherited.add(f);
+      this.sizes.set(f, size);
+      this.bytes += size;
+    }
+    const sync = setInterval(() => this.writePending(), opts.syncIntervalMs);
+    const fsync = setInterval(() => this.fsync(), opts.fsyncIntervalMs);
+    sync.unref();
+    fsync.unref();
+    this.timers.push(sync, fsync);
+  }
+
+  /** Bytes on disk (and about to be), all segments. */
+  get size(): number {
+    return this.bytes;
+  }
+
+  /** Sealed segments waiting on disk (the backlog). */
+  get length(): number {
+    return this.backlog.length;
+  }
+
+  /**
+   * Appends one row (hot path: one JSON.stringify and an array push; the write
+   * happens within `syncIntervalMs`). False when the disk budget is spent.
+   */
+  append(row: T): boolean {
+    const line = `${JSON.stringify(row)}\n`;
+    if (this.bytes + line.length > this.maxBytes) return false;
+    this.bytes += line.length;
+    this.pending.push(line);
+    this.active.push(line);
+    return true;
+  }
+
+  private open(): number {
+    if (this.fd === null) {
+      this.activeName = `${String(Date.now()).padStart(14, '0')}-${this.prefix}-${this.seq++}${SUFFIX}`;
+      this.fd = openSync(join(this.dir, this.activeName), 'a', 0o600);
+    }
+    return this.fd;
+  }
+
+  /** Group commit: everything appended since the last write, in one write. */
+  writePending(): void {
+    if (this.pending.length === 0) return;
+    const text = this.pending.length === 1 ? (this.pending[0] as string) : this.pending.join('');
+    this.pending = [];
+    try {
+      writeSync(this.open(), text);
+      this.dirty = true;
+    } catch (e) {
+      this.log.error('write-ahead log write failed', { dir: this.dir, err: e as Error });
+    }
+  }
+
+  private fsync(): void {
+    if (!this.dirty || this.syncing || this.fd === null) return;
+    this.dirty = false;
+    this.syncing = true;
+    fdatasync(this.fd, () => {
+      this.syncing = false;
+    });
+  }
+
+  /**
+   * Seals the active segment: the batch of every row appended since the last
+   * seal. Returns its token and its lines, or null when nothing was appended.
+   */
+  seal(): { token: string; raw: string } | null {
+    if (this.active.length === 0) return null;
+    this.writePending();
+    const raw = this.active.join('');
+    this.active = [];
+    const name = this.activeName;
+    if (this.fd !== null) {
+      const fd = this.fd;
+      this.fd = null;
+      // Durable before it is closed; the close waits for the sync, off this path.
+      this.dirty = false;
+      fdatasync(fd, () => closeSync(fd));
+    }
+    this.sizes.set(name, Buffer.byteLength(raw));
+    return { token: name, raw };
+  }
+
+  /** Storage acknowledged the segment: it goes. */
+  acknowledge(token: string): void {
+    rmSync(join(this.dir, token), { force: true });
+    this.bytes -= this.sizes.get(token) ?? 0;
+    this.sizes.delete(token);
+  }
+
+  /** Storage did not take the segment: it joins the backlog, to be inserted again in order. */
+  keep(token: string): void {
+    this.backlog.push(token);
+  }
+
+  /** The oldest segment of the backlog, read back from disk (torn lines skipped), or null. */
+  peek(): Segment<T> | null {
+    const name = this.backlog[0];
+    if (name === undefined) return null;
+    const path = join(this.dir, name);
+    if (!existsSync(path)) {
+      this.backlog.shift();
+      return this.peek();
+    }
+    const text = readFileSync(path, 'utf8');
+    const rows: T[] = [];
+    const lines: string[] = [];
+    for (const line of text.split('\n')) {
+      if (line === '') continue;
+      try {
+        rows.push(JSON.parse(line) as T);
+        lines.push(`${line}\n`);
+      } catch {
+        this.torn++;
+        this.log.warn('write-ahead log: a torn or unreadable line was skipped', { segment: name });
+      }
+    }
+    return { token: name, rows, raw: lines.join('') };
+  }
+
+  /** True for a segment left by an earlier run: its batch's listeners may never have run. */
+  fromEarlierRun(token: string): boolean {
+    return this.inherited.has(token);
+  }
+
+  /** The backlog's oldest segment was inserted: it goes. */
+  shift(token: string): void {
+    if (this.backlog[0] === token) this.backlog.shift();
+    this.inherited.delete(token);
+    this.acknowledge(token);
+  }
+
+  /**
+   * Takes over the batches of the spool of earlier versions (`{token, rows}` JSON
+   * files): each becomes a segment of the backlog under its own token.
+   */
+  adoptLegacySpool(spoolDir: string): number {
+    if (!existsSync(spoolDir)) return 0;
+    let n = 0;
+    for (const f of readdirSync(spoolDir).sort()) {
+      if (!f.endsWith('.json')) continue;
+      try {
+        const { token, rows } = JSON.parse(readFileSync(join(spoolDir, f), 'utf8')) as { token: string; rows: T[] };
+        const name = `00000000000000-legacy-${String(n).padStart(6, '0')}-${token.replace(/[^A-Za-z0-9-]/g, '')}${SUFFIX}`;
+        const raw = rows.map((r) => `${JSON.stringify(r)}\n`).join('');
+        writeFileSync(join(this.dir, `${name}.tmp`), raw, { mode: 0o600 });
+        renameSync(join(this.dir, `${name}.tmp`), join(this.dir, name));
+        this.backlog.unshift(name);
+        this.sizes.set(name, Buffer.byteLength(raw));
+        this.bytes += Buffer.byteLength(raw);
+        rmSync(join(spoolDir, f), { force: true });
+        n++;
+      } catch (e) {
+        this.log.error('could not read a spooled batch of an earlier version', { file: f, err: e as Error });
+      }
+    }
+    this.backlog.sort();
+    return n;
+  }
+
+  /** Writes what is pending and stops the timers (segments stay for the next start). */
+  close(): void {
+    this.writePending();
+    for (const t of this.timers) clearInterval(t);
+    if (this.fd !== null) {
+      closeSync(this.fd);
+      this.fd = null;
+    }
+  }
+}
