@@ -1,6 +1,6 @@
 // Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -145,4 +145,19 @@ export function cpuSeconds(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
   return (Number(rest[11]) + Number(rest[12])) / 100;
+}
+
+/** CPU seconds of a process and all its descendants (nginx's workers, for one). */
+export function treeCpuSeconds(pid) {
+  let total = 0;
+  try {
+    total += cpuSeconds(pid);
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const kids = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (kids) for (const k of kids.split(' ')) total += treeCpuSeconds(Number(k));
+    }
+  } catch {
+    // The process ended.
+  }
+  return total;
 }

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, median, ROOT, startBenchGateway, startProcess, table } from './lib.mjs';
+import { cannon, freePort, median, ROOT, startBenchGateway, startProcess, table, treeCpuSeconds } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -44,12 +44,25 @@ async function main() {
     url: full.url,
     headers: full.headers,
     proc: full.gateway,
+    pid: full.gateway.proc.pid,
     dataDir: full.dataDir,
     ops: full.opsUrl,
   });
   const pass = await startBenchGateway(join(tmp, 'pass'), origin, 'none');
   procs.push(pass.gateway);
-  targets.push({ name: 'wakegate (pass-through)', url: pass.url, headers: {} });
+  targets.push({ name: 'wakegate (pass-through)', url: pass.url, headers: {}, pid: pass.gateway.proc.pid });
+
+  // The floor: node:http + undici Pool.dispatch, no features (the core wakegate is built on).
+  const buPort = await freePort();
+  const bu = await startProcess(
+    'bare undici',
+    node,
+    [join(ROOT, 'bench/servers/bare-undici.mjs')],
+    { PORT: String(buPort), TARGET: origin },
+    `http://127.0.0.1:${buPort}/`,
+  );
+  procs.push(bu);
+  targets.push({ name: 'bare undici', url: `http://127.0.0.1:${buPort}`, headers: {}, pid: bu.proc.pid });
 
   const hpPort = await freePort();
   procs.push(
@@ -61,7 +74,7 @@ async function main() {
       `http://127.0.0.1:${hpPort}/`,
     ),
   );
-  targets.push({ name: 'http-proxy-3', url: `http://127.0.0.1:${hpPort}`, headers: {} });
+  targets.push({ name: 'http-proxy-3', url: `http://127.0.0.1:${hpPort}`, headers: {}, pid: procs.at(-1).proc.pid });
 
   const rfPort = await freePort();
   procs.push(
@@ -73,7 +86,12 @@ async function main() {
       `http://127.0.0.1:${rfPort}/`,
     ),
   );
-  targets.push({ name: 'fastify + reply-from', url: `http://127.0.0.1:${rfPort}`, headers: {} });
+  targets.push({
+    name: 'fastify + reply-from',
+    url: `http://127.0.0.1:${rfPort}`,
+    headers: {},
+    pid: procs.at(-1).proc.pid,
+  });
 
   if (hasNginx()) {
     const nPort = await freePort();
@@ -107,13 +125,18 @@ http {
         `http://127.0.0.1:${nPort}/`,
       ),
     );
-    targets.push({ name: 'nginx (1 worker)', url: `http://127.0.0.1:${nPort}`, headers: {} });
+    targets.push({
+      name: 'nginx (1 worker)',
+      url: `http://127.0.0.1:${nPort}`,
+      headers: {},
+      pid: procs.at(-1).proc.pid,
+    });
   } else {
     console.log('nginx not installed: skipped (apt-get install nginx to include it)');
   }
 
   const results = Object.fromEntries(
-    targets.map((t) => [t.name, { rps: [], p50: [], p99: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
+    targets.map((t) => [t.name, { rps: [], cpu: [], p50: [], p99: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
   );
   const tally = (t, r) => {
     const s = results[t.name];
@@ -130,12 +153,15 @@ http {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
     for (const t of order) {
       process.stderr.write(`round ${round}: throughput ${t.name}\n`);
+      const c0 = t.pid ? treeCpuSeconds(t.pid) : 0;
       const r = await cannon({
         url: `${t.url}/bench/items?id=${round}`,
         connections: CONNECTIONS,
         duration: DURATION,
         headers: t.headers,
       });
+      // The proxy's own CPU (all threads, and nginx's worker) per request served: not moved by how busy the cores are.
+      if (t.pid) results[t.name].cpu.push(((treeCpuSeconds(t.pid) - c0) * 1e6) / Math.max(1, r.requests.total));
       tally(t, r);
       results[t.name].rps.push(r.requests.average);
     }
@@ -177,12 +203,16 @@ http {
   const rf = m('fastify + reply-from', 'rps');
   const ng = results['nginx (1 worker)'] ? m('nginx (1 worker)', 'rps') : null;
   const directP99 = m('direct', 'p99');
+  const bare = m('bare undici', 'rps');
+  const bareCpu = m('bare undici', 'cpu');
   const rows = targets.map((t) => {
     const rps = m(t.name, 'rps');
     return [
       t.name,
       Math.round(rps).toLocaleString('en-US'),
       results[t.name].rps.map((x) => Math.round(x)).join(' / '),
+      t.pid ? m(t.name, 'cpu').toFixed(0) : '-',
+      (rps / bare).toFixed(2),
       (rps / hp).toFixed(2),
       (rps / rf).toFixed(2),
       ng ? (rps / ng).toFixed(2) : 'n/a',
@@ -203,6 +233,8 @@ http {
         'target',
         'req/s (median)',
         'rounds',
+        'CPU us/req',
+        'x bare undici',
         'x http-proxy-3',
         'x reply-from',
         'x nginx',
@@ -214,7 +246,11 @@ http {
       rows,
     ),
   );
+  const fullCpu = m('wakegate (full)', 'cpu');
   const lines = [
+    ['full CPU per request <= 1.3x bare undici', `${(fullCpu / bareCpu).toFixed(2)}x`, fullCpu / bareCpu <= 1.3],
+    ['full throughput >= 0.85x bare undici', `${(fullRps / bare).toFixed(2)}x`, fullRps / bare >= 0.85],
+    ['full vs pass-through within 10%', `${((1 - fullRps / passRps) * 100).toFixed(1)}%`, 1 - fullRps / passRps <= 0.1],
     ['full >= 2x bare http-proxy-3', (fullRps / hp).toFixed(2), fullRps / hp >= 2],
     ['full >= 1.5x fastify + reply-from', (fullRps / rf).toFixed(2), fullRps / rf >= 1.5],
     ['full >= 0.5x nginx', ng ? (fullRps / ng).toFixed(2) : 'n/a', ng ? fullRps / ng >= 0.5 : null],

@@ -15,7 +15,7 @@ import { Batcher, type Sink } from './capture/batcher.js';
 import { DetailBudget, detailSize } from './capture/detail.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
 import { Redactor } from './capture/redact.js';
-import { Wal } from './capture/wal.js';
+import { Wal, type WalCodec } from './capture/wal.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { consoleHandler } from './console/serve.js';
@@ -37,7 +37,7 @@ import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
 import { claimOwner, releaseOwner } from './store/owner.js';
-import { type Wake, WakeInserter, WakeQuerier } from './store/wakes.js';
+import { type Wake, WakeInserter, WakeQuerier, wakeLogCodec } from './store/wakes.js';
 import {
   applyDeliveryRetention,
   type DeliveryRecord,
@@ -129,13 +129,14 @@ export class Gateway {
   }
 
   /** The write-ahead log of one stream, taking over what an earlier version left in its spool. */
-  private openWal<T>(name: string): Wal<T> {
+  private openWal<T>(name: string, codec?: WalCodec<T>): Wal<T> {
     const cfg = this.config;
     const wal = new Wal<T>(
       join(cfg.storage.data_dir, 'wal', name),
       cfg.storage.spool_max_bytes,
       { syncIntervalMs: cfg.wal.sync_interval_ms, fsyncIntervalMs: cfg.wal.fsync_interval_ms },
       this.log,
+      codec,
     );
     const adopted = wal.adoptLegacySpool(join(cfg.storage.data_dir, 'spool', name));
     if (adopted)
@@ -160,7 +161,10 @@ export class Gateway {
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
     const realSink: Sink<Wake> = (rows, token, raw) => inserter.insert(rows, token, raw);
     const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
-    const spool = this.openWal<Wake>('wakes');
+    const spool = this.openWal<Wake>(
+      'wakes',
+      wakeLogCodec((env) => cfg.environments[env]?.wake_retention_days ?? 30),
+    );
     this.batcher = new Batcher<Wake>(
       {
         batchRows: cfg.capture.batch_rows,

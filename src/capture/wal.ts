@@ -16,6 +16,14 @@ import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
 import { privateDir } from '../store/private-dir.js';
 
+/** How rows become log lines and back; one line each, no newline inside. */
+export interface WalCodec<T> {
+  encode(row: T): string;
+  decode(line: string): T;
+}
+
+const JSON_LINES: WalCodec<never> = { encode: (r) => JSON.stringify(r), decode: (l) => JSON.parse(l) as never };
+
 export interface WalOptions {
   /** Rows are written to the log at most this long after they are appended (group commit). */
   syncIntervalMs: number;
@@ -73,6 +81,7 @@ export class Wal<T> {
     private readonly maxBytes: number,
     private readonly opts: WalOptions,
     private readonly log: Logger,
+    private readonly codec: WalCodec<T> = JSON_LINES as WalCodec<T>,
   ) {
     privateDir(dir);
     for (const f of readdirSync(dir).sort()) {
@@ -113,7 +122,7 @@ export class Wal<T> {
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
-    const line = `${JSON.stringify(row)}\n`;
+    const line = `${this.codec.encode(row)}\n`;
     if (this.bytes + line.length > this.maxBytes) return false;
     this.bytes += line.length;
     this.pending.push(line);
@@ -199,7 +208,7 @@ export class Wal<T> {
     for (const line of text.split('\n')) {
       if (line === '') continue;
       try {
-        rows.push(JSON.parse(line) as T);
+        rows.push(this.codec.decode(line));
         lines.push(`${line}\n`);
       } catch {
         this.torn++;
@@ -233,7 +242,7 @@ export class Wal<T> {
       try {
         const { token, rows } = JSON.parse(readFileSync(join(spoolDir, f), 'utf8')) as { token: string; rows: T[] };
         const name = `00000000000000-legacy-${String(n).padStart(6, '0')}-${token.replace(/[^A-Za-z0-9-]/g, '')}${SUFFIX}`;
-        const raw = rows.map((r) => `${JSON.stringify(r)}\n`).join('');
+        const raw = rows.map((r) => `${this.codec.encode(r)}\n`).join('');
         writeFileSync(join(this.dir, `${name}.tmp`), raw, { mode: 0o600 });
         renameSync(join(this.dir, `${name}.tmp`), join(this.dir, name));
         this.backlog.unshift(name);

@@ -107,6 +107,86 @@ const tsvEscape = (s: string): string =>
 /** DateTime64(3, 'UTC') in TabSeparated: 2026-11-22 10:00:00.123. */
 const tsvTime = (ms: number): string => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
 
+/** A wake's row in the table's column order (COLUMNS), as JSONCompactEachRow takes it. */
+function row(w: Wake, retention: number): unknown[] {
+  return [
+    w.id,
+    w.environment,
+    w.captured_at,
+    w.method,
+    w.path,
+    w.route,
+    w.status,
+    w.latency_ms,
+    w.consumer,
+    w.key_id,
+    w.region,
+    w.request_bytes,
+    w.response_bytes,
+    w.client_ip,
+    w.user_agent,
+    retention,
+    w.path_truncated ? 1 : 0,
+    w.replay_of ?? '',
+  ];
+}
+
+/**
+ * How a wake is written to the write-ahead log: its table row as a JSON array (the
+ * insert sends the lines as they are, JSONCompactEachRow), then, after a tab, what
+ * the table does not hold (detail, refused) as JSON. JSON never holds a raw tab, so
+ * the tab always ends the row.
+ */
+export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
+  encode(w: Wake): string {
+    const base = JSON.stringify(row(w, w.retention_days ?? retentionDays(w.environment)));
+    return w.detail || w.refused ? `${base}\t${JSON.stringify({ d: w.detail, r: w.refused })}` : base;
+  },
+  decode(line: string): Wake {
+    const tab = line.indexOf('\t');
+    const r = JSON.parse(tab === -1 ? line : line.slice(0, tab)) as unknown[];
+    const extra = tab === -1 ? {} : (JSON.parse(line.slice(tab + 1)) as { d?: WakeDetail; r?: boolean });
+    const w: Wake = {
+      id: r[0] as string,
+      environment: r[1] as string,
+      captured_at: r[2] as number,
+      method: r[3] as string,
+      path: r[4] as string,
+      route: r[5] as string,
+      status: r[6] as number,
+      latency_ms: r[7] as number,
+      consumer: r[8] as string,
+      key_id: r[9] as string,
+      region: r[10] as string,
+      request_bytes: r[11] as number,
+      response_bytes: r[12] as number,
+      client_ip: r[13] as string,
+      user_agent: r[14] as string,
+      retention_days: r[15] as number,
+      path_truncated: r[16] === 1,
+    };
+    if (r[17]) w.replay_of = r[17] as string;
+    if (extra.d) w.detail = extra.d;
+    if (extra.r !== undefined) w.refused = extra.r;
+    return w;
+  },
+});
+
+/** The table rows of a segment's lines: each line up to its tab. */
+function rowsOnly(raw: string): string {
+  if (raw.indexOf('\t') === -1) return raw;
+  let out = '';
+  let start = 0;
+  while (start < raw.length) {
+    const nl = raw.indexOf('\n', start);
+    const end = nl === -1 ? raw.length : nl;
+    const tab = raw.indexOf('\t', start);
+    out += `${raw.slice(start, tab !== -1 && tab < end ? tab : end)}\n`;
+    start = end + 1;
+  }
+  return out;
+}
+
 /** Owns every write to the wakes table. */
 export class WakeInserter {
   constructor(
@@ -120,48 +200,17 @@ export class WakeInserter {
    */
   async insert(wakes: readonly Wake[], token: string, raw = ''): Promise<void> {
     if (wakes.length === 0) return;
-    if (raw !== '' && wakes.every((w) => w.retention_days !== undefined)) {
-      // The batch as the write-ahead log holds it: serialized once, when the wake was
-      // recorded. Fields the table does not have (detail, refused) are skipped.
-      const r = await this.store.client.exec({
-        query: `INSERT INTO ${this.store.db}.wakes FORMAT JSONEachRow`,
-        values: Readable.from([raw], { objectMode: false }),
-        clickhouse_settings: {
-          insert_deduplication_token: token,
-          insert_deduplicate: 1,
-          input_format_skip_unknown_fields: 1,
-        },
-      });
-      r.stream.resume();
-      return this.insertDetails(wakes, token);
-    }
-    const values = wakes.map((w) => [
-      w.id,
-      w.environment,
-      w.captured_at,
-      w.method,
-      w.path,
-      w.route,
-      w.status,
-      w.latency_ms,
-      w.consumer,
-      w.key_id,
-      w.region,
-      w.request_bytes,
-      w.response_bytes,
-      w.client_ip,
-      w.user_agent,
-      this.retentionDays(w.environment),
-      w.path_truncated ? 1 : 0,
-      w.replay_of ?? '',
-    ]);
-    await this.store.client.insert({
-      table: `${this.store.db}.wakes`,
-      columns: [...COLUMNS],
-      values,
-      format: 'JSONCompactEachRow',
+    // The batch as the write-ahead log holds it (wakeLogCodec): each wake serialized once.
+    const body =
+      raw !== ''
+        ? rowsOnly(raw)
+        : wakes.map((w) => `${JSON.stringify(row(w, this.retentionDays(w.environment)))}\n`).join('');
+    const r = await this.store.client.exec({
+      query: `INSERT INTO ${this.store.db}.wakes (${COLUMNS.join(', ')}) FORMAT JSONCompactEachRow`,
+      values: Readable.from([body], { objectMode: false }),
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
+    r.stream.resume();
     await this.insertDetails(wakes, token);
   }
   /** The details of a batch, in their own table, under a token derived from the batch's. */

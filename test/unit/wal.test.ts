@@ -73,3 +73,62 @@ describe('write-ahead log', () => {
     wal.close();
   });
 });
+
+describe('the wake log line', () => {
+  it('is the table row as sent to storage, with detail after a tab, and reads back whole', async () => {
+    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const codec = wakeLogCodec(() => 7);
+    const w = {
+      id: 'wk_1',
+      method: 'POST',
+      path: '/a\tb',
+      route: 'r',
+      status: 500,
+      latency_ms: 3,
+      consumer: 'c',
+      key_id: 'key_1',
+      environment: 'production',
+      region: 'local',
+      captured_at: 1_795_000_000_123,
+      request_bytes: 1,
+      response_bytes: 2,
+      client_ip: '127.0.0.1',
+      user_agent: 'ua',
+      refused: true,
+      replay_of: 'wk_0',
+      detail: {
+        query: '?a=\t1',
+        request_headers: [['x', 'y\tz']] as [string, string][],
+        response_headers: null,
+        request_body: { body: 'tab\there', bytes: 8, truncated: false, encoding: 'utf8' as const },
+        response_body: null,
+        diff: null,
+      },
+    };
+    const line = codec.encode(w);
+    expect(line.split('\t')).toHaveLength(2);
+    expect(JSON.parse(line.split('\t')[0] as string)).toEqual([
+      'wk_1',
+      'production',
+      1_795_000_000_123,
+      'POST',
+      '/a\tb',
+      'r',
+      500,
+      3,
+      'c',
+      'key_1',
+      'local',
+      1,
+      2,
+      '127.0.0.1',
+      'ua',
+      7,
+      0,
+      'wk_0',
+    ]);
+    expect(codec.decode(line)).toEqual({ ...w, retention_days: 7, path_truncated: false });
+    const plain = codec.encode({ ...w, detail: undefined, refused: false });
+    expect(plain.includes('\t')).toBe(false);
+  });
+});
