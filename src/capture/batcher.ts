@@ -26,7 +26,7 @@ export interface BatcherStats {
 }
 
 /** Writes one batch; `raw` is the batch as the log holds it (JSON lines), for sinks that can send it as it is. */
-export type Sink<T> = (rows: readonly T[], token: string, raw: string) => Promise<void>;
+export type Sink<T> = (rows: readonly T[], token: string, raw: readonly string[]) => Promise<void>;
 export type BatchListener<T> = (rows: readonly T[]) => void;
 
 const timeout = (ms: number) =>
@@ -171,7 +171,7 @@ export class Batcher<T> {
       if (this.wal.length > 0) this.wal.keep(token);
       else if (await this.write(rows, token, sealed.raw)) this.wal.acknowledge(token);
       else this.wal.keep(token);
-    } else if (!(await this.write(rows, token, ''))) {
+    } else if (!(await this.write(rows, token, []))) {
       this.stats.dropped += rows.length;
       this.onDrop(rows.length, 'storage_failed');
       this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: rows.length });
@@ -198,7 +198,7 @@ export class Batcher<T> {
     if (this.wal.length > 0) this.scheduleRetry();
   }
 
-  private async write(rows: readonly T[], token: string, raw: string): Promise<boolean> {
+  private async write(rows: readonly T[], token: string, raw: readonly string[]): Promise<boolean> {
     const t0 = performance.now();
     try {
       await Promise.race([this.sink(rows, token, raw), timeout(this.opts.insertTimeoutMs ?? 30_000)]);

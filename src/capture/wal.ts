@@ -35,8 +35,8 @@ export interface WalOptions {
 export interface Segment<T> {
   token: string;
   rows: T[];
-  /** The rows as JSON lines, exactly as written to the log. */
-  raw: string;
+  /** The rows as lines (each ending in a newline), exactly as written to the log. */
+  raw: readonly string[];
 }
 
 const SUFFIX = '.wal';
@@ -62,6 +62,7 @@ export class Wal<T> {
   private activeName = '';
   private pending: string[] = [];
   private active: string[] = [];
+  private activeBytes = 0;
   private seq = 0;
   private readonly prefix = `${Date.now().toString(36)}-${randomBase62(6)}`;
   private bytes = 0;
@@ -127,6 +128,7 @@ export class Wal<T> {
     this.bytes += line.length;
     this.pending.push(line);
     this.active.push(line);
+    this.activeBytes += line.length;
     return true;
   }
 
@@ -164,11 +166,13 @@ export class Wal<T> {
    * Seals the active segment: the batch of every row appended since the last
    * seal. Returns its token and its lines, or null when nothing was appended.
    */
-  seal(): { token: string; raw: string } | null {
+  seal(): { token: string; raw: readonly string[] } | null {
     if (this.active.length === 0) return null;
     this.writePending();
-    const raw = this.active.join('');
+    const raw = this.active;
     this.active = [];
+    const bytes = this.activeBytes;
+    this.activeBytes = 0;
     const name = this.activeName;
     if (this.fd !== null) {
       const fd = this.fd;
@@ -177,7 +181,7 @@ export class Wal<T> {
       this.dirty = false;
       fdatasync(fd, () => closeSync(fd));
     }
-    this.sizes.set(name, Buffer.byteLength(raw));
+    this.sizes.set(name, bytes);
     return { token: name, raw };
   }
 
@@ -215,7 +219,7 @@ export class Wal<T> {
         this.log.warn('write-ahead log: a torn or unreadable line was skipped', { segment: name });
       }
     }
-    return { token: name, rows, raw: lines.join('') };
+    return { token: name, rows, raw: lines };
   }
 
   /** True for a segment left by an earlier run: its batch's listeners may never have run. */

@@ -172,20 +172,25 @@ export const wakeLogCodec = (retentionDays: (environment: string) => number) => 
   },
 });
 
-/** The table rows of a segment's lines: each line up to its tab. */
-function rowsOnly(raw: string): string {
-  if (raw.indexOf('\t') === -1) return raw;
-  let out = '';
-  let start = 0;
-  while (start < raw.length) {
-    const nl = raw.indexOf('\n', start);
-    const end = nl === -1 ? raw.length : nl;
-    const tab = raw.indexOf('\t', start);
-    out += `${raw.slice(start, tab !== -1 && tab < end ? tab : end)}\n`;
-    start = end + 1;
+/** The table rows of a segment's lines: each line up to its tab (the lines themselves when none has one). */
+function rowsOnly(lines: readonly string[]): readonly string[] {
+  let out: string[] | null = null;
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i] as string;
+    const tab = l.indexOf('\t');
+    if (tab === -1) {
+      if (out) out.push(l);
+      continue;
+    }
+    out ??= lines.slice(0, i);
+    out.push(`${l.slice(0, tab)}\n`);
   }
-  return out;
+  return out ?? lines;
 }
+
+/** Lets the event loop breathe while a large batch is prepared, so requests never wait on it for long. */
+const breathe = () => new Promise<void>((r) => setImmediate(r));
+const SLICE = 500;
 
 /** Owns every write to the wakes table. */
 export class WakeInserter {
@@ -198,16 +203,16 @@ export class WakeInserter {
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
    * ambiguous failure (or replayed from the spool) is stored once.
    */
-  async insert(wakes: readonly Wake[], token: string, raw = ''): Promise<void> {
+  async insert(wakes: readonly Wake[], token: string, raw: readonly string[] = []): Promise<void> {
     if (wakes.length === 0) return;
     // The batch as the write-ahead log holds it (wakeLogCodec): each wake serialized once.
     const body =
-      raw !== ''
+      raw.length > 0
         ? rowsOnly(raw)
-        : wakes.map((w) => `${JSON.stringify(row(w, this.retentionDays(w.environment)))}\n`).join('');
+        : wakes.map((w) => `${JSON.stringify(row(w, this.retentionDays(w.environment)))}\n`);
     const r = await this.store.client.exec({
       query: `INSERT INTO ${this.store.db}.wakes (${COLUMNS.join(', ')}) FORMAT JSONCompactEachRow`,
-      values: Readable.from([body], { objectMode: false }),
+      values: Readable.from(body, { objectMode: false }),
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
     r.stream.resume();
@@ -218,10 +223,17 @@ export class WakeInserter {
     // Details go as TabSeparated: a body needs escaping only where it holds a
     // backslash, tab, newline or NUL (a scan that mostly finds none), where JSON would
     // escape every quote of every JSON body.
+    const chunks: string[] = [];
     let tsv = '';
+    let n = 0;
     for (const w of wakes) {
       const d = w.detail;
       if (!d) continue;
+      if (++n % SLICE === 0) {
+        chunks.push(tsv);
+        tsv = '';
+        await breathe();
+      }
       const cells: (string | number)[] = [
         w.id,
         w.environment,
@@ -240,12 +252,13 @@ export class WakeInserter {
         tsv += i === cells.length - 1 ? '\n' : '\t';
       }
     }
-    if (tsv === '') return;
+    if (tsv !== '') chunks.push(tsv);
+    if (chunks.length === 0) return;
     // Its own token, derived from the batch's: a retried batch stores its details once too.
     await this.store.client.insert({
       table: `${this.store.db}.wake_details`,
       columns: [...DETAIL_COLUMNS],
-      values: Readable.from([tsv], { objectMode: false }),
+      values: Readable.from(chunks, { objectMode: false }),
       format: 'TabSeparated',
       clickhouse_settings: { insert_deduplication_token: `${token}:d`, insert_deduplicate: 1 },
     });
