@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Key, type List } from './api';
-import { Copy, ErrorNote, Panel, StateBadge, when } from './ui';
+import { ErrorNote, Panel, SecretOnce, StateBadge, when } from './ui';
 
 interface Draft {
   label: string;
@@ -67,17 +67,7 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
     <div>
       <h1>Keys</h1>
       {created?.secret ? (
-        <div class="secret" role="status">
-          <p>
-            <strong>Key {created.id} created.</strong> This is the only time its secret is shown: store it now.
-          </p>
-          <p>
-            <code class="secret-value">{created.secret}</code> <Copy text={created.secret} />
-          </p>
-          <button type="button" class="secondary" onClick={() => setCreated(null)}>
-            I have stored it
-          </button>
-        </div>
+        <SecretOnce title={`Key ${created.id} created.`} value={created.secret} onDone={() => setCreated(null)} />
       ) : null}
       <Panel title={draft.replaces ? `Rotate ${draft.replaces}` : 'Create a key'}>
         <form class="form" onSubmit={create}>

@@ -155,3 +155,20 @@ export function Headers({ headers }: { headers: [string, string][] | null }) {
     </table>
   );
 }
+
+/** A secret the API returns once: shown with a copy button and a warning, until dismissed. */
+export function SecretOnce({ title, value, onDone }: { title: string; value: string; onDone: () => void }) {
+  return (
+    <div class="secret" role="status">
+      <p>
+        <strong>{title}</strong> This is the only time it is shown: store it now.
+      </p>
+      <p>
+        <code class="secret-value">{value}</code> <Copy text={value} />
+      </p>
+      <button type="button" class="secondary" onClick={onDone}>
+        I have stored it
+      </button>
+    </div>
+  );
+}

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Delivery, type Endpoint, type List } from './api';
-import { Copy, ErrorNote, Panel, StateBadge, Status, when } from './ui';
+import { ErrorNote, Panel, SecretOnce, StateBadge, Status, when } from './ui';
 
 export function Webhooks({ env }: { env: string }) {
   const [eps, setEps] = useState<Endpoint[]>([]);
@@ -46,17 +46,7 @@ export function Webhooks({ env }: { env: string }) {
     <div>
       <h1>Webhooks</h1>
       {secret ? (
-        <div class="secret" role="status">
-          <p>
-            <strong>Signing secret of {secret.id}.</strong> This is the only time it is shown: store it now.
-          </p>
-          <p>
-            <code class="secret-value">{secret.secret}</code> <Copy text={secret.secret} />
-          </p>
-          <button type="button" class="secondary" onClick={() => setSecret(null)}>
-            I have stored it
-          </button>
-        </div>
+        <SecretOnce title={`Signing secret of ${secret.id}.`} value={secret.secret} onDone={() => setSecret(null)} />
       ) : null}
       <ErrorNote error={actionErr} />
       <Panel title="Endpoints">

@@ -1,10 +1,10 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
-import { newDeliveryId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { EventRecord, EventTable } from '../store/events.js';
 import type { DeliveryRecord, DeliveryTable, FanoutCursorTable } from '../store/webhooks.js';
+import { pendingDelivery } from './delivery.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { EndpointService } from './endpoints.js';
 
@@ -132,25 +132,19 @@ export class FanOut {
           this.metrics.eventsShed.labels(e.type).inc();
           continue;
         }
-        rows.push({
-          id: newDeliveryId(now),
-          environment: e.environment,
-          endpoint_id: ep.id,
-          event_id: e.id,
-          event_type: e.type,
-          payload: body,
-          attempt: 0,
-          max_attempts: max,
-          status: 'pending',
-          response_status: 0,
-          response_body: '',
-          duration_ms: 0,
-          is_replay: false,
-          replay_of: null,
-          created_at: now,
-          next_attempt_at: now,
-          updated_at: now,
-        });
+        rows.push(
+          pendingDelivery(
+            {
+              environment: e.environment,
+              endpoint_id: ep.id,
+              event_id: e.id,
+              event_type: e.type,
+              payload: body,
+              max_attempts: max,
+            },
+            now,
+          ),
+        );
       }
     }
     if (shedNow > 0) {

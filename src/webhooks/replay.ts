@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import { GatewayError, missing } from '../errors.js';
 import { newDeliveryId, newEventId } from '../ids.js';
 import type { DeliveryRecord, DeliveryTable, EndpointRecord } from '../store/webhooks.js';
+import { pendingDelivery } from './delivery.js';
 import type { Dispatcher } from './dispatcher.js';
 
 /**
@@ -63,25 +64,17 @@ export async function testDelivery(
     environment: ep.environment,
     data: { endpoint_id: ep.id, message: 'a test event sent from the /v2 API' },
   });
-  const d: DeliveryRecord = {
-    id: newDeliveryId(now),
-    environment: ep.environment,
-    endpoint_id: ep.id,
-    event_id: eventId,
-    event_type: TEST_EVENT,
-    payload,
-    attempt: 0,
-    max_attempts: maxAttempts,
-    status: 'pending',
-    response_status: 0,
-    response_body: '',
-    duration_ms: 0,
-    is_replay: false,
-    replay_of: null,
-    created_at: now,
-    next_attempt_at: now,
-    updated_at: now,
-  };
+  const d = pendingDelivery(
+    {
+      environment: ep.environment,
+      endpoint_id: ep.id,
+      event_id: eventId,
+      event_type: TEST_EVENT,
+      payload,
+      max_attempts: maxAttempts,
+    },
+    now,
+  );
   await dispatcher.add([d]);
   return d;
 }

@@ -1,0 +1,23 @@
+import { newDeliveryId } from '../ids.js';
+import type { DeliveryRecord } from '../store/webhooks.js';
+
+/** A new delivery of one event to one endpoint, due now (fan-out and test sends alike). */
+export function pendingDelivery(
+  f: Pick<DeliveryRecord, 'environment' | 'endpoint_id' | 'event_id' | 'event_type' | 'payload' | 'max_attempts'>,
+  now: number,
+): DeliveryRecord {
+  return {
+    id: newDeliveryId(now),
+    ...f,
+    attempt: 0,
+    status: 'pending',
+    response_status: 0,
+    response_body: '',
+    duration_ms: 0,
+    is_replay: false,
+    replay_of: null,
+    created_at: now,
+    next_attempt_at: now,
+    updated_at: now,
+  };
+}
