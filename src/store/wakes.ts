@@ -212,7 +212,8 @@ export class WakeInserter {
         : wakes.map((w) => `${JSON.stringify(row(w, this.retentionDays(w.environment)))}\n`);
     const r = await this.store.client.exec({
       query: `INSERT INTO ${this.store.db}.wakes (${COLUMNS.join(', ')}) FORMAT JSONCompactEachRow`,
-      values: Readable.from(body, { objectMode: false }),
+      // One chunk: the connection gathers a stream chunk by chunk, one await each.
+      values: Readable.from([body.join('')], { objectMode: false }),
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
     r.stream.resume();
