@@ -1,0 +1,104 @@
+#!/usr/bin/env node
+// bench:ab — the full gateway of this checkout against the full gateway of another
+// checkout (AB_OTHER=/path/to/a/built/checkout), side by side in one run: interleaved
+// rounds at 50 connections, req/s and the gateway process's CPU per request. For
+// "this change costs at most X%" claims, measured in one run on the same machine.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cannon, cpuSeconds, freePort, median, ROOT, startProcess, table } from './lib.mjs';
+
+const OTHER = process.env.AB_OTHER;
+if (!OTHER) throw new Error('set AB_OTHER to another built checkout of wakegate');
+const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const tmp = mkdtempSync(join(tmpdir(), 'wakegate-ab-'));
+const procs = [];
+
+async function gateway(name, root, origin) {
+  const dir = join(tmp, name);
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const cfg = join(dir, 'cfg.yaml');
+  writeFileSync(
+    cfg,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${await freePort()} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, scopes: { read: bench:read, write: bench:write }, origins: { production: ${origin} } }\n`,
+  );
+  const env = { ...process.env, DATA_DIR: join(dir, 'data') };
+  const args = [
+    join(root, 'dist/main.js'),
+    'keys',
+    'create',
+    '--label',
+    'b',
+    '--environment',
+    'production',
+    '--scopes',
+    'bench:read',
+    '--config',
+    cfg,
+  ];
+  let out;
+  try {
+    out = execFileSync(process.execPath, [...args.slice(0, 3), '--offline', '--json', ...args.slice(3)], {
+      env,
+    }).toString();
+  } catch {
+    out = execFileSync(process.execPath, args, { env }).toString(); // versions before --offline
+  }
+  const key = JSON.parse(out.slice(out.indexOf('{'))).secret;
+  const g = await startProcess(
+    name,
+    process.execPath,
+    [join(root, 'dist/main.js'), 'serve', '--config', cfg],
+    { DATA_DIR: join(dir, 'data') },
+    `http://127.0.0.1:${port}/`,
+  );
+  procs.push(g);
+  return { name, url: `http://127.0.0.1:${port}`, headers: { authorization: `Bearer ${key}` }, pid: g.proc.pid };
+}
+
+try {
+  const op = await freePort();
+  const origin = `http://127.0.0.1:${op}`;
+  procs.push(
+    await startProcess(
+      'origin',
+      process.execPath,
+      [join(ROOT, 'bench/servers/origin.mjs')],
+      { PORT: String(op) },
+      origin,
+    ),
+  );
+  const targets = [await gateway('this checkout', ROOT, origin), await gateway(`other (${OTHER})`, OTHER, origin)];
+  const res = Object.fromEntries(targets.map((t) => [t.name, { rps: [], cpu: [], errors: 0 }]));
+  for (const t of targets) await cannon({ url: `${t.url}/warm`, connections: 50, duration: 2, headers: t.headers });
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const t of round % 2 ? targets : [...targets].reverse()) {
+      const c0 = cpuSeconds(t.pid);
+      const r = await cannon({ url: `${t.url}/bench/items`, connections: 50, duration: DURATION, headers: t.headers });
+      res[t.name].rps.push(r.requests.average);
+      res[t.name].cpu.push(((cpuSeconds(t.pid) - c0) * 1e6) / Math.max(1, r.requests.total));
+      res[t.name].errors += r.errors + r.timeouts + r.non2xx;
+    }
+  }
+  const base = median(res[targets[1].name].rps);
+  console.log(`\nbench:ab — ${ROUNDS} interleaved rounds of ${DURATION} s at 50 connections, medians\n`);
+  console.log(
+    table(
+      ['gateway', 'req/s', 'rounds', 'vs other', 'CPU us/req', 'errors'],
+      targets.map((t) => [
+        t.name,
+        Math.round(median(res[t.name].rps)).toLocaleString('en-US'),
+        res[t.name].rps.map((x) => Math.round(x)).join(' / '),
+        (median(res[t.name].rps) / base).toFixed(3),
+        median(res[t.name].cpu).toFixed(1),
+        String(res[t.name].errors),
+      ]),
+    ),
+  );
+} finally {
+  for (const p of procs.reverse()) await p.stop('SIGTERM');
+  rmSync(tmp, { recursive: true, force: true });
+}
