@@ -140,12 +140,17 @@ function row(w: Wake, retention: number): unknown[] {
 export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
   encode(w: Wake): string {
     const base = JSON.stringify(row(w, w.retention_days ?? retentionDays(w.environment)));
-    return w.detail || w.refused ? `${base}\t${JSON.stringify({ d: w.detail, r: w.refused })}` : base;
+    if (!w.detail && !w.refused) return base;
+    // After the row: the refused flag, then the detail's cells exactly as its
+    // TabSeparated insert takes them, so the detail too is serialized once.
+    return `${base}\t${w.refused ? 1 : 0}${w.detail ? `\t${detailCells(w.detail)}` : ''}`;
   },
   decode(line: string): Wake {
     const tab = line.indexOf('\t');
     const r = JSON.parse(tab === -1 ? line : line.slice(0, tab)) as unknown[];
-    const extra = tab === -1 ? {} : (JSON.parse(line.slice(tab + 1)) as { d?: WakeDetail; r?: boolean });
+    const rest = tab === -1 ? '' : line.slice(tab + 1);
+    const extra =
+      rest === '' ? {} : { r: rest[0] === '1', d: rest.length > 1 ? detailFromCells(rest.slice(2)) : undefined };
     const w: Wake = {
       id: r[0] as string,
       environment: r[1] as string,
@@ -171,6 +176,43 @@ export const wakeLogCodec = (retentionDays: (environment: string) => number) => 
     return w;
   },
 });
+
+/** A detail as the TabSeparated cells of wake_details after id, environment and time (DETAIL_COLUMNS). */
+function detailCells(d: WakeDetail): string {
+  const cells: (string | number)[] = [
+    d.query,
+    json(d.request_headers),
+    json(d.response_headers),
+    ...bodyCols(d.request_body),
+    ...bodyCols(d.response_body),
+    json(d.diff),
+  ];
+  let out = '';
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells[i] as string | number;
+    if (i > 0) out += '\t';
+    out += typeof c === 'number' ? String(c) : tsvEscape(c);
+  }
+  return out;
+}
+
+const TSV_UNESCAPES: Record<string, string> = { '\\': '\\', t: '\t', n: '\n', r: '\r', '0': '\0' };
+const tsvUnescape = (s: string): string =>
+  s.indexOf('\\') === -1 ? s : s.replace(/\\(.)/g, (_m, c: string) => TSV_UNESCAPES[c] ?? c);
+
+/** The detail back from its cells (a wake recovered from the log). */
+function detailFromCells(text: string): WakeDetail {
+  const c = text.split('\t').map(tsvUnescape);
+  const parse = <T>(v: string | undefined): T | null => (v ? (JSON.parse(v) as T) : null);
+  return {
+    query: c[0] ?? '',
+    request_headers: parse(c[1]),
+    response_headers: parse(c[2]),
+    request_body: bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? ''),
+    response_body: bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? ''),
+    diff: parse(c[11]),
+  };
+}
 
 /** The table rows of a segment's lines: each line up to its tab (the lines themselves when none has one). */
 function rowsOnly(lines: readonly string[]): readonly string[] {
@@ -217,17 +259,19 @@ export class WakeInserter {
       clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
     });
     r.stream.resume();
-    await this.insertDetails(wakes, token);
+    await this.insertDetails(wakes, token, raw);
   }
   /** The details of a batch, in their own table, under a token derived from the batch's. */
-  private async insertDetails(wakes: readonly Wake[], token: string): Promise<void> {
+  private async insertDetails(wakes: readonly Wake[], token: string, raw: readonly string[] = []): Promise<void> {
     // Details go as TabSeparated: a body needs escaping only where it holds a
     // backslash, tab, newline or NUL (a scan that mostly finds none), where JSON would
     // escape every quote of every JSON body.
     const chunks: string[] = [];
     let tsv = '';
     let n = 0;
-    for (const w of wakes) {
+    const aligned = raw.length === wakes.length;
+    for (let i = 0; i < wakes.length; i++) {
+      const w = wakes[i] as Wake;
       const d = w.detail;
       if (!d) continue;
       if (++n % SLICE === 0) {
@@ -235,23 +279,11 @@ export class WakeInserter {
         tsv = '';
         await breathe();
       }
-      const cells: (string | number)[] = [
-        w.id,
-        w.environment,
-        tsvTime(w.captured_at),
-        d.query,
-        json(d.request_headers),
-        json(d.response_headers),
-        ...bodyCols(d.request_body),
-        ...bodyCols(d.response_body),
-        json(d.diff),
-        this.retentionDays(w.environment),
-      ];
-      for (let i = 0; i < cells.length; i++) {
-        const c = cells[i] as string | number;
-        tsv += typeof c === 'number' ? String(c) : tsvEscape(c);
-        tsv += i === cells.length - 1 ? '\n' : '\t';
-      }
+      // The detail's cells as the log line holds them (serialized when the wake was recorded).
+      const line = aligned ? (raw[i] as string) : '';
+      const at = line.indexOf('\t');
+      const cells = at !== -1 && line.length > at + 3 ? line.slice(at + 3, line.length - 1) : detailCells(d);
+      tsv += `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${cells}\t${this.retentionDays(w.environment)}\n`;
     }
     if (tsv !== '') chunks.push(tsv);
     if (chunks.length === 0) return;

@@ -75,7 +75,7 @@ describe('write-ahead log', () => {
 });
 
 describe('the wake log line', () => {
-  it('is the table row as sent to storage, with detail after a tab, and reads back whole', async () => {
+  it('is the table row as sent to storage, then the detail as its TabSeparated insert takes it, and reads back whole', async () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
     const w = {
@@ -106,7 +106,8 @@ describe('the wake log line', () => {
       },
     };
     const line = codec.encode(w);
-    expect(line.split('\t')).toHaveLength(2);
+    // The row, the refused flag, and the detail's 12 TabSeparated cells; raw tabs inside values are escaped.
+    expect(line.split('\t')).toHaveLength(14);
     expect(JSON.parse(line.split('\t')[0] as string)).toEqual([
       'wk_1',
       'production',
