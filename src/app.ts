@@ -337,6 +337,10 @@ export class Gateway {
     const cfg = this.config;
     const box = new SecretBox(this.sealingKey);
     this.endpointTable = new EndpointTable(this.store, box);
+    this.endpointTable.onUnsealable = (id) =>
+      this.log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
+        endpoint_id: id,
+      });
     this.endpoints = new EndpointService(cfg, this.endpointTable, this.events, this.clock, this.log);
     await this.endpoints.load();
     this.deliveries = new DeliveryTable(this.store);

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Key, type List } from './api';
-import { ErrorNote, Panel, SecretOnce, StateBadge, when } from './ui';
+import { ErrorNote, Panel, SecretOnce, StateBadge, StatusFilter, when } from './ui';
 
 interface Draft {
   label: string;
@@ -105,17 +105,7 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
       <ErrorNote error={actionErr} />
       <Panel
         title="Keys"
-        actions={
-          <label>
-            Status{' '}
-            <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
-              <option value="">all</option>
-              <option value="active">active</option>
-              <option value="scheduled">scheduled</option>
-              <option value="revoked">revoked</option>
-            </select>
-          </label>
-        }
+        actions={<StatusFilter value={status} options={['active', 'scheduled', 'revoked']} onChange={setStatus} />}
       >
         <ErrorNote error={err} />
         <div class="scroll">

@@ -172,3 +172,28 @@ export function SecretOnce({ title, value, onDone }: { title: string; value: str
     </div>
   );
 }
+
+/** A status filter for a panel's header: '' means all. */
+export function StatusFilter({
+  value,
+  options,
+  onChange,
+}: {
+  value: string;
+  options: string[];
+  onChange: (v: string) => void;
+}) {
+  return (
+    <label>
+      Status{' '}
+      <select value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+        <option value="">all</option>
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o.replace('_', '-')}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}

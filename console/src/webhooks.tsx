@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Delivery, type Endpoint, type List } from './api';
-import { ErrorNote, Panel, SecretOnce, StateBadge, Status, when } from './ui';
+import { ErrorNote, Panel, SecretOnce, StateBadge, Status, StatusFilter, when } from './ui';
 
 export function Webhooks({ env }: { env: string }) {
   const [eps, setEps] = useState<Endpoint[]>([]);
@@ -151,16 +151,11 @@ export function Webhooks({ env }: { env: string }) {
       <Panel
         title="Deliveries"
         actions={
-          <label>
-            Status{' '}
-            <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
-              <option value="">all</option>
-              <option value="pending">pending</option>
-              <option value="delivered">delivered</option>
-              <option value="failed">failed</option>
-              <option value="dead_lettered">dead-lettered</option>
-            </select>
-          </label>
+          <StatusFilter
+            value={status}
+            options={['pending', 'delivered', 'failed', 'dead_lettered']}
+            onChange={setStatus}
+          />
         }
       >
         <ErrorNote error={dErr} />

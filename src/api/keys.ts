@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isRevoked } from '../auth/authorize.js';
 import { missing } from '../errors.js';
+import type { KeyRecord } from '../store/keys.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
@@ -94,8 +95,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const now = deps.clock.now();
       const fp = filterFingerprint({ what: 'keys', env, s: q.status, l: q.label, c: q.consumer });
       const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
-      const status = (k: { revoke_at: number | null }) =>
-        isRevoked(k as never, now) ? 'revoked' : k.revoke_at !== null ? 'scheduled' : 'active';
+      const status = (k: KeyRecord) => (isRevoked(k, now) ? 'revoked' : k.revoke_at !== null ? 'scheduled' : 'active');
       const all = [...deps.ring.all()]
         .filter(
           (k) =>

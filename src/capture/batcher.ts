@@ -18,7 +18,6 @@ export interface BatcherStats {
   buffered: number;
   flushed: number;
   dropped: number;
-  spooled: number;
   spoolBytes: number;
   spoolBatches: number;
   storageUp: boolean;
@@ -58,7 +57,6 @@ export class Batcher<T> {
     buffered: 0,
     flushed: 0,
     dropped: 0,
-    spooled: 0,
     spoolBytes: 0,
     spoolBatches: 0,
     storageUp: true,

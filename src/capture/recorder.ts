@@ -133,7 +133,7 @@ export class Recorder {
       if (this.detail.budget.take(detailSize(d))) detail = d;
       else this.detail.onSkip();
     }
-    this.capture({
+    const w: Wake = {
       id: x.id,
       method: req.method ?? '',
       path: cut ? path.slice(0, MAX_PATH) : path,
@@ -151,9 +151,10 @@ export class Recorder {
       response_bytes: x.resBytes,
       client_ip: req.socket.remoteAddress ?? '',
       user_agent: ua === undefined ? '' : ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua,
-      ...(x.replayOf ? { replay_of: x.replayOf } : {}),
-      ...(detail ? { detail } : {}),
-    });
+    };
+    if (x.replayOf) w.replay_of = x.replayOf;
+    if (detail) w.detail = detail;
+    this.capture(w);
   }
 }
 

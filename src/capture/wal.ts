@@ -80,7 +80,7 @@ export class Wal<T> {
   constructor(
     private readonly dir: string,
     private readonly maxBytes: number,
-    private readonly opts: WalOptions,
+    opts: WalOptions,
     private readonly log: Logger,
     private readonly codec: WalCodec<T> = JSON_LINES as WalCodec<T>,
   ) {

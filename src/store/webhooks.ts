@@ -62,8 +62,8 @@ const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assu
 
 /** Owns the webhook_endpoints table. Signing secrets are stored sealed, never in clear. */
 export class EndpointTable {
-  /** Ids of rows whose sealed secret did not open (moved from another row, or altered); left out. */
-  readonly unsealable = new Set<string>();
+  /** Called with the id of a row whose sealed secret did not open (moved from another row, or altered); it is left out. */
+  onUnsealable: (id: string) => void = () => {};
 
   constructor(
     private readonly store: Store,
@@ -109,7 +109,7 @@ export class EndpointTable {
         if (r.previous_secret) previous = this.box.open(r.previous_secret, r.id);
       } catch {
         // Sealed for another row, or altered: never sign with it.
-        this.unsealable.add(r.id);
+        this.onUnsealable(r.id);
         continue;
       }
       out.push({

@@ -17,11 +17,6 @@ interface Seen {
   rawHeaders: string[];
 }
 
-/** Connects, sends `data`, and reads until the gateway closes the connection (or `ms` pass). */
-function readToClose(port: number, data: string, ms = 3000): Promise<{ text: string; closed: boolean }> {
-  return rawExchange(port, data, ms).then((r) => ({ text: r.text, closed: r.closed }));
-}
-
 const once = <T>(emitter: NodeJS.EventEmitter, event: string, ms = 3000): Promise<T> =>
   new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms);
