@@ -28,7 +28,7 @@ describe('crashes and idle floods (child gateway)', () => {
     dir = mkdtempSync(join(tmpdir(), 'wakegate-crash-'));
     writeFileSync(
       join(dir, 'cfg.yaml'),
-      'webhooks:\n  allow_insecure_http: true\n  allow_private_networks: true\n  jitter: 0\n  retry_schedule_s: [5, 300, 1800, 3600, 7200, 18000, 34200]\nlog:\n  level: info\n',
+      'webhooks:\n  allow_insecure_http: true\n  allow_private_networks: true\n  jitter: 0\n  retry_schedule_s: [5, 300, 1800, 3600, 7200, 18000, 34200]\n# The load comes from one address: it must not meet the per-address limit of unkeyed requests.\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nlog:\n  level: info\n',
     );
   });
   afterAll(async () => {
