@@ -41,7 +41,13 @@ try {
   const client = gw.store.client;
   const realInsert = client.insert.bind(client);
   let down = false;
+  const realCommand = client.command.bind(client);
   client.insert = (p) => (down ? Promise.reject(new Error('storage unreachable (injected outage)')) : realInsert(p));
+  // A log segment is loaded by an INSERT … SELECT from its file: that fails too.
+  client.command = (p) =>
+    down && /^\s*INSERT/i.test(p.query)
+      ? Promise.reject(new Error('storage unreachable (injected outage)'))
+      : realCommand(p);
   const secs = TOTAL / RATE;
   const outageStart = Math.max(2, (secs - OUTAGE_S) / 2);
   let maxSpool = 0;

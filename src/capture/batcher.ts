@@ -24,8 +24,8 @@ export interface BatcherStats {
   lastFlushMs: number;
 }
 
-/** Writes one batch; `raw` is the batch as the log holds it (JSON lines), for sinks that can send it as it is. */
-export type Sink<T> = (rows: readonly T[], token: string, raw: readonly string[]) => Promise<void>;
+/** Writes one batch; `file` is its sealed segment of the log (exactly these rows), for sinks that can read it, or null. */
+export type Sink<T> = (rows: readonly T[], token: string, file: string | null) => Promise<void>;
 export type BatchListener<T> = (rows: readonly T[]) => void;
 
 const timeout = (ms: number) =>
@@ -167,9 +167,9 @@ export class Batcher<T> {
     if (this.wal && sealed) {
       // Behind a backlog, a batch waits its turn on disk, so order holds.
       if (this.wal.length > 0) this.wal.keep(token);
-      else if (await this.write(rows, token, sealed.raw)) this.wal.acknowledge(token);
+      else if (await this.write(rows, token, sealed.file)) this.wal.acknowledge(token);
       else this.wal.keep(token);
-    } else if (!(await this.write(rows, token, []))) {
+    } else if (!(await this.write(rows, token, null))) {
       this.stats.dropped += rows.length;
       this.onDrop(rows.length, 'storage_failed');
       this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: rows.length });
@@ -196,10 +196,10 @@ export class Batcher<T> {
     if (this.wal.length > 0) this.scheduleRetry();
   }
 
-  private async write(rows: readonly T[], token: string, raw: readonly string[]): Promise<boolean> {
+  private async write(rows: readonly T[], token: string, file: string | null): Promise<boolean> {
     const t0 = performance.now();
     try {
-      await Promise.race([this.sink(rows, token, raw), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
+      await Promise.race([this.sink(rows, token, file), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
       const ms = performance.now() - t0;
       this.stats.flushed += rows.length;
       this.stats.lastFlushMs = ms;
@@ -234,7 +234,7 @@ export class Batcher<T> {
     this.replaying = true;
     try {
       for (let seg = this.wal.peek(); seg; seg = this.wal.peek()) {
-        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.token, seg.raw))) return;
+        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.token, seg.file))) return;
         // A batch a crash cut short may never have reached its listeners (event rules):
         // they see it now. Events they raise have ids derived from the rows', so a batch
         // seen twice raises each event once.

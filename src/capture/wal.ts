@@ -6,6 +6,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  rm,
   rmSync,
   statSync,
   writeFileSync,
@@ -20,6 +21,8 @@ import { privateDir } from '../store/private-dir.js';
 export interface WalCodec<T> {
   encode(row: T): string;
   decode(line: string): T;
+  /** False for a line an earlier version wrote: its segment is rewritten in the current form before it is read. */
+  isCurrent?(line: string): boolean;
 }
 
 const JSON_LINES: WalCodec<never> = { encode: (r) => JSON.stringify(r), decode: (l) => JSON.parse(l) as never };
@@ -35,8 +38,8 @@ export interface WalOptions {
 export interface Segment<T> {
   token: string;
   rows: T[];
-  /** The rows as lines (each ending in a newline), exactly as written to the log. */
-  raw: readonly string[];
+  /** The segment's file: exactly these rows, one whole line each (what an insert may read). */
+  file: string;
 }
 
 const SUFFIX = '.wal';
@@ -61,7 +64,9 @@ export class Wal<T> {
   private fd: number | null = null;
   private activeName = '';
   private pending: string[] = [];
-  private active: string[] = [];
+  private activeRows = 0;
+  /** A write of the active segment failed: its file lacks rows, so no insert may read it. */
+  private activeBroken = false;
   private activeBytes = 0;
   private seq = 0;
   private readonly prefix = `${Date.now().toString(36)}-${randomBase62(6)}`;
@@ -127,7 +132,7 @@ export class Wal<T> {
     if (this.bytes + line.length > this.maxBytes) return false;
     this.bytes += line.length;
     this.pending.push(line);
-    this.active.push(line);
+    this.activeRows++;
     this.activeBytes += line.length;
     return true;
   }
@@ -146,9 +151,12 @@ export class Wal<T> {
     const text = this.pending.length === 1 ? (this.pending[0] as string) : this.pending.join('');
     this.pending = [];
     try {
-      writeSync(this.open(), text);
+      const fd = this.open();
+      const buf = Buffer.from(text);
+      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
       this.dirty = true;
     } catch (e) {
+      this.activeBroken = true;
       this.log.error('write-ahead log write failed', { dir: this.dir, err: e as Error });
     }
   }
@@ -164,13 +172,15 @@ export class Wal<T> {
 
   /**
    * Seals the active segment: the batch of every row appended since the last
-   * seal. Returns its token and its lines, or null when nothing was appended.
+   * seal. Returns its token and its file (null when a write of it failed, so the
+   * file lacks rows), or null when nothing was appended.
    */
-  seal(): { token: string; raw: readonly string[] } | null {
-    if (this.active.length === 0) return null;
+  seal(): { token: string; file: string | null } | null {
+    if (this.activeRows === 0) return null;
     this.writePending();
-    const raw = this.active;
-    this.active = [];
+    this.activeRows = 0;
+    const broken = this.activeBroken;
+    this.activeBroken = false;
     const bytes = this.activeBytes;
     this.activeBytes = 0;
     const name = this.activeName;
@@ -182,12 +192,15 @@ export class Wal<T> {
       fdatasync(fd, () => closeSync(fd));
     }
     this.sizes.set(name, bytes);
-    return { token: name, raw };
+    return { token: name, file: broken ? null : join(this.dir, name) };
   }
 
-  /** Storage acknowledged the segment: it goes. */
+  /** Storage acknowledged the segment: it goes (unlinked off the event loop: freeing a large file's pages takes a while). */
   acknowledge(token: string): void {
-    rmSync(join(this.dir, token), { force: true });
+    rm(join(this.dir, token), { force: true }, (e) => {
+      if (e)
+        this.log.error('write-ahead log: an acknowledged segment could not be removed', { segment: token, err: e });
+    });
     this.bytes -= this.sizes.get(token) ?? 0;
     this.sizes.delete(token);
   }
@@ -208,18 +221,25 @@ export class Wal<T> {
     }
     const text = readFileSync(path, 'utf8');
     const rows: T[] = [];
-    const lines: string[] = [];
+    let rewrite = !text.endsWith('\n');
     for (const line of text.split('\n')) {
       if (line === '') continue;
       try {
         rows.push(this.codec.decode(line));
-        lines.push(`${line}\n`);
+        if (this.codec.isCurrent && !this.codec.isCurrent(line)) rewrite = true;
       } catch {
+        rewrite = true;
         this.torn++;
         this.log.warn('write-ahead log: a torn or unreadable line was skipped', { segment: name });
       }
     }
-    return { token: name, rows, raw: lines };
+    // An insert reads the file as it is: it must hold only whole lines of the current form.
+    if (rewrite && rows.length > 0) {
+      const lines = rows.map((r) => `${this.codec.encode(r)}\n`).join('');
+      writeFileSync(`${path}.tmp`, lines, { mode: 0o600 });
+      renameSync(`${path}.tmp`, path);
+    }
+    return { token: name, rows, file: path };
   }
 
   /** True for a segment left by an earlier run: its batch's listeners may never have run. */

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { type ClickHouseClient, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
 import { privateDir, privateUmask } from './private-dir.js';
@@ -7,8 +8,33 @@ export interface Store {
   client: ClickHouseClient;
   /** Database name, validated as a plain identifier by the config schema. */
   db: string;
+  /** The engine runs in this process and can read files under DATA_DIR (the log's segments) itself. */
+  readsFiles: boolean;
+  /**
+   * Inserts bytes already in `format` into `table` of the database, as one
+   * idempotent insert under `token`. The embedded engine takes the Buffer as it
+   * is (no copy, no string, parsed off the event loop); a server gets it as the
+   * request body.
+   */
+  insertBytes(
+    table: string,
+    columns: readonly string[],
+    format: RawFormat,
+    bytes: Buffer,
+    token: string,
+  ): Promise<void>;
   close(): Promise<void>;
 }
+
+export type RawFormat = 'JSONCompactEachRow' | 'TabSeparated';
+
+type RawInsert = (p: {
+  table: string;
+  columns: string[];
+  format: RawFormat;
+  values: Buffer;
+  settings: Record<string, string | number>;
+}) => Promise<unknown>;
 
 /**
  * One `@clickhouse/client` for everything: chDB's embedded engine under
@@ -17,6 +43,7 @@ export interface Store {
 export async function openStore(storage: Config['storage']): Promise<Store> {
   const db = storage.clickhouse_database;
   let client: ClickHouseClient;
+  let raw: RawInsert | null = null;
   if (storage.clickhouse_url) {
     client = createClient({
       url: storage.clickhouse_url,
@@ -33,11 +60,29 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     privateUmask();
     privateDir(storage.data_dir);
     privateDir(path);
-    client = createClient({ connection: createChdbConnection({ path }) } as Parameters<typeof createClient>[0]);
+    const connection = createChdbConnection({ path });
+    raw = (p) => connection.chdb.rawInsert(p);
+    client = createClient({ connection } as Parameters<typeof createClient>[0]);
   }
   return {
     client,
     db,
+    readsFiles: raw !== null,
+    async insertBytes(table, columns, format, bytes, token) {
+      if (bytes.length === 0) return;
+      const settings = { insert_deduplication_token: token, insert_deduplicate: 1 as const };
+      if (raw) {
+        await raw({ table: `${db}.${table}`, columns: [...columns], format, values: bytes, settings });
+        return;
+      }
+      await client.insert({
+        table: `${db}.${table}`,
+        columns: [...columns] as [string, ...string[]],
+        format,
+        values: Readable.from([bytes], { objectMode: false }),
+        clickhouse_settings: settings,
+      });
+    },
     close: () => client.close(),
   };
 }

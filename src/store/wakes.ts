@@ -1,7 +1,18 @@
-import { Readable } from 'node:stream';
+import { readFile } from 'node:fs/promises';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
-import type { StoredBody, WakeDetail } from './detail-types.js';
+import type { WakeDetail } from './detail-types.js';
+import {
+  bodyFrom,
+  DETAIL_COLUMNS,
+  SEGMENT_INSERT_SETTINGS,
+  segmentInserts,
+  splitLog,
+  WAKE_COLUMNS,
+  wakeLogCodec,
+} from './wake-log.js';
+
+export { wakeLogCodec } from './wake-log.js';
 
 /** One captured request: SPEC.md's wake plus what the gateway knows about it. */
 export interface Wake {
@@ -37,263 +48,50 @@ export interface Wake {
   user_agent: string;
 }
 
-const COLUMNS = [
-  'id',
-  'environment',
-  'captured_at',
-  'method',
-  'path',
-  'route',
-  'status',
-  'latency_ms',
-  'consumer',
-  'key_id',
-  'region',
-  'request_bytes',
-  'response_bytes',
-  'client_ip',
-  'user_agent',
-  'retention_days',
-  'path_truncated',
-  'replay_of',
-] as const;
-
-const DETAIL_COLUMNS = [
-  'id',
-  'environment',
-  'captured_at',
-  'query',
-  'request_headers',
-  'response_headers',
-  'request_body',
-  'request_body_bytes',
-  'request_body_state',
-  'request_body_encoding',
-  'response_body',
-  'response_body_bytes',
-  'response_body_state',
-  'response_body_encoding',
-  'diff',
-  'retention_days',
-] as const;
-
-/** A body in its own columns, not JSON inside JSON (state: -1 none kept, 0 whole, 1 cut). */
-const bodyCols = (b: StoredBody | null): [string, number, number, string] =>
-  b === null ? ['', 0, -1, ''] : [b.body, b.bytes, b.truncated ? 1 : 0, b.encoding];
-const bodyFrom = (body: string, bytes: number | string, state: number | string, encoding: string): StoredBody | null =>
-  Number(state) < 0
-    ? null
-    : {
-        body,
-        bytes: Number(bytes),
-        truncated: Number(state) === 1,
-        encoding: encoding === 'base64' ? 'base64' : 'utf8',
-      };
-
-const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
-
-const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
-const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
-/** A TabSeparated value: backslash, tab, newline, CR and NUL escaped; everything else as it is. */
-const tsvEscape = (s: string): string =>
-  // indexOf of one character is a fast scan; a character class regex is not.
-  s.indexOf('\\') === -1 &&
-  s.indexOf('\t') === -1 &&
-  s.indexOf('\n') === -1 &&
-  s.indexOf('\r') === -1 &&
-  s.indexOf('\0') === -1
-    ? s
-    : s.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPES[c] as string);
-/** DateTime64(3, 'UTC') in TabSeparated: 2026-11-22 10:00:00.123. */
-const tsvTime = (ms: number): string => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
-
-/** A wake's row in the table's column order (COLUMNS), as JSONCompactEachRow takes it. */
-function row(w: Wake, retention: number): unknown[] {
-  return [
-    w.id,
-    w.environment,
-    w.captured_at,
-    w.method,
-    w.path,
-    w.route,
-    w.status,
-    w.latency_ms,
-    w.consumer,
-    w.key_id,
-    w.region,
-    w.request_bytes,
-    w.response_bytes,
-    w.client_ip,
-    w.user_agent,
-    retention,
-    w.path_truncated ? 1 : 0,
-    w.replay_of ?? '',
-  ];
-}
-
-/**
- * How a wake is written to the write-ahead log: its table row as a JSON array (the
- * insert sends the lines as they are, JSONCompactEachRow), then, after a tab, what
- * the table does not hold (detail, refused) as JSON. JSON never holds a raw tab, so
- * the tab always ends the row.
- */
-export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
-  encode(w: Wake): string {
-    const base = JSON.stringify(row(w, w.retention_days ?? retentionDays(w.environment)));
-    if (!w.detail && !w.refused) return base;
-    // After the row: the refused flag, then the detail's cells exactly as its
-    // TabSeparated insert takes them, so the detail too is serialized once.
-    return `${base}\t${w.refused ? 1 : 0}${w.detail ? `\t${detailCells(w.detail)}` : ''}`;
-  },
-  decode(line: string): Wake {
-    const tab = line.indexOf('\t');
-    const r = JSON.parse(tab === -1 ? line : line.slice(0, tab)) as unknown[];
-    const rest = tab === -1 ? '' : line.slice(tab + 1);
-    const extra =
-      rest === '' ? {} : { r: rest[0] === '1', d: rest.length > 1 ? detailFromCells(rest.slice(2)) : undefined };
-    const w: Wake = {
-      id: r[0] as string,
-      environment: r[1] as string,
-      captured_at: r[2] as number,
-      method: r[3] as string,
-      path: r[4] as string,
-      route: r[5] as string,
-      status: r[6] as number,
-      latency_ms: r[7] as number,
-      consumer: r[8] as string,
-      key_id: r[9] as string,
-      region: r[10] as string,
-      request_bytes: r[11] as number,
-      response_bytes: r[12] as number,
-      client_ip: r[13] as string,
-      user_agent: r[14] as string,
-      retention_days: r[15] as number,
-      path_truncated: r[16] === 1,
-    };
-    if (r[17]) w.replay_of = r[17] as string;
-    if (extra.d) w.detail = extra.d;
-    if (extra.r !== undefined) w.refused = extra.r;
-    return w;
-  },
-});
-
-/** A detail as the TabSeparated cells of wake_details after id, environment and time (DETAIL_COLUMNS). */
-function detailCells(d: WakeDetail): string {
-  const cells: (string | number)[] = [
-    d.query,
-    json(d.request_headers),
-    json(d.response_headers),
-    ...bodyCols(d.request_body),
-    ...bodyCols(d.response_body),
-    json(d.diff),
-  ];
-  let out = '';
-  for (let i = 0; i < cells.length; i++) {
-    const c = cells[i] as string | number;
-    if (i > 0) out += '\t';
-    out += typeof c === 'number' ? String(c) : tsvEscape(c);
-  }
-  return out;
-}
-
-const TSV_UNESCAPES: Record<string, string> = { '\\': '\\', t: '\t', n: '\n', r: '\r', '0': '\0' };
-const tsvUnescape = (s: string): string =>
-  s.indexOf('\\') === -1 ? s : s.replace(/\\(.)/g, (_m, c: string) => TSV_UNESCAPES[c] ?? c);
-
-/** The detail back from its cells (a wake recovered from the log). */
-function detailFromCells(text: string): WakeDetail {
-  const c = text.split('\t').map(tsvUnescape);
-  const parse = <T>(v: string | undefined): T | null => (v ? (JSON.parse(v) as T) : null);
-  return {
-    query: c[0] ?? '',
-    request_headers: parse(c[1]),
-    response_headers: parse(c[2]),
-    request_body: bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? ''),
-    response_body: bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? ''),
-    diff: parse(c[11]),
-  };
-}
-
-/** The table rows of a segment's lines: each line up to its tab (the lines themselves when none has one). */
-function rowsOnly(lines: readonly string[]): readonly string[] {
-  let out: string[] | null = null;
-  for (let i = 0; i < lines.length; i++) {
-    const l = lines[i] as string;
-    const tab = l.indexOf('\t');
-    if (tab === -1) {
-      if (out) out.push(l);
-      continue;
-    }
-    out ??= lines.slice(0, i);
-    out.push(`${l.slice(0, tab)}\n`);
-  }
-  return out ?? lines;
-}
-
-/** Lets the event loop breathe while a large batch is prepared, so requests never wait on it for long. */
-const breathe = () => new Promise<void>((r) => setImmediate(r));
-const SLICE = 500;
-
-/** Owns every write to the wakes table. */
+/** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {
+  private readonly codec: ReturnType<typeof wakeLogCodec>;
+
   constructor(
     private readonly store: Store,
-    private readonly retentionDays: (environment: string) => number,
-  ) {}
+    retentionDays: (environment: string) => number,
+  ) {
+    this.codec = wakeLogCodec(retentionDays);
+  }
 
   /**
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
-   * ambiguous failure (or replayed from the spool) is stored once.
+   * ambiguous failure (or replayed from the log) is stored once. `file` is the
+   * batch's sealed segment of the write-ahead log, which holds exactly these wakes.
    */
-  async insert(wakes: readonly Wake[], token: string, raw: readonly string[] = []): Promise<void> {
+  async insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
     if (wakes.length === 0) return;
-    // The batch as the write-ahead log holds it (wakeLogCodec): each wake serialized once.
-    const body =
-      raw.length > 0
-        ? rowsOnly(raw)
-        : wakes.map((w) => `${JSON.stringify(row(w, this.retentionDays(w.environment)))}\n`);
-    const r = await this.store.client.exec({
-      query: `INSERT INTO ${this.store.db}.wakes (${COLUMNS.join(', ')}) FORMAT JSONCompactEachRow`,
-      // One chunk: the connection gathers a stream chunk by chunk, one await each.
-      values: Readable.from([body.join('')], { objectMode: false }),
-      clickhouse_settings: { insert_deduplication_token: token, insert_deduplicate: 1 },
-    });
-    r.stream.resume();
-    await this.insertDetails(wakes, token, raw);
-  }
-  /** The details of a batch, in their own table, under a token derived from the batch's. */
-  private async insertDetails(wakes: readonly Wake[], token: string, raw: readonly string[] = []): Promise<void> {
-    // Details go as TabSeparated: a body needs escaping only where it holds a
-    // backslash, tab, newline or NUL (a scan that mostly finds none), where JSON would
-    // escape every quote of every JSON body.
-    const chunks: string[] = [];
-    let tsv = '';
-    let n = 0;
-    const aligned = raw.length === wakes.length;
-    for (let i = 0; i < wakes.length; i++) {
-      const w = wakes[i] as Wake;
-      const d = w.detail;
-      if (!d) continue;
-      if (++n % SLICE === 0) {
-        chunks.push(tsv);
-        tsv = '';
-        await breathe();
-      }
-      // The detail's cells as the log line holds them (serialized when the wake was recorded).
-      const line = aligned ? (raw[i] as string) : '';
-      const at = line.indexOf('\t');
-      const cells = at !== -1 && line.length > at + 3 ? line.slice(at + 3, line.length - 1) : detailCells(d);
-      tsv += `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${cells}\t${this.retentionDays(w.environment)}\n`;
+    let detail = false;
+    for (const w of wakes) if (w.detail) detail = true;
+    if (file && this.store.readsFiles) {
+      // The embedded engine reads the segment itself: nothing is serialized again.
+      const q = segmentInserts(this.store.db, file);
+      await this.command(q.wakes, token);
+      if (detail) await this.command(q.details, `${token}:d`);
+      return;
     }
-    if (tsv !== '') chunks.push(tsv);
-    if (chunks.length === 0) return;
-    // Its own token, derived from the batch's: a retried batch stores its details once too.
-    await this.store.client.insert({
-      table: `${this.store.db}.wake_details`,
-      columns: [...DETAIL_COLUMNS],
-      values: Readable.from(chunks, { objectMode: false }),
-      format: 'TabSeparated',
-      clickhouse_settings: { insert_deduplication_token: `${token}:d`, insert_deduplicate: 1 },
+    const text = file ? await readFile(file, 'utf8') : wakes.map((w) => `${this.codec.encode(w)}\n`).join('');
+    const cut = splitLog(text);
+    await this.store.insertBytes('wakes', WAKE_COLUMNS, 'TabSeparated', Buffer.from(cut.wakes), token);
+    if (cut.details !== '')
+      await this.store.insertBytes(
+        'wake_details',
+        DETAIL_COLUMNS,
+        'TabSeparated',
+        Buffer.from(cut.details),
+        `${token}:d`,
+      );
+  }
+
+  private async command(query: string, token: string): Promise<void> {
+    await this.store.client.command({
+      query,
+      clickhouse_settings: { ...SEGMENT_INSERT_SETTINGS, insert_deduplication_token: token, insert_deduplicate: 1 },
     });
   }
 }

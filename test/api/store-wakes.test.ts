@@ -57,6 +57,57 @@ describe('wakes table', () => {
     expect(await q.count('dedup')).toBe(3);
   });
 
+  it('inserts a sealed log segment from its file, both tables, once per token; and the same from lines, for a server', async () => {
+    const { Wal } = await import('../../src/capture/wal.js');
+    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const { silentLogger } = await import('../../src/log.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const ins = new WakeInserter(store, () => 30);
+    const q = new WakeQuerier(store);
+    const detail = {
+      query: "?q=it's",
+      request_headers: [['content-type', 'application/json']] as [string, string][],
+      response_headers: [['x-tab', 'a\tb']] as [string, string][],
+      request_body: { body: '{"a":"line\\nbreak\\\\"}\n\t', bytes: 30, truncated: false, encoding: 'utf8' as const },
+      response_body: { body: 'AAEC', bytes: 3, truncated: true, encoding: 'base64' as const },
+      diff: null,
+    };
+    const batch = [
+      wake(1, { environment: 'segfile', detail }),
+      wake(2, { environment: 'segfile', path: "/p'\\", refused: true }),
+      wake(3, { environment: 'segfile', detail: { ...detail, request_body: null } }),
+    ];
+    const wal = new Wal<Wake>(
+      mkdtempSync(join(tmpdir(), "wg seg'")),
+      1_000_000,
+      { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
+      silentLogger,
+      wakeLogCodec(() => 30),
+    );
+    for (const w of batch) wal.append(w);
+    const sealed = wal.seal();
+    expect(store.readsFiles).toBe(true);
+    await ins.insert(batch, sealed?.token as string, sealed?.file as string);
+    await ins.insert(batch, sealed?.token as string, sealed?.file as string);
+    wal.close();
+    expect(await q.count('segfile')).toBe(3);
+    const stored = await q.detail('segfile', batch[0]?.id as string, batch[0]?.captured_at as number);
+    expect(stored).toEqual(detail);
+    expect(await q.detail('segfile', batch[1]?.id as string, batch[1]?.captured_at as number)).toBeNull();
+    expect(await q.detail('segfile', batch[2]?.id as string, batch[2]?.captured_at as number)).toEqual({
+      ...detail,
+      request_body: null,
+    });
+    // The same batch as a server gets it (cut from the lines, no file): the same rows.
+    const again = batch.map((w) => ({ ...w, environment: 'seglines' }));
+    await ins.insert(again, 'lines-1');
+    await ins.insert(again, 'lines-1');
+    expect(await q.count('seglines')).toBe(3);
+    expect(await q.detail('seglines', again[0]?.id as string, again[0]?.captured_at as number)).toEqual(detail);
+  });
+
   it('pages newest first without skipping or repeating rows that share a millisecond', async () => {
     const ins = new WakeInserter(store, () => 30);
     const q = new WakeQuerier(store);

@@ -40,11 +40,18 @@ describe('durability', () => {
   it('keeps every wake through a storage outage mid-load, stored exactly once after it', async () => {
     const client = t.gw.store.client;
     const realInsert = client.insert.bind(client);
+    const realCommand = client.command.bind(client);
     let down = false;
+    // Every write fails while storage is down: inserts of rows, and the INSERT … SELECT
+    // that loads a log segment from its file.
     client.insert = ((p: Parameters<typeof client.insert>[0]) => {
       if (down) return Promise.reject(new Error('storage unreachable (injected)'));
       return realInsert(p);
     }) as typeof client.insert;
+    client.command = ((p: Parameters<typeof client.command>[0]) => {
+      if (down && /^\s*INSERT/i.test(p.query)) return Promise.reject(new Error('storage unreachable (injected)'));
+      return realCommand(p);
+    }) as typeof client.command;
     await flushed(t.gw);
     const before = await t.gw.wakes.count('production');
     let sent = 0;
@@ -94,6 +101,7 @@ describe('durability', () => {
     const ok = await (await fetch(`${t.opsUrl}/readyz`)).json();
     expect(ok.status).toBe('ready');
     client.insert = realInsert;
+    client.command = realCommand;
   }, 60_000);
 
   it('never writes a key or signing secret to the logs or to any stored row', async () => {

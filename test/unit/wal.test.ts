@@ -29,7 +29,8 @@ describe('write-ahead log', () => {
     const wal = new Wal<number>(dir, 1_000_000, OPTS, silentLogger);
     for (let n = 0; n < 3; n++) wal.append(n);
     const s = wal.seal();
-    expect(s?.raw.join('')).toBe('0\n1\n2\n');
+    // The file holds exactly the batch, whole lines only: an insert reads it as it is.
+    expect(readFileSync(s?.file as string, 'utf8')).toBe('0\n1\n2\n');
     expect(files(dir)).toEqual([s?.token]);
     expect(wal.seal()).toBeNull();
     wal.acknowledge(s?.token as string);
@@ -57,7 +58,8 @@ describe('write-ahead log', () => {
     b.shift(first?.token as string);
     const second = b.peek();
     expect(second?.rows).toEqual([{ id: 'three' }]);
-    expect(second?.raw.join('')).toBe('{"id":"three"}\n');
+    // The torn line is gone from the file too, so an insert that reads it never meets it.
+    expect(readFileSync(second?.file as string, 'utf8')).toBe('{"id":"three"}\n');
     expect(b.torn).toBe(1);
     b.shift(second?.token as string);
     expect(files(dir)).toEqual([]);
@@ -75,61 +77,83 @@ describe('write-ahead log', () => {
 });
 
 describe('the wake log line', () => {
-  it('is the table row as sent to storage, then the detail as its TabSeparated insert takes it, and reads back whole', async () => {
+  const w = {
+    id: 'wk_1',
+    method: 'POST',
+    path: '/a\tb',
+    route: 'r',
+    status: 500,
+    latency_ms: 3,
+    consumer: 'c',
+    key_id: 'key_1',
+    environment: 'production',
+    region: 'local',
+    captured_at: 1_795_000_000_123,
+    request_bytes: 1,
+    response_bytes: 2,
+    client_ip: '127.0.0.1',
+    user_agent: 'ua',
+    refused: true,
+    replay_of: 'wk_0',
+    detail: {
+      query: '?a=\t1',
+      request_headers: [['x', 'y\tz']] as [string, string][],
+      response_headers: null,
+      request_body: { body: 'tab\there\\n', bytes: 8, truncated: false, encoding: 'utf8' as const },
+      response_body: null,
+      diff: null,
+    },
+  };
+
+  it('is one TabSeparated row (the table row, refused, has-detail, the detail), and reads back whole', async () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
-    const w = {
-      id: 'wk_1',
-      method: 'POST',
-      path: '/a\tb',
-      route: 'r',
-      status: 500,
-      latency_ms: 3,
-      consumer: 'c',
-      key_id: 'key_1',
-      environment: 'production',
-      region: 'local',
-      captured_at: 1_795_000_000_123,
-      request_bytes: 1,
-      response_bytes: 2,
-      client_ip: '127.0.0.1',
-      user_agent: 'ua',
-      refused: true,
-      replay_of: 'wk_0',
-      detail: {
-        query: '?a=\t1',
-        request_headers: [['x', 'y\tz']] as [string, string][],
-        response_headers: null,
-        request_body: { body: 'tab\there', bytes: 8, truncated: false, encoding: 'utf8' as const },
-        response_body: null,
-        diff: null,
-      },
-    };
     const line = codec.encode(w);
-    // The row, the refused flag, and the detail's 12 TabSeparated cells; raw tabs inside values are escaped.
-    expect(line.split('\t')).toHaveLength(14);
-    expect(JSON.parse(line.split('\t')[0] as string)).toEqual([
+    // 18 table columns, refused, has_detail, 12 detail cells; raw tabs inside values are escaped.
+    const cells = line.split('\t');
+    expect(cells).toHaveLength(32);
+    expect(line.includes('\n')).toBe(false);
+    expect(cells.slice(0, 20)).toEqual([
       'wk_1',
       'production',
-      1_795_000_000_123,
+      '2026-11-18 11:06:40.123',
       'POST',
-      '/a\tb',
+      '/a\\tb',
       'r',
-      500,
-      3,
+      '500',
+      '3',
       'c',
       'key_1',
       'local',
-      1,
-      2,
+      '1',
+      '2',
       '127.0.0.1',
       'ua',
-      7,
-      0,
+      '7',
+      '0',
       'wk_0',
+      '1',
+      '1',
     ]);
     expect(codec.decode(line)).toEqual({ ...w, retention_days: 7, path_truncated: false });
     const plain = codec.encode({ ...w, detail: undefined, refused: false });
-    expect(plain.includes('\t')).toBe(false);
+    expect(plain.split('\t')).toHaveLength(32);
+    expect(codec.decode(plain)).toEqual({
+      ...w,
+      detail: undefined,
+      refused: false,
+      retention_days: 7,
+      path_truncated: false,
+    });
+  });
+
+  it('still reads the lines of the first log format (segments an earlier version left)', async () => {
+    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const codec = wakeLogCodec(() => 7);
+    const legacy =
+      '["wk_1","production",1795000000123,"POST","/a\\tb","r",500,3,"c","key_1","local",1,2,"127.0.0.1","ua",7,0,"wk_0"]' +
+      '\t1\t?a=\\t1\t[["x","y\\\\tz"]]\t\ttab\\there\\\\n\t8\t0\tutf8\t\t0\t-1\t\t';
+    expect(codec.isCurrent(legacy)).toBe(false);
+    expect(codec.decode(legacy)).toEqual({ ...w, retention_days: 7, path_truncated: false });
   });
 });

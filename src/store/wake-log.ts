@@ -1,0 +1,291 @@
+import type { StoredBody } from './detail-types.js';
+import type { Wake } from './wakes.js';
+
+/**
+ * How a wake is written to the write-ahead log, and how the log's segments reach
+ * storage. A wake is one TabSeparated line: its table row, then what the table
+ * does not hold (refused, whether it has detail), then its detail's cells. The
+ * embedded engine inserts a sealed segment straight from its file, one INSERT …
+ * SELECT per table (the engine parses files many times faster than inline data,
+ * and nothing is serialized twice); a ClickHouse server gets each table's columns
+ * cut from the lines (splitLog).
+ */
+
+/** The wakes table's columns, in the order a log line starts with. */
+export const WAKE_COLUMNS = [
+  'id',
+  'environment',
+  'captured_at',
+  'method',
+  'path',
+  'route',
+  'status',
+  'latency_ms',
+  'consumer',
+  'key_id',
+  'region',
+  'request_bytes',
+  'response_bytes',
+  'client_ip',
+  'user_agent',
+  'retention_days',
+  'path_truncated',
+  'replay_of',
+] as const;
+
+/** The detail's own columns (wake_details has these after id, environment and time, then retention_days). */
+const DETAIL_CELLS = [
+  'query',
+  'request_headers',
+  'response_headers',
+  'request_body',
+  'request_body_bytes',
+  'request_body_state',
+  'request_body_encoding',
+  'response_body',
+  'response_body_bytes',
+  'response_body_state',
+  'response_body_encoding',
+  'diff',
+] as const;
+
+export const DETAIL_COLUMNS = ['id', 'environment', 'captured_at', ...DETAIL_CELLS, 'retention_days'] as const;
+
+/** Every field of a log line, with the type the engine reads it as. */
+const LOG_FIELDS: readonly [string, string][] = [
+  ['id', 'String'],
+  ['environment', 'String'],
+  ['captured_at', "DateTime64(3, 'UTC')"],
+  ['method', 'String'],
+  ['path', 'String'],
+  ['route', 'String'],
+  ['status', 'UInt16'],
+  ['latency_ms', 'UInt32'],
+  ['consumer', 'String'],
+  ['key_id', 'String'],
+  ['region', 'String'],
+  ['request_bytes', 'UInt64'],
+  ['response_bytes', 'UInt64'],
+  ['client_ip', 'String'],
+  ['user_agent', 'String'],
+  ['retention_days', 'UInt16'],
+  ['path_truncated', 'UInt8'],
+  ['replay_of', 'String'],
+  ['refused', 'UInt8'],
+  ['has_detail', 'UInt8'],
+  ['query', 'String'],
+  ['request_headers', 'String'],
+  ['response_headers', 'String'],
+  ['request_body', 'String'],
+  ['request_body_bytes', 'UInt64'],
+  ['request_body_state', 'Int8'],
+  ['request_body_encoding', 'String'],
+  ['response_body', 'String'],
+  ['response_body_bytes', 'UInt64'],
+  ['response_body_state', 'Int8'],
+  ['response_body_encoding', 'String'],
+  ['diff', 'String'],
+];
+const FIELD_COUNT = LOG_FIELDS.length;
+const at = (name: string): number => LOG_FIELDS.findIndex(([n]) => n === name);
+const HAS_DETAIL = at('has_detail');
+const DETAIL_AT = at('query');
+
+const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
+const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
+/** A TabSeparated value: backslash, tab, newline, CR and NUL escaped; everything else as it is. */
+export const tsvEscape = (s: string): string =>
+  // indexOf of one character is a fast scan; a character class regex is not.
+  s.indexOf('\\') === -1 &&
+  s.indexOf('\t') === -1 &&
+  s.indexOf('\n') === -1 &&
+  s.indexOf('\r') === -1 &&
+  s.indexOf('\0') === -1
+    ? s
+    : s.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPES[c] as string);
+
+const TSV_UNESCAPES: Record<string, string> = { '\\': '\\', t: '\t', n: '\n', r: '\r', '0': '\0' };
+const tsvUnescape = (s: string): string =>
+  s.indexOf('\\') === -1 ? s : s.replace(/\\(.)/g, (_m, c: string) => TSV_UNESCAPES[c] ?? c);
+
+/** DateTime64(3, 'UTC') as text: 2026-11-22 10:00:00.123. */
+const tsvTime = (ms: number): string => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
+const fromTsvTime = (s: string): number => Date.parse(`${s.replace(' ', 'T')}Z`);
+
+const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
+const parseJson = <T>(v: string | undefined): T | null => (v ? (JSON.parse(v) as T) : null);
+
+/** A body as its four cells (state: -1 none kept, 0 whole, 1 cut). */
+const bodyCells = (b: StoredBody | null): string =>
+  b === null ? '\t0\t-1\t' : `${tsvEscape(b.body)}\t${b.bytes}\t${b.truncated ? 1 : 0}\t${b.encoding}`;
+
+export const bodyFrom = (
+  body: string,
+  bytes: number | string,
+  state: number | string,
+  encoding: string,
+): StoredBody | null =>
+  Number(state) < 0
+    ? null
+    : {
+        body,
+        bytes: Number(bytes),
+        truncated: Number(state) === 1,
+        encoding: encoding === 'base64' ? 'base64' : 'utf8',
+      };
+
+/** The detail's cells when there is none (numbers that parse, bodies marked as not kept). */
+const NO_DETAIL = `\t\t\t${bodyCells(null)}\t${bodyCells(null)}\t`;
+
+/** The log's codec for wakes; `retentionDays` fills a wake recorded without its retention. */
+export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
+  encode(w: Wake): string {
+    const d = w.detail;
+    return (
+      `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${tsvEscape(w.method)}\t` +
+      `${tsvEscape(w.path)}\t${tsvEscape(w.route)}\t${w.status}\t${w.latency_ms}\t${tsvEscape(w.consumer)}\t` +
+      `${tsvEscape(w.key_id)}\t${tsvEscape(w.region)}\t${w.request_bytes}\t${w.response_bytes}\t` +
+      `${tsvEscape(w.client_ip)}\t${tsvEscape(w.user_agent)}\t${w.retention_days ?? retentionDays(w.environment)}\t` +
+      `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t` +
+      (d
+        ? `${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t` +
+          `${bodyCells(d.request_body)}\t${bodyCells(d.response_body)}\t${tsvEscape(json(d.diff))}`
+        : NO_DETAIL)
+    );
+  },
+
+  decode(line: string): Wake {
+    if (line.startsWith('[')) return legacyDecode(line);
+    const c = line.split('\t');
+    if (c.length !== FIELD_COUNT) throw new Error(`a wake log line has ${c.length} fields, not ${FIELD_COUNT}`);
+    const s = (i: number) => tsvUnescape(c[i] as string);
+    const n = (i: number) => {
+      const v = Number(c[i]);
+      if (!Number.isFinite(v)) throw new Error('a wake log line has a malformed number');
+      return v;
+    };
+    const captured = fromTsvTime(c[2] as string);
+    if (!Number.isFinite(captured)) throw new Error('a wake log line has a malformed time');
+    const w: Wake = {
+      id: s(0),
+      environment: s(1),
+      captured_at: captured,
+      method: s(3),
+      path: s(4),
+      route: s(5),
+      status: n(6),
+      latency_ms: n(7),
+      consumer: s(8),
+      key_id: s(9),
+      region: s(10),
+      request_bytes: n(11),
+      response_bytes: n(12),
+      client_ip: s(13),
+      user_agent: s(14),
+      retention_days: n(15),
+      path_truncated: c[16] === '1',
+      refused: c[18] === '1',
+    };
+    const replayOf = s(17);
+    if (replayOf) w.replay_of = replayOf;
+    if (c[HAS_DETAIL] === '1') {
+      const d = (i: number) => s(DETAIL_AT + i);
+      w.detail = {
+        query: d(0),
+        request_headers: parseJson(d(1)),
+        response_headers: parseJson(d(2)),
+        request_body: bodyFrom(d(3), d(4), d(5), d(6)),
+        response_body: bodyFrom(d(7), d(8), d(9), d(10)),
+        diff: parseJson(d(11)),
+      };
+    }
+    return w;
+  },
+
+  /** False for a line an earlier version wrote (its segment is rewritten before it is inserted). */
+  isCurrent: (line: string): boolean => !line.startsWith('['),
+});
+
+/**
+ * A line of the first log format (a JSON row array, then a tab, the refused flag
+ * and the detail's cells): segments an earlier version left are still read.
+ */
+function legacyDecode(line: string): Wake {
+  const tab = line.indexOf('\t');
+  const r = JSON.parse(tab === -1 ? line : line.slice(0, tab)) as unknown[];
+  const rest = tab === -1 ? '' : line.slice(tab + 1);
+  const w: Wake = {
+    id: r[0] as string,
+    environment: r[1] as string,
+    captured_at: r[2] as number,
+    method: r[3] as string,
+    path: r[4] as string,
+    route: r[5] as string,
+    status: r[6] as number,
+    latency_ms: r[7] as number,
+    consumer: r[8] as string,
+    key_id: r[9] as string,
+    region: r[10] as string,
+    request_bytes: r[11] as number,
+    response_bytes: r[12] as number,
+    client_ip: r[13] as string,
+    user_agent: r[14] as string,
+    retention_days: r[15] as number,
+    path_truncated: r[16] === 1,
+  };
+  if (r[17]) w.replay_of = r[17] as string;
+  if (rest !== '') {
+    w.refused = rest[0] === '1';
+    if (rest.length > 1) {
+      const c = rest.slice(2).split('\t').map(tsvUnescape);
+      w.detail = {
+        query: c[0] ?? '',
+        request_headers: parseJson(c[1]),
+        response_headers: parseJson(c[2]),
+        request_body: bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? ''),
+        response_body: bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? ''),
+        diff: parseJson(c[11]),
+      };
+    }
+  }
+  return w;
+}
+
+/** A string as a ClickHouse string literal. */
+const literal = (s: string): string => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+
+const STRUCTURE = LOG_FIELDS.map(([n, t]) => `${n} ${t}`).join(', ');
+
+/**
+ * The two INSERT … SELECT statements that load a sealed segment file into the
+ * embedded engine: the wakes, and the detail of those that have one. One thread
+ * and no parallel parsing, so a retried insert splits into the same blocks and
+ * its deduplication token holds.
+ */
+export function segmentInserts(db: string, file: string): { wakes: string; details: string } {
+  const source = `FROM file(${literal(file)}, 'TabSeparated', ${literal(STRUCTURE)})`;
+  return {
+    wakes: `INSERT INTO ${db}.wakes (${WAKE_COLUMNS.join(', ')}) SELECT ${WAKE_COLUMNS.join(', ')} ${source}`,
+    details: `INSERT INTO ${db}.wake_details (${DETAIL_COLUMNS.join(', ')}) SELECT ${DETAIL_COLUMNS.join(', ')} ${source} WHERE has_detail = 1`,
+  };
+}
+
+export const SEGMENT_INSERT_SETTINGS = { max_threads: 1, input_format_parallel_parsing: 0 } as const;
+
+/** A segment's lines cut into each table's TabSeparated rows (for a ClickHouse server, which cannot read our files). */
+export function splitLog(text: string): { wakes: string; details: string } {
+  let wakes = '';
+  let details = '';
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end === -1) end = text.length;
+    const c = text.slice(start, end).split('\t');
+    start = end + 1;
+    if (c.length !== FIELD_COUNT) continue;
+    wakes += `${c.slice(0, WAKE_COLUMNS.length).join('\t')}\n`;
+    if (c[HAS_DETAIL] === '1')
+      details += `${c.slice(0, 3).join('\t')}\t${c.slice(DETAIL_AT).join('\t')}\t${c[at('retention_days')]}\n`;
+  }
+  return { wakes, details };
+}
