@@ -1,4 +1,4 @@
-import type { WakeDetail } from '../store/detail-types.js';
+import type { CapturedDetail } from '../store/detail-types.js';
 import type { Redactor } from './redact.js';
 
 /** What a route keeps of its exchanges (capture.detail, narrowed or widened per route). */
@@ -67,7 +67,7 @@ const headerValue = (raw: readonly string[] | null, name: string): string | unde
 };
 
 /** Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding path. */
-export function buildDetail(t: DetailTap, r: Redactor): WakeDetail {
+export function buildDetail(t: DetailTap, r: Redactor): CapturedDetail {
   const s = t.settings;
   return {
     query: r.query(t.query),
@@ -81,8 +81,8 @@ export function buildDetail(t: DetailTap, r: Redactor): WakeDetail {
 }
 
 /** Rough bytes a detail holds in memory (for the buffer budget). */
-export function detailSize(d: WakeDetail): number {
-  let n = d.query.length + (d.request_body?.body.length ?? 0) + (d.response_body?.body.length ?? 0);
+export function detailSize(d: CapturedDetail): number {
+  let n = d.query.length + (d.request_body?.data.length ?? 0) + (d.response_body?.data.length ?? 0);
   for (const h of [d.request_headers, d.response_headers]) if (h) for (const [k, v] of h) n += k.length + v.length + 8;
   return n + 200;
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Clock } from '../clock.js';
 import { newWakeId } from '../ids.js';
 import { type Metrics, methodLabel, statusClass } from '../metrics/index.js';
-import type { WakeDetail } from '../store/detail-types.js';
+import type { CapturedDetail } from '../store/detail-types.js';
 import type { KeyRecord } from '../store/keys.js';
 import type { Wake } from '../store/wakes.js';
 import { buildDetail, type DetailBudget, type DetailTap, detailSize } from './detail.js';
@@ -34,7 +34,7 @@ export interface Exchange {
   /** On a replay: the wake it replays. */
   replayOf: string;
   /** Detail already built (a replay's, with its diff), recorded as it is. */
-  prebuilt: WakeDetail | null;
+  prebuilt: CapturedDetail | null;
 }
 
 /** What the recorder reads of a request (a real IncomingMessage, or a replay's stand-in). */
@@ -125,7 +125,7 @@ export class Recorder {
       path = q === -1 ? url : url.slice(0, q);
     }
     const cut = path.length > MAX_PATH;
-    let detail: WakeDetail | undefined;
+    let detail: CapturedDetail | undefined;
     if ((x.tap !== null || x.prebuilt !== null) && this.detail !== null) {
       const d = x.prebuilt ?? buildDetail(x.tap as DetailTap, this.detail.redactor);
       x.tap = null;

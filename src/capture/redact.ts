@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { createHmac } from 'node:crypto';
-import type { StoredBody } from '../store/detail-types.js';
+import type { CapturedBody } from '../store/detail-types.js';
 
 /** A gateway key anywhere in a value (svc_live_ / svc_test_ and its base62 secret). */
 const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]{20,128}/g;
@@ -18,6 +18,8 @@ export class Redactor {
   private readonly fieldRe: RegExp | null;
   /** Whether a text names any redacted field as a JSON key at all (most bodies do not). */
   private readonly anyField: RegExp | null;
+  /** The field names as JSON keys, to look for in a body's bytes before it is ever made a string. */
+  private readonly fieldNeedles: Buffer[];
 
   constructor(
     private readonly key: Buffer,
@@ -30,6 +32,7 @@ export class Redactor {
     // For a JSON body cut short (not parseable): "name": "string" or "name": number.
     this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
     this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
+    this.fieldNeedles = fields.map((f) => Buffer.from(`"${f}"`));
   }
 
   /** Recent markers: the same Authorization or cookie arrives again and again, and an HMAC costs microseconds. */
@@ -98,15 +101,22 @@ export class Redactor {
     return typeof v === 'string' ? this.scrubKeys(v) : v;
   }
 
-  /** A captured body, redacted by its content type, as stored. */
-  body(buf: Buffer, total: number, contentType: string | undefined): StoredBody {
+  /**
+   * A captured body, redacted by its content type. Bodies that hold nothing to
+   * redact (most) stay the bytes they arrived as: they are searched, not decoded.
+   */
+  body(buf: Buffer, total: number, contentType: string | undefined): CapturedBody {
     const truncated = total > buf.length;
-    if (!isUtf8(buf) && !(truncated && isUtf8(trimPartialUtf8(buf)))) {
-      return { body: buf.toString('base64'), bytes: total, truncated, encoding: 'base64' };
+    const bytes = truncated ? trimPartialUtf8(buf) : buf;
+    if (!isUtf8(bytes)) {
+      return { data: Buffer.from(buf.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
-    let text = (truncated ? trimPartialUtf8(buf) : buf).toString('utf8');
     const ct = (contentType ?? '').toLowerCase();
-    if (ct.includes('json') && this.anyField?.test(text)) {
+    const json = ct.includes('json') && this.fieldNeedles.some((n) => bytes.indexOf(n) !== -1);
+    const form = !json && ct.includes('application/x-www-form-urlencoded');
+    if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
+    let text = bytes.toString('utf8');
+    if (json && this.anyField?.test(text)) {
       let done = false;
       if (!truncated) {
         try {
@@ -121,12 +131,14 @@ export class Redactor {
           this.fieldRe,
           (_m, head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`,
         );
-    } else if (ct.includes('application/x-www-form-urlencoded')) {
+    } else if (form) {
       text = this.query(`?${text}`).slice(1);
     }
-    return { body: this.scrubKeys(text), bytes: total, truncated, encoding: 'utf8' };
+    return { data: Buffer.from(this.scrubKeys(text)), bytes: total, truncated, encoding: 'utf8' };
   }
 }
+
+const SVC = Buffer.from('svc_');
 
 /** Drops an incomplete UTF-8 sequence at the end of a body cut short. */
 function trimPartialUtf8(buf: Buffer): Buffer {

@@ -11,15 +11,19 @@ import {
   statSync,
   writeFileSync,
   writeSync,
+  writevSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
 import { privateDir } from '../store/private-dir.js';
 
-/** How rows become log lines and back; one line each, no newline inside. */
+/**
+ * How rows become log lines and back; one line each, no newline inside. A line is
+ * a string (without its newline), or bytes (with it) for rows that carry bytes.
+ */
 export interface WalCodec<T> {
-  encode(row: T): string;
+  encode(row: T): string | Buffer;
   decode(line: string): T;
   /** False for a line an earlier version wrote: its segment is rewritten in the current form before it is read. */
   isCurrent?(line: string): boolean;
@@ -63,7 +67,7 @@ const SUFFIX = '.wal';
 export class Wal<T> {
   private fd: number | null = null;
   private activeName = '';
-  private pending: string[] = [];
+  private pending: Buffer[] = [];
   private activeRows = 0;
   /** A write of the active segment failed: its file lacks rows, so no insert may read it. */
   private activeBroken = false;
@@ -128,13 +132,19 @@ export class Wal<T> {
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
-    const line = `${this.codec.encode(row)}\n`;
+    const line = this.line(row);
     if (this.bytes + line.length > this.maxBytes) return false;
     this.bytes += line.length;
     this.pending.push(line);
     this.activeRows++;
     this.activeBytes += line.length;
     return true;
+  }
+
+  /** A row as its whole line of bytes. */
+  private line(row: T): Buffer {
+    const e = this.codec.encode(row);
+    return typeof e === 'string' ? Buffer.from(`${e}\n`) : e;
   }
 
   private open(): number {
@@ -148,12 +158,18 @@ export class Wal<T> {
   /** Group commit: everything appended since the last write, in one write. */
   writePending(): void {
     if (this.pending.length === 0) return;
-    const text = this.pending.length === 1 ? (this.pending[0] as string) : this.pending.join('');
+    const lines = this.pending;
     this.pending = [];
     try {
       const fd = this.open();
-      const buf = Buffer.from(text);
-      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+      let total = 0;
+      for (const l of lines) total += l.length;
+      const n = writevSync(fd, lines);
+      if (n < total) {
+        // A short write (rare): the rest, in order.
+        const rest = Buffer.concat(lines, total);
+        for (let off = n; off < total; ) off += writeSync(fd, rest, off);
+      }
       this.dirty = true;
     } catch (e) {
       this.activeBroken = true;
@@ -235,7 +251,7 @@ export class Wal<T> {
     }
     // An insert reads the file as it is: it must hold only whole lines of the current form.
     if (rewrite && rows.length > 0) {
-      const lines = rows.map((r) => `${this.codec.encode(r)}\n`).join('');
+      const lines = Buffer.concat(rows.map((r) => this.line(r)));
       writeFileSync(`${path}.tmp`, lines, { mode: 0o600 });
       renameSync(`${path}.tmp`, path);
     }
@@ -266,12 +282,12 @@ export class Wal<T> {
       try {
         const { token, rows } = JSON.parse(readFileSync(join(spoolDir, f), 'utf8')) as { token: string; rows: T[] };
         const name = `00000000000000-legacy-${String(n).padStart(6, '0')}-${token.replace(/[^A-Za-z0-9-]/g, '')}${SUFFIX}`;
-        const raw = rows.map((r) => `${this.codec.encode(r)}\n`).join('');
+        const raw = Buffer.concat(rows.map((r) => this.line(r)));
         writeFileSync(join(this.dir, `${name}.tmp`), raw, { mode: 0o600 });
         renameSync(join(this.dir, `${name}.tmp`), join(this.dir, name));
         this.backlog.unshift(name);
-        this.sizes.set(name, Buffer.byteLength(raw));
-        this.bytes += Buffer.byteLength(raw);
+        this.sizes.set(name, raw.length);
+        this.bytes += raw.length;
         rmSync(join(spoolDir, f), { force: true });
         n++;
       } catch (e) {

@@ -8,7 +8,7 @@ import type { EventBus } from '../events/bus.js';
 import { idTime } from '../ids.js';
 import type { Logger } from '../log.js';
 import { type Answer, diffAnswers } from '../replay/diff.js';
-import type { WakeDetail } from '../store/detail-types.js';
+import { storedBody, type WakeDetail } from '../store/detail-types.js';
 import type { Wake, WakeQuerier } from '../store/wakes.js';
 import { forwardRequestHeaders } from './headers.js';
 import { type RouteTable, upstreamPath } from './routes.js';
@@ -148,7 +148,7 @@ export class Replayer {
         tap.res?.add(c as Buffer);
       }
       const built = buildDetail(tap, this.d.redactor);
-      answer = { status: x.status, headers: built.response_headers, body: built.response_body };
+      answer = { status: x.status, headers: built.response_headers, body: storedBody(built.response_body) };
       x.prebuilt = built;
     } catch (e) {
       x.status = 502;

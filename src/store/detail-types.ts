@@ -33,3 +33,29 @@ export interface WakeDetail {
   /** On a replay's wake: how its answer differs from the original's. */
   diff: WakeDiff | null;
 }
+
+/** A body as captured, on its way to the log: its bytes (UTF-8 text, or base64 text), never made a JS string. */
+export interface CapturedBody {
+  data: Buffer;
+  /** Bytes of the whole body, kept or not. */
+  bytes: number;
+  truncated: boolean;
+  encoding: 'utf8' | 'base64';
+}
+
+/** The exchange as the capture layer holds it until it is written (bodies as bytes). */
+export type CapturedDetail = Omit<WakeDetail, 'request_body' | 'response_body'> & {
+  request_body: CapturedBody | null;
+  response_body: CapturedBody | null;
+};
+
+/** A captured body as it will read back from storage. */
+export const storedBody = (b: CapturedBody | null): StoredBody | null =>
+  b === null
+    ? null
+    : {
+        body: b.data.toString(b.encoding === 'base64' ? 'latin1' : 'utf8'),
+        bytes: b.bytes,
+        truncated: b.truncated,
+        encoding: b.encoding,
+      };

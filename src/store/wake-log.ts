@@ -1,4 +1,4 @@
-import type { StoredBody } from './detail-types.js';
+import type { CapturedBody, StoredBody } from './detail-types.js';
 import type { Wake } from './wakes.js';
 
 /**
@@ -115,9 +115,41 @@ const fromTsvTime = (s: string): number => Date.parse(`${s.replace(' ', 'T')}Z`)
 const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
 const parseJson = <T>(v: string | undefined): T | null => (v ? (JSON.parse(v) as T) : null);
 
-/** A body as its four cells (state: -1 none kept, 0 whole, 1 cut). */
-const bodyCells = (b: StoredBody | null): string =>
-  b === null ? '\t0\t-1\t' : `${tsvEscape(b.body)}\t${b.bytes}\t${b.truncated ? 1 : 0}\t${b.encoding}`;
+const SPECIAL_BYTES = [0x5c, 0x09, 0x0a, 0x0d, 0x00];
+/**
+ * TabSeparated escaping of bytes: a native scan for each special byte (most bodies
+ * have none and go as they are); otherwise escaped as latin1 text, which keeps
+ * every byte of a UTF-8 sequence as it is (none of them is special).
+ */
+export function tsvEscapeBytes(b: Buffer): Buffer {
+  for (const c of SPECIAL_BYTES) {
+    if (b.indexOf(c) !== -1)
+      return Buffer.from(
+        b.toString('latin1').replace(TSV_SPECIAL_ALL, (x) => TSV_ESCAPES[x] as string),
+        'latin1',
+      );
+  }
+  return b;
+}
+
+/** A body's cells after its bytes: bytes, state (-1 none kept, 0 whole, 1 cut), encoding. */
+const bodyTail = (b: CapturedBody | null): string =>
+  b === null ? '\t0\t-1\t' : `\t${b.bytes}\t${b.truncated ? 1 : 0}\t${b.encoding}`;
+
+const EMPTY = Buffer.alloc(0);
+
+/** One Buffer of the parts, in order (strings as UTF-8): the only copy a body makes on its way to the log. */
+function assemble(parts: readonly (string | Buffer)[]): Buffer {
+  let n = 0;
+  for (const p of parts) n += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+  const out = Buffer.allocUnsafe(n);
+  let at = 0;
+  for (const p of parts) at += typeof p === 'string' ? out.write(p, at) : p.copy(out, at);
+  return out;
+}
+
+const captured = (b: StoredBody | null): CapturedBody | null =>
+  b === null ? null : { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
 
 export const bodyFrom = (
   body: string,
@@ -135,23 +167,27 @@ export const bodyFrom = (
       };
 
 /** The detail's cells when there is none (numbers that parse, bodies marked as not kept). */
-const NO_DETAIL = `\t\t\t${bodyCells(null)}\t${bodyCells(null)}\t`;
+const NO_DETAIL = `\t\t\t${bodyTail(null)}\t${bodyTail(null)}\t`;
 
 /** The log's codec for wakes; `retentionDays` fills a wake recorded without its retention. */
 export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
-  encode(w: Wake): string {
+  /** A wake without detail as a string; with detail, the whole line (newline included) as bytes. */
+  encode(w: Wake): string | Buffer {
     const d = w.detail;
-    return (
+    const head =
       `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${tsvEscape(w.method)}\t` +
       `${tsvEscape(w.path)}\t${tsvEscape(w.route)}\t${w.status}\t${w.latency_ms}\t${tsvEscape(w.consumer)}\t` +
       `${tsvEscape(w.key_id)}\t${tsvEscape(w.region)}\t${w.request_bytes}\t${w.response_bytes}\t` +
       `${tsvEscape(w.client_ip)}\t${tsvEscape(w.user_agent)}\t${w.retention_days ?? retentionDays(w.environment)}\t` +
-      `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t` +
-      (d
-        ? `${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t` +
-          `${bodyCells(d.request_body)}\t${bodyCells(d.response_body)}\t${tsvEscape(json(d.diff))}`
-        : NO_DETAIL)
-    );
+      `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
+    if (!d) return head + NO_DETAIL;
+    return assemble([
+      `${head}${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t`,
+      d.request_body ? tsvEscapeBytes(d.request_body.data) : EMPTY,
+      `${bodyTail(d.request_body)}\t`,
+      d.response_body ? tsvEscapeBytes(d.response_body.data) : EMPTY,
+      `${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`,
+    ]);
   },
 
   decode(line: string): Wake {
@@ -164,12 +200,12 @@ export const wakeLogCodec = (retentionDays: (environment: string) => number) => 
       if (!Number.isFinite(v)) throw new Error('a wake log line has a malformed number');
       return v;
     };
-    const captured = fromTsvTime(c[2] as string);
-    if (!Number.isFinite(captured)) throw new Error('a wake log line has a malformed time');
+    const time = fromTsvTime(c[2] as string);
+    if (!Number.isFinite(time)) throw new Error('a wake log line has a malformed time');
     const w: Wake = {
       id: s(0),
       environment: s(1),
-      captured_at: captured,
+      captured_at: time,
       method: s(3),
       path: s(4),
       route: s(5),
@@ -194,8 +230,8 @@ export const wakeLogCodec = (retentionDays: (environment: string) => number) => 
         query: d(0),
         request_headers: parseJson(d(1)),
         response_headers: parseJson(d(2)),
-        request_body: bodyFrom(d(3), d(4), d(5), d(6)),
-        response_body: bodyFrom(d(7), d(8), d(9), d(10)),
+        request_body: captured(bodyFrom(d(3), d(4), d(5), d(6))),
+        response_body: captured(bodyFrom(d(7), d(8), d(9), d(10))),
         diff: parseJson(d(11)),
       };
     }
@@ -242,8 +278,8 @@ function legacyDecode(line: string): Wake {
         query: c[0] ?? '',
         request_headers: parseJson(c[1]),
         response_headers: parseJson(c[2]),
-        request_body: bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? ''),
-        response_body: bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? ''),
+        request_body: captured(bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? '')),
+        response_body: captured(bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? '')),
         diff: parseJson(c[11]),
       };
     }

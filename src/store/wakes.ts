@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
-import type { WakeDetail } from './detail-types.js';
+import type { CapturedDetail, WakeDetail } from './detail-types.js';
 import {
   bodyFrom,
   DETAIL_COLUMNS,
@@ -30,7 +30,7 @@ export interface Wake {
   /** A replay's wake: the id of the wake it replays. */
   replay_of?: string;
   /** The exchange, redacted (absent when the route keeps none, or the budget was spent). */
-  detail?: WakeDetail;
+  detail?: CapturedDetail;
   /** The path was longer than the stored cap and was cut (absent: false). */
   path_truncated?: boolean;
   route: string;
@@ -47,6 +47,8 @@ export interface Wake {
   client_ip: string;
   user_agent: string;
 }
+
+const lineText = (e: string | Buffer): string => (typeof e === 'string' ? `${e}\n` : e.toString());
 
 /** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {
@@ -75,7 +77,7 @@ export class WakeInserter {
       if (detail) await this.command(q.details, `${token}:d`);
       return;
     }
-    const text = file ? await readFile(file, 'utf8') : wakes.map((w) => `${this.codec.encode(w)}\n`).join('');
+    const text = file ? await readFile(file, 'utf8') : wakes.map((w) => lineText(this.codec.encode(w))).join('');
     const cut = splitLog(text);
     await this.store.insertBytes('wakes', WAKE_COLUMNS, 'TabSeparated', Buffer.from(cut.wakes), token);
     if (cut.details !== '')

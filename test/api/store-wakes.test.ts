@@ -70,14 +70,25 @@ describe('wakes table', () => {
       query: "?q=it's",
       request_headers: [['content-type', 'application/json']] as [string, string][],
       response_headers: [['x-tab', 'a\tb']] as [string, string][],
-      request_body: { body: '{"a":"line\\nbreak\\\\"}\n\t', bytes: 30, truncated: false, encoding: 'utf8' as const },
+      request_body: {
+        body: '{"a":"line\\nbreak\\\\"}\n\t\u00e9',
+        bytes: 30,
+        truncated: false,
+        encoding: 'utf8' as const,
+      },
       response_body: { body: 'AAEC', bytes: 3, truncated: true, encoding: 'base64' as const },
       diff: null,
     };
+    const captured = (d: typeof detail | (Omit<typeof detail, 'request_body'> & { request_body: null })) => {
+      const { request_body: rq, response_body: rs, ...rest } = d;
+      const c = (b: (typeof detail)['request_body' | 'response_body'] | null) =>
+        b && { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
+      return { ...rest, request_body: c(rq), response_body: c(rs) };
+    };
     const batch = [
-      wake(1, { environment: 'segfile', detail }),
+      wake(1, { environment: 'segfile', detail: captured(detail) }),
       wake(2, { environment: 'segfile', path: "/p'\\", refused: true }),
-      wake(3, { environment: 'segfile', detail: { ...detail, request_body: null } }),
+      wake(3, { environment: 'segfile', detail: captured({ ...detail, request_body: null }) }),
     ];
     const wal = new Wal<Wake>(
       mkdtempSync(join(tmpdir(), "wg seg'")),

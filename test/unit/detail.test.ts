@@ -24,14 +24,36 @@ describe('redaction', () => {
       /^\?a=1&password=%5Bredacted%3A[0-9a-f]{12}%5D&token=%5Bredacted/,
     );
     const j = JSON.parse(
-      r.body(Buffer.from('{"a":{"b":[{"password":"x","card_number":4111}]},"ok":1}'), 57, 'application/json').body,
+      r
+        .body(Buffer.from('{"a":{"b":[{"password":"x","card_number":4111}]},"ok":1}'), 57, 'application/json')
+        .data.toString(),
     );
     expect(j.a.b[0].password).toMatch(M);
     expect(j.a.b[0].card_number).toMatch(M);
     expect(j.ok).toBe(1);
-    expect(r.body(Buffer.from('user=a&password=b'), 17, 'application/x-www-form-urlencoded').body).toMatch(
+    expect(r.body(Buffer.from('user=a&password=b'), 17, 'application/x-www-form-urlencoded').data.toString()).toMatch(
       /^user=a&password=%5Bredacted/,
     );
+  });
+
+  it('leaves a body with nothing to redact as the bytes it arrived as (searched, never decoded)', async () => {
+    const plain = Buffer.from('{"items":[{"name":"caf\u00e9 \u2615","qty":2}],"note":"tab\there\\n"}');
+    const b = r.body(plain, plain.length, 'application/json');
+    expect(b.data).toBe(plain);
+    expect(b.encoding).toBe('utf8');
+    // A key anywhere still goes, even in a body of no redacted content type.
+    const key = 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const withKey = r.body(Buffer.from(`token is ${key}`), 60, 'text/plain');
+    expect(withKey.data.toString()).not.toContain(key);
+    expect(withKey.data.toString()).toMatch(/^token is \[redacted:[0-9a-f]{12}\]$/);
+    // TabSeparated escaping of bytes keeps multi-byte UTF-8 whole and escapes only the five specials.
+    const { tsvEscapeBytes } = await import('../../src/store/wake-log.js');
+    expect(tsvEscapeBytes(plain).toString()).toBe(
+      '{"items":[{"name":"caf\u00e9 \u2615","qty":2}],"note":"tab\\there\\\\n"}',
+    );
+    const none = Buffer.from('no specials \u00e9');
+    expect(tsvEscapeBytes(none)).toBe(none);
+    expect(tsvEscapeBytes(Buffer.from('a\r\n\0b')).toString()).toBe('a\\r\\n\\0b');
   });
 
   it('redacts a JSON body cut short by pattern, and equal values give equal markers', () => {
@@ -41,8 +63,8 @@ describe('redaction', () => {
       'application/json',
     );
     expect(cut.truncated).toBe(true);
-    expect(cut.body).not.toContain('abc');
-    expect(cut.body).not.toContain('4111111111111111');
+    expect(cut.data.toString()).not.toContain('abc');
+    expect(cut.data.toString()).not.toContain('4111111111111111');
     expect(r.marker('same')).toBe(r.marker('same'));
     expect(r.marker('same')).not.toBe(r.marker('other'));
     expect(new Redactor(Buffer.alloc(32, 2), [], []).marker('same')).not.toBe(r.marker('same'));
@@ -54,7 +76,7 @@ describe('redaction', () => {
     expect(tap.total).toBe(6);
     const b = r.body(tap.take(), tap.total, 'application/octet-stream');
     expect(b).toEqual({
-      body: Buffer.from([0xff, 0xfe, 1, 2]).toString('base64'),
+      data: Buffer.from(Buffer.from([0xff, 0xfe, 1, 2]).toString('base64')),
       bytes: 6,
       truncated: true,
       encoding: 'base64',
@@ -63,7 +85,7 @@ describe('redaction', () => {
     t.req?.add(Buffer.from('hello'));
     expect(buildDetail(t, r)).toMatchObject({
       request_headers: null,
-      request_body: { body: 'hello', truncated: false },
+      request_body: { data: Buffer.from('hello'), truncated: false },
     });
   });
 
