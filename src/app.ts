@@ -161,9 +161,15 @@ export class Gateway {
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
+    // Detail waiting in memory is bounded (the budget); once a wake's line is queued
+    // in the log its detail is let go, and its share of the budget comes back.
+    const budget = new DetailBudget(cfg.capture.detail_max_buffered_bytes);
     const spool = this.openWal<Wake>(
       'wakes',
-      wakeLogCodec((env) => cfg.environments[env]?.wake_retention_days ?? 30),
+      wakeLogCodec(
+        (env) => cfg.environments[env]?.wake_retention_days ?? 30,
+        (d) => budget.give(detailSize(d)),
+      ),
     );
     this.batcher = new Batcher<Wake>(
       {
@@ -196,7 +202,6 @@ export class Gateway {
     this.limiter.start(() => this.clock.now());
     // One instance key seals signing secrets and keys the redaction HMAC (domain-separated).
     this.sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
-    const budget = new DetailBudget(cfg.capture.detail_max_buffered_bytes);
     this.batcher.onBatch((rows) => {
       for (const w of rows) if (w.detail) budget.give(detailSize(w.detail));
     });

@@ -165,6 +165,11 @@ export class Batcher<T> {
     const token = sealed?.token ?? `${this.prefix}-${this.seq++}`;
     this.tell(rows);
     if (this.wal && sealed) {
+      if (sealed.file === null)
+        this.log.error(
+          'the write-ahead log could not write this batch whole: it is inserted from memory, without the detail of its wakes',
+          { rows: rows.length },
+        );
       // Behind a backlog, a batch waits its turn on disk, so order holds.
       if (this.wal.length > 0) this.wal.keep(token);
       else if (await this.write(rows, token, sealed.file)) this.wal.acknowledge(token);

@@ -28,9 +28,9 @@ export class BodyTap {
     this.kept += part.length;
   }
 
-  /** A compact copy of what was kept (the chunks it came from are let go). */
+  /** What was kept, in one Buffer: the chunk itself when there was one (no copy), else a compact copy. */
   take(): Buffer {
-    const b = Buffer.concat(this.chunks, this.kept);
+    const b = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.kept);
     this.chunks = [];
     return b;
   }

@@ -20,13 +20,19 @@ import { privateDir } from '../store/private-dir.js';
 
 /**
  * How rows become log lines and back; one line each, no newline inside. A line is
- * a string (without its newline), or bytes (with it) for rows that carry bytes.
+ * a string (without its newline), or, for rows that carry bytes, the line's parts
+ * in order (newline included), written as they are without being joined.
  */
 export interface WalCodec<T> {
-  encode(row: T): string | Buffer;
+  encode(row: T): string | readonly Buffer[];
   decode(line: string): T;
   /** False for a line an earlier version wrote: its segment is rewritten in the current form before it is read. */
   isCurrent?(line: string): boolean;
+  /**
+   * Called once a row's line is queued: drops from the row what the line now holds
+   * and nothing else needs (a wake's bodies), so it is not kept until the batch is stored.
+   */
+  shed?(row: T): void;
 }
 
 const JSON_LINES: WalCodec<never> = { encode: (r) => JSON.stringify(r), decode: (l) => JSON.parse(l) as never };
@@ -47,6 +53,23 @@ export interface Segment<T> {
 }
 
 const SUFFIX = '.wal';
+/** Buffers one writev takes (below IOV_MAX). */
+const IOV = 512;
+
+/** Writes the buffers in order, whole: writev in groups, and the rest of any short write. */
+function writeAll(fd: number, bufs: readonly Buffer[]): void {
+  for (let i = 0; i < bufs.length; i += IOV) {
+    const group = bufs.length <= IOV ? (bufs as Buffer[]) : bufs.slice(i, i + IOV);
+    let total = 0;
+    for (const b of group) total += b.length;
+    const n = writevSync(fd, group);
+    if (n < total) {
+      // A short write (rare): the rest of the group, in order.
+      const rest = Buffer.concat(group, total);
+      for (let off = n; off < total; ) off += writeSync(fd, rest, off);
+    }
+  }
+}
 
 /**
  * The write-ahead log of one stream of rows (wakes, events or delivery outcomes),
@@ -132,19 +155,34 @@ export class Wal<T> {
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
-    const line = this.line(row);
-    if (this.bytes + line.length > this.maxBytes) return false;
-    this.bytes += line.length;
-    this.pending.push(line);
-    this.activeRows++;
-    this.activeBytes += line.length;
+    const e = this.codec.encode(row);
+    if (typeof e === 'string') {
+      const line = Buffer.from(`${e}\n`);
+      if (this.bytes + line.length > this.maxBytes) return false;
+      this.pending.push(line);
+      this.account(line.length);
+      this.codec.shed?.(row);
+      return true;
+    }
+    let n = 0;
+    for (const part of e) n += part.length;
+    if (this.bytes + n > this.maxBytes) return false;
+    for (const part of e) if (part.length > 0) this.pending.push(part);
+    this.account(n);
+    this.codec.shed?.(row);
     return true;
   }
 
-  /** A row as its whole line of bytes. */
+  private account(n: number): void {
+    this.bytes += n;
+    this.activeRows++;
+    this.activeBytes += n;
+  }
+
+  /** A row as its whole line of bytes (off the hot path: rewrites and adoption). */
   private line(row: T): Buffer {
     const e = this.codec.encode(row);
-    return typeof e === 'string' ? Buffer.from(`${e}\n`) : e;
+    return typeof e === 'string' ? Buffer.from(`${e}\n`) : Buffer.concat(e);
   }
 
   private open(): number {
@@ -161,15 +199,7 @@ export class Wal<T> {
     const lines = this.pending;
     this.pending = [];
     try {
-      const fd = this.open();
-      let total = 0;
-      for (const l of lines) total += l.length;
-      const n = writevSync(fd, lines);
-      if (n < total) {
-        // A short write (rare): the rest, in order.
-        const rest = Buffer.concat(lines, total);
-        for (let off = n; off < total; ) off += writeSync(fd, rest, off);
-      }
+      writeAll(this.open(), lines);
       this.dirty = true;
     } catch (e) {
       this.activeBroken = true;

@@ -1,4 +1,4 @@
-import type { CapturedBody, StoredBody } from './detail-types.js';
+import type { CapturedBody, CapturedDetail, StoredBody } from './detail-types.js';
 import type { Wake } from './wakes.js';
 
 /**
@@ -136,18 +136,6 @@ export function tsvEscapeBytes(b: Buffer): Buffer {
 const bodyTail = (b: CapturedBody | null): string =>
   b === null ? '\t0\t-1\t' : `\t${b.bytes}\t${b.truncated ? 1 : 0}\t${b.encoding}`;
 
-const EMPTY = Buffer.alloc(0);
-
-/** One Buffer of the parts, in order (strings as UTF-8): the only copy a body makes on its way to the log. */
-function assemble(parts: readonly (string | Buffer)[]): Buffer {
-  let n = 0;
-  for (const p of parts) n += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
-  const out = Buffer.allocUnsafe(n);
-  let at = 0;
-  for (const p of parts) at += typeof p === 'string' ? out.write(p, at) : p.copy(out, at);
-  return out;
-}
-
 const captured = (b: StoredBody | null): CapturedBody | null =>
   b === null ? null : { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
 
@@ -169,10 +157,26 @@ export const bodyFrom = (
 /** The detail's cells when there is none (numbers that parse, bodies marked as not kept). */
 const NO_DETAIL = `\t\t\t${bodyTail(null)}\t${bodyTail(null)}\t`;
 
-/** The log's codec for wakes; `retentionDays` fills a wake recorded without its retention. */
-export const wakeLogCodec = (retentionDays: (environment: string) => number) => ({
-  /** A wake without detail as a string; with detail, the whole line (newline included) as bytes. */
-  encode(w: Wake): string | Buffer {
+/**
+ * The log's codec for wakes; `retentionDays` fills a wake recorded without its
+ * retention; `onShed` hears of each detail let go once its line is queued.
+ */
+export const wakeLogCodec = (
+  retentionDays: (environment: string) => number,
+  onShed: (d: CapturedDetail) => void = () => {},
+) => ({
+  shed(w: Wake): void {
+    if (!w.detail) return;
+    onShed(w.detail);
+    w.detail = undefined;
+    w.detail_in_log = true;
+  },
+
+  /**
+   * A wake without detail as a string; with detail, the line's parts (newline
+   * included): the bodies are the captured bytes themselves, never copied here.
+   */
+  encode(w: Wake): string | Buffer[] {
     const d = w.detail;
     const head =
       `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${tsvEscape(w.method)}\t` +
@@ -181,13 +185,16 @@ export const wakeLogCodec = (retentionDays: (environment: string) => number) => 
       `${tsvEscape(w.client_ip)}\t${tsvEscape(w.user_agent)}\t${w.retention_days ?? retentionDays(w.environment)}\t` +
       `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
     if (!d) return head + NO_DETAIL;
-    return assemble([
-      `${head}${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t`,
-      d.request_body ? tsvEscapeBytes(d.request_body.data) : EMPTY,
-      `${bodyTail(d.request_body)}\t`,
-      d.response_body ? tsvEscapeBytes(d.response_body.data) : EMPTY,
-      `${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`,
-    ]);
+    const parts: Buffer[] = [
+      Buffer.from(
+        `${head}${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t`,
+      ),
+    ];
+    if (d.request_body) parts.push(tsvEscapeBytes(d.request_body.data));
+    parts.push(Buffer.from(`${bodyTail(d.request_body)}\t`));
+    if (d.response_body) parts.push(tsvEscapeBytes(d.response_body.data));
+    parts.push(Buffer.from(`${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`));
+    return parts;
   },
 
   decode(line: string): Wake {

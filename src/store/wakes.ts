@@ -31,6 +31,8 @@ export interface Wake {
   replay_of?: string;
   /** The exchange, redacted (absent when the route keeps none, or the budget was spent). */
   detail?: CapturedDetail;
+  /** The detail was written to the write-ahead log and let go: the batch's segment holds it. */
+  detail_in_log?: boolean;
   /** The path was longer than the stored cap and was cut (absent: false). */
   path_truncated?: boolean;
   route: string;
@@ -48,7 +50,8 @@ export interface Wake {
   user_agent: string;
 }
 
-const lineText = (e: string | Buffer): string => (typeof e === 'string' ? `${e}\n` : e.toString());
+const lineText = (e: string | readonly Buffer[]): string =>
+  typeof e === 'string' ? `${e}\n` : Buffer.concat(e).toString();
 
 /** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {
@@ -69,7 +72,7 @@ export class WakeInserter {
   async insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
     if (wakes.length === 0) return;
     let detail = false;
-    for (const w of wakes) if (w.detail) detail = true;
+    for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
     if (file && this.store.readsFiles) {
       // The embedded engine reads the segment itself: nothing is serialized again.
       const q = segmentInserts(this.store.db, file);

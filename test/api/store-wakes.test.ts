@@ -85,11 +85,12 @@ describe('wakes table', () => {
         b && { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
       return { ...rest, request_body: c(rq), response_body: c(rs) };
     };
-    const batch = [
-      wake(1, { environment: 'segfile', detail: captured(detail) }),
-      wake(2, { environment: 'segfile', path: "/p'\\", refused: true }),
-      wake(3, { environment: 'segfile', detail: captured({ ...detail, request_body: null }) }),
+    const make = (environment: string) => [
+      wake(1, { environment, detail: captured(detail) }),
+      wake(2, { environment, path: "/p'\\", refused: true }),
+      wake(3, { environment, detail: captured({ ...detail, request_body: null }) }),
     ];
+    const batch = make('segfile');
     const wal = new Wal<Wake>(
       mkdtempSync(join(tmpdir(), "wg seg'")),
       1_000_000,
@@ -98,6 +99,9 @@ describe('wakes table', () => {
       wakeLogCodec(() => 30),
     );
     for (const w of batch) wal.append(w);
+    // Once its line is queued, a wake lets its detail go: the segment holds it.
+    expect(batch[0]?.detail).toBeUndefined();
+    expect(batch[0]?.detail_in_log).toBe(true);
     const sealed = wal.seal();
     expect(store.readsFiles).toBe(true);
     await ins.insert(batch, sealed?.token as string, sealed?.file as string);
@@ -112,7 +116,7 @@ describe('wakes table', () => {
       request_body: null,
     });
     // The same batch as a server gets it (cut from the lines, no file): the same rows.
-    const again = batch.map((w) => ({ ...w, environment: 'seglines' }));
+    const again = make('seglines');
     await ins.insert(again, 'lines-1');
     await ins.insert(again, 'lines-1');
     expect(await q.count('seglines')).toBe(3);

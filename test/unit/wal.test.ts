@@ -113,10 +113,14 @@ describe('the wake log line', () => {
   it('is one TabSeparated row (the table row, refused, has-detail, the detail), and reads back whole', async () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
-    const bytes = codec.encode(w);
-    // With detail, the line is bytes (the bodies never became strings), newline included.
-    expect(Buffer.isBuffer(bytes)).toBe(true);
-    const line = bytes.toString();
+    const parts = codec.encode(w);
+    // With detail, the line is its parts as bytes (the bodies never became strings, and are not copied), newline included.
+    expect(Array.isArray(parts)).toBe(true);
+    const plainBody = { data: Buffer.from('{"plain":"json"}'), bytes: 16, truncated: false, encoding: 'utf8' as const };
+    expect(
+      (codec.encode({ ...w, detail: { ...w.detail, request_body: plainBody } }) as Buffer[]).includes(plainBody.data),
+    ).toBe(true);
+    const line = Buffer.concat(parts as Buffer[]).toString();
     expect(line.endsWith('\n')).toBe(true);
     // 18 table columns, refused, has_detail, 12 detail cells; raw tabs inside values are escaped.
     const cells = line.slice(0, -1).split('\t');
