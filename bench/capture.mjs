@@ -43,7 +43,7 @@ const detail = {
     ['date', 'Sun, 22 Nov 2026 12:00:00 GMT'],
   ],
   request_body: null,
-  response_body: { body, bytes: 1000, truncated: false, encoding: 'utf8' },
+  response_body: { data: Buffer.from(body), bytes: 1000, truncated: false, encoding: 'utf8' },
   diff: null,
 };
 const rates = [];
@@ -57,7 +57,7 @@ async function round(n, total, withDetail) {
       maxBufferedRows: Math.max(cfg.capture.max_buffered_rows, total),
       maxInflight: cfg.capture.max_inflight_batches,
     },
-    (rows, token, raw) => inserter.insert(rows, token, raw),
+    (rows, token, file) => inserter.insert(rows, token, file),
     new Wal(
       join(dir, 'wal', `${withDetail ? 'd' : 'w'}${n}`),
       1e11,
