@@ -108,8 +108,20 @@ const TSV_UNESCAPES: Record<string, string> = { '\\': '\\', t: '\t', n: '\n', r:
 const tsvUnescape = (s: string): string =>
   s.indexOf('\\') === -1 ? s : s.replace(/\\(.)/g, (_m, c: string) => TSV_UNESCAPES[c] ?? c);
 
-/** DateTime64(3, 'UTC') as text: 2026-11-22 10:00:00.123. */
-const tsvTime = (ms: number): string => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
+/** The text of the last second formatted: wakes arrive in order, so most share it. */
+let lastSecond = Number.NaN;
+let lastSecondText = '';
+/** DateTime64(3, 'UTC') as text: 2026-11-22 10:00:00.123 (the date formatted once a second). */
+const tsvTime = (ms: number): string => {
+  const t = Math.floor(ms);
+  const second = Math.floor(t / 1000);
+  if (second !== lastSecond) {
+    lastSecond = second;
+    lastSecondText = new Date(second * 1000).toISOString().slice(0, 19).replace('T', ' ');
+  }
+  const milli = t - second * 1000;
+  return `${lastSecondText}.${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}`;
+};
 const fromTsvTime = (s: string): number => Date.parse(`${s.replace(' ', 'T')}Z`);
 
 const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));

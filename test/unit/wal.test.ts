@@ -160,6 +160,16 @@ describe('the wake log line', () => {
     });
   });
 
+  it('writes times as the engine reads them, to the millisecond, across seconds and before the epoch', async () => {
+    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const codec = wakeLogCodec(() => 7);
+    for (const t of [0, 5, 99, 1_795_000_000_000, 1_795_000_000_001, 1_795_000_000_999, 1_795_000_001_010, -1]) {
+      const line = codec.encode({ ...w, captured_at: t, detail: undefined }) as string;
+      expect(line.split('\t')[2]).toBe(new Date(t).toISOString().slice(0, 23).replace('T', ' '));
+      expect(codec.decode(line).captured_at).toBe(t);
+    }
+  });
+
   it('still reads the lines of the first log format (segments an earlier version left)', async () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
