@@ -28,6 +28,9 @@ export interface BatcherStats {
 export type Sink<T> = (rows: readonly T[], token: string, file: string | null) => Promise<void>;
 export type BatchListener<T> = (rows: readonly T[]) => void;
 
+/** Rows a listener is handed at once (a slice takes well under a millisecond). */
+const TELL_SLICE = 256;
+
 const timeout = (ms: number) =>
   new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`insert timed out after ${ms} ms`)), ms).unref());
 
@@ -51,6 +54,8 @@ export class Batcher<T> {
   private replaying = false;
   private inflight = 0;
   private readonly listeners: BatchListener<T>[] = [];
+  /** The listeners' work on the batches told so far (see tell). */
+  private telling: Promise<void> = Promise.resolve();
   private seq = 0;
   private readonly prefix = randomBase62(10);
   readonly stats: BatcherStats = {
@@ -85,7 +90,7 @@ export class Batcher<T> {
     if (this.wal && this.wal.length > 0) this.scheduleRetry(0);
   }
 
-  /** Called with each batch as it leaves the buffer (event rules run here, off the hot path). */
+  /** Called with each batch as it leaves the buffer, in slices (event rules run here, off the hot path). */
   onBatch(l: BatchListener<T>): void {
     this.listeners.push(l);
   }
@@ -148,6 +153,8 @@ export class Batcher<T> {
       this.kick();
       await this.settle();
     } while (this.buffer.length > 0);
+    // The listeners have seen every batch written.
+    await this.telling;
   }
 
   /**
@@ -184,12 +191,26 @@ export class Batcher<T> {
     this.refreshLogStats();
   }
 
+  /**
+   * Hands a batch to the listeners (event rules), in slices with the event loop let
+   * go between them, so a large batch never holds requests up for milliseconds;
+   * batches are told one after the other, in order.
+   */
   private tell(rows: readonly T[]): void {
-    for (const l of this.listeners) {
-      try {
-        l(rows);
-      } catch (e) {
-        this.log.error('batch listener failed', { err: e as Error });
+    if (this.listeners.length === 0 || rows.length === 0) return;
+    this.telling = this.telling.then(() => this.tellSliced(rows));
+  }
+
+  private async tellSliced(rows: readonly T[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += TELL_SLICE) {
+      if (i > 0) await new Promise<void>((r) => setImmediate(r));
+      const part = rows.length <= TELL_SLICE ? rows : rows.slice(i, i + TELL_SLICE);
+      for (const l of this.listeners) {
+        try {
+          l(part);
+        } catch (e) {
+          this.log.error('batch listener failed', { err: e as Error });
+        }
       }
     }
   }
@@ -256,6 +277,7 @@ export class Batcher<T> {
   async stop(): Promise<void> {
     await this.flush();
     await this.replayBacklog();
+    await this.telling;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.wal?.close();
