@@ -115,6 +115,24 @@ describe('wakes table', () => {
       ...detail,
       request_body: null,
     });
+    // A store that cannot read our files (a ClickHouse server) gets the segment's lines cut per table.
+    const server = { ...store, readsFiles: false };
+    const viaServer = make('segserver');
+    const wal2 = new Wal<Wake>(
+      mkdtempSync(join(tmpdir(), 'wg-seg-')),
+      1_000_000,
+      { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
+      silentLogger,
+      wakeLogCodec(() => 30),
+    );
+    for (const w of viaServer) wal2.append(w);
+    const sealed2 = wal2.seal();
+    await new WakeInserter(server, () => 30).insert(viaServer, sealed2?.token as string, sealed2?.file as string);
+    wal2.close();
+    expect(await q.count('segserver')).toBe(3);
+    expect(await q.detail('segserver', viaServer[0]?.id as string, viaServer[0]?.captured_at as number)).toEqual(
+      detail,
+    );
     // The same batch as a server gets it (cut from the lines, no file): the same rows.
     const again = make('seglines');
     await ins.insert(again, 'lines-1');

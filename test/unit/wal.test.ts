@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -178,5 +178,16 @@ describe('the wake log line', () => {
       '\t1\t?a=\\t1\t[["x","y\\\\tz"]]\t\ttab\\there\\\\n\t8\t0\tutf8\t\t0\t-1\t\t';
     expect(codec.isCurrent(legacy)).toBe(false);
     expect(codec.decode(legacy)).toEqual({ ...w, retention_days: 7, path_truncated: false });
+    // Such a segment is rewritten in the current form before an insert reads its file.
+    const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    writeFileSync(join(dir, '00000000000001-old-0.wal'), `${legacy}\n`);
+    const wal = new Wal(dir, 1_000_000, OPTS, silentLogger, codec);
+    const seg = wal.peek();
+    expect(seg?.rows).toEqual([{ ...w, retention_days: 7, path_truncated: false }]);
+    const text = readFileSync(seg?.file as string, 'utf8');
+    expect(text.endsWith('\n')).toBe(true);
+    expect(text.slice(0, -1).split('\t')).toHaveLength(32);
+    expect(codec.decode(text.slice(0, -1))).toEqual({ ...w, retention_days: 7, path_truncated: false });
+    wal.close();
   });
 });
