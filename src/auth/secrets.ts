@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { newSecret } from '../ids.js';
 
 export type EnvClass = 'live' | 'test';
@@ -13,7 +13,7 @@ export const newKeySecret = (cls: EnvClass): string => `svc_${cls}_${newSecret()
 export const newSigningSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 
 /** Only this hash of a key secret is ever stored. */
-export const hashSecret = (secret: string): string => createHash('sha256').update(secret).digest('hex');
+export const hashSecret = (secret: string): string => hash('sha256', secret, 'hex');
 
 export const isKeySecret = (s: string): boolean => s.length <= 140 && ANY_KEY_SECRET.test(s);
 export const isGeneratedKeySecret = (s: string): boolean => KEY_SECRET.test(s);
