@@ -220,6 +220,19 @@ export const MIGRATIONS: Migration[] = [
       SETTINGS non_replicated_deduplication_window = 10000`,
     ],
   },
+  {
+    version: 10,
+    name: 'wake_details_vertical_merges',
+    // Detail rows are wide (bodies up to max_body_bytes): merging them a column at a
+    // time, not all columns at once, lowered the engine's peak memory by 60 to 190 MB
+    // with 32 KB bodies (24,000 rows inserted alone: peak 857-955 -> 765-794 MB; the
+    // gateway under load: 1,008-1,074 -> 927-971 MB), at the same CPU.
+    statements: [
+      `ALTER TABLE {db}.wake_details MODIFY SETTING
+        vertical_merge_algorithm_min_rows_to_activate = 1,
+        vertical_merge_algorithm_min_columns_to_activate = 1`,
+    ],
+  },
 ];
 
 const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (
