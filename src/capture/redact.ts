@@ -18,8 +18,13 @@ export class Redactor {
   private readonly fieldRe: RegExp | null;
   /** Whether a text names any redacted field as a JSON key at all (most bodies do not). */
   private readonly anyField: RegExp | null;
-  /** The field names as JSON keys, to look for in a body's bytes before it is ever made a string. */
-  private readonly fieldNeedles: Buffer[];
+  /**
+   * Every field name is ASCII, so a body can be searched as latin1 text (a plain copy
+   * of its bytes, where a UTF-8 decode would check them); else it is decoded first.
+   */
+  private readonly asciiFields: boolean;
+  /** `name=` of each field, to see whether a plain query string names one at all. */
+  private readonly queryNames: string[];
 
   constructor(
     private readonly key: Buffer,
@@ -32,7 +37,8 @@ export class Redactor {
     // For a JSON body cut short (not parseable): "name": "string" or "name": number.
     this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
     this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
-    this.fieldNeedles = fields.map((f) => Buffer.from(`"${f}"`));
+    this.asciiFields = fields.every((f) => /^[\x20-\x7e]*$/.test(f));
+    this.queryNames = fields.map((f) => `${f}=`);
   }
 
   /** Recent markers: the same Authorization or cookie arrives again and again, and an HMAC costs microseconds. */
@@ -68,19 +74,30 @@ export class Redactor {
     return out;
   }
 
+  /** Whether a plain (unescaped) query string names any redacted field as a parameter. */
+  private namesAny(q: string): boolean {
+    for (const n of this.queryNames) if (q.indexOf(n) !== -1) return true;
+    return false;
+  }
+
   /** A query string (with its `?`, or '') with named parameters replaced. */
   query(q: string): string {
     if (q.length <= 1) return q;
+    // Names need decoding only when the query holds an escape or a plus.
+    const plain = q.indexOf('%') === -1 && q.indexOf('+') === -1;
+    if (plain && !q.includes('svc_') && !this.namesAny(q)) return q;
     const parts = q.slice(1).split('&');
     for (let i = 0; i < parts.length; i++) {
       const p = parts[i] as string;
       const eq = p.indexOf('=');
       const name = eq === -1 ? p : p.slice(0, eq);
       let decoded = name;
-      try {
-        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
-      } catch {
-        // Left as sent.
+      if (!plain) {
+        try {
+          decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+        } catch {
+          // Left as sent.
+        }
       }
       if (eq !== -1 && this.fieldNames.has(decoded))
         parts[i] = `${name}=${encodeURIComponent(this.marker(p.slice(eq + 1)))}`;
@@ -112,11 +129,15 @@ export class Redactor {
       return { data: Buffer.from(buf.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
     const ct = (contentType ?? '').toLowerCase();
-    const json = ct.includes('json') && this.fieldNeedles.some((n) => bytes.indexOf(n) !== -1);
+    // One regex over the body as text (a Buffer search per name was ten times slower).
+    const json =
+      ct.includes('json') &&
+      this.anyField !== null &&
+      this.anyField.test(bytes.toString(this.asciiFields ? 'latin1' : 'utf8'));
     const form = !json && ct.includes('application/x-www-form-urlencoded');
     if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
     let text = bytes.toString('utf8');
-    if (json && this.anyField?.test(text)) {
+    if (json) {
       let done = false;
       if (!truncated) {
         try {

@@ -125,6 +125,21 @@ const tsvTime = (ms: number): string => {
 const fromTsvTime = (s: string): number => Date.parse(`${s.replace(' ', 'T')}Z`);
 
 const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.stringify(v));
+
+/** Characters a JSON string must escape (and lone surrogates, which JSON.stringify escapes too). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what JSON escapes.
+const JSON_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+const jsonString = (s: string): string => (JSON_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`);
+/** Header pairs as JSON.stringify writes them, without its general machinery (twice as fast here). */
+export function pairsJson(h: readonly (readonly [string, string])[] | null): string {
+  if (h === null) return '';
+  let out = '[';
+  for (let i = 0; i < h.length; i++) {
+    const p = h[i] as readonly [string, string];
+    out += `${i === 0 ? '' : ','}[${jsonString(p[0])},${jsonString(p[1])}]`;
+  }
+  return `${out}]`;
+}
 const parseJson = <T>(v: string | undefined): T | null => (v ? (JSON.parse(v) as T) : null);
 
 const SPECIAL_BYTES = [0x5c, 0x09, 0x0a, 0x0d, 0x00];
@@ -197,15 +212,19 @@ export const wakeLogCodec = (
       `${tsvEscape(w.client_ip)}\t${tsvEscape(w.user_agent)}\t${w.retention_days ?? retentionDays(w.environment)}\t` +
       `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
     if (!d) return head + NO_DETAIL;
-    const parts: Buffer[] = [
-      Buffer.from(
-        `${head}${tsvEscape(d.query)}\t${tsvEscape(json(d.request_headers))}\t${tsvEscape(json(d.response_headers))}\t`,
-      ),
-    ];
-    if (d.request_body) parts.push(tsvEscapeBytes(d.request_body.data));
-    parts.push(Buffer.from(`${bodyTail(d.request_body)}\t`));
-    if (d.response_body) parts.push(tsvEscapeBytes(d.response_body.data));
-    parts.push(Buffer.from(`${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`));
+    // Strings between the bodies are joined, so a bodyless request makes one part fewer.
+    const parts: Buffer[] = [];
+    let text = `${head}${tsvEscape(d.query)}\t${tsvEscape(pairsJson(d.request_headers))}\t${tsvEscape(pairsJson(d.response_headers))}\t`;
+    if (d.request_body && d.request_body.data.length > 0) {
+      parts.push(Buffer.from(text), tsvEscapeBytes(d.request_body.data));
+      text = '';
+    }
+    text += `${bodyTail(d.request_body)}\t`;
+    if (d.response_body && d.response_body.data.length > 0) {
+      parts.push(Buffer.from(text), tsvEscapeBytes(d.response_body.data));
+      text = '';
+    }
+    parts.push(Buffer.from(`${text}${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`));
     return parts;
   },
 

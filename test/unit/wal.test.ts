@@ -160,6 +160,24 @@ describe('the wake log line', () => {
     });
   });
 
+  it('writes header pairs exactly as JSON.stringify would, whatever they hold', async () => {
+    const { pairsJson } = await import('../../src/store/wake-log.js');
+    const tricky = [
+      'plain',
+      'quote " inside',
+      'back\\slash',
+      'tab\tnewline\ncr\rnul\u0000bell\u0007',
+      'caf\u00e9 \u2615 \u{1F600}',
+      'lone \ud800 surrogate',
+      'line\u2028separator',
+      '',
+    ];
+    const pairs = tricky.map((v, i) => [tricky[(i + 1) % tricky.length] as string, v] as [string, string]);
+    expect(pairsJson(pairs)).toBe(JSON.stringify(pairs));
+    expect(pairsJson([])).toBe('[]');
+    expect(pairsJson(null)).toBe('');
+  });
+
   it('writes times as the engine reads them, to the millisecond, across seconds and before the epoch', async () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
