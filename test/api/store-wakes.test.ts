@@ -108,8 +108,28 @@ describe('wakes table', () => {
     await ins.insert(batch, sealed?.token as string, sealed?.file as string);
     wal.close();
     expect(await q.count('segfile')).toBe(3);
-    const stored = await q.detail('segfile', batch[0]?.id as string, batch[0]?.captured_at as number);
-    expect(stored).toEqual(detail);
+    // Every column of the wake as recorded (the wakes insert reads only the line's first columns).
+    const rs = await store.client.query({
+      query: `SELECT id, path, status, latency_ms, consumer, key_id, retention_days, path_truncated, replay_of, toUnixTimestamp64Milli(captured_at) AS t FROM ${store.db}.wakes WHERE environment = 'segfile' ORDER BY id`,
+      format: 'JSONEachRow',
+    });
+    const stored = await rs.json<Record<string, unknown>>();
+    const expected = [...batch]
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map((w) => ({
+        id: w.id,
+        path: w.path,
+        status: w.status,
+        latency_ms: w.latency_ms,
+        consumer: w.consumer,
+        key_id: w.key_id,
+        retention_days: 30,
+        path_truncated: 0,
+        replay_of: '',
+        t: w.captured_at,
+      }));
+    expect(stored).toEqual(expected);
+    expect(await q.detail('segfile', batch[0]?.id as string, batch[0]?.captured_at as number)).toEqual(detail);
     expect(await q.detail('segfile', batch[1]?.id as string, batch[1]?.captured_at as number)).toBeNull();
     expect(await q.detail('segfile', batch[2]?.id as string, batch[2]?.captured_at as number)).toEqual({
       ...detail,
