@@ -131,9 +131,7 @@ export class Redactor {
     const ct = (contentType ?? '').toLowerCase();
     // One regex over the body as text (a Buffer search per name was ten times slower).
     const json =
-      ct.includes('json') &&
-      this.anyField !== null &&
-      this.anyField.test(bytes.toString(this.asciiFields ? 'latin1' : 'utf8'));
+      ct.includes('json') && this.anyField?.test(bytes.toString(this.asciiFields ? 'latin1' : 'utf8')) === true;
     const form = !json && ct.includes('application/x-www-form-urlencoded');
     if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
     let text = bytes.toString('utf8');
