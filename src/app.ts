@@ -202,9 +202,6 @@ export class Gateway {
     this.limiter.start(() => this.clock.now());
     // One instance key seals signing secrets and keys the redaction HMAC (domain-separated).
     this.sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
-    this.batcher.onBatch((rows) => {
-      for (const w of rows) if (w.detail) budget.give(detailSize(w.detail));
-    });
     const detailDeps = {
       redactor: new Redactor(
         createHmac('sha256', this.sealingKey).update('wakegate redaction v1').digest(),
@@ -223,7 +220,9 @@ export class Gateway {
       (w) => {
         w.retention_days = retention(w.environment);
         access?.(w);
-        this.batcher.push(w);
+        // A wake the batcher refused (counted as dropped) never reaches the log, which
+        // gives a detail's share of the budget back once its line is queued: give it here.
+        if (!this.batcher.push(w) && w.detail) budget.give(detailSize(w.detail));
       },
       detailDeps,
     );

@@ -95,17 +95,17 @@ export class Batcher<T> {
     this.listeners.push(l);
   }
 
-  /** Hot path: one serialization for the log and two array pushes. */
-  push(row: T): void {
+  /** Hot path: one serialization for the log and two array pushes. False when the row was dropped (and counted). */
+  push(row: T): boolean {
     if (this.buffer.length + this.inflight >= this.opts.maxBufferedRows) {
       this.stats.dropped++;
       this.onDrop(1, 'buffer_full');
-      return;
+      return false;
     }
     if (this.wal && !this.wal.append(row)) {
       this.stats.dropped++;
       this.onDrop(1, 'wal_full');
-      return;
+      return false;
     }
     this.buffer.push(row);
     if (this.buffer.length >= this.opts.batchRows) {
@@ -114,6 +114,7 @@ export class Batcher<T> {
       this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
       this.timer.unref();
     }
+    return true;
   }
 
   get buffered(): number {

@@ -262,23 +262,25 @@ export const wakeLogCodec = (
     };
     const replayOf = s(17);
     if (replayOf) w.replay_of = replayOf;
-    if (c[HAS_DETAIL] === '1') {
-      const d = (i: number) => s(DETAIL_AT + i);
-      w.detail = {
-        query: d(0),
-        request_headers: parseJson(d(1)),
-        response_headers: parseJson(d(2)),
-        request_body: captured(bodyFrom(d(3), d(4), d(5), d(6))),
-        response_body: captured(bodyFrom(d(7), d(8), d(9), d(10))),
-        diff: parseJson(d(11)),
-      };
-    }
+    if (c[HAS_DETAIL] === '1') w.detail = detailFrom(c.slice(DETAIL_AT).map(tsvUnescape));
     return w;
   },
 
   /** False for a line an earlier version wrote (its segment is rewritten before it is inserted). */
   isCurrent: (line: string): boolean => !line.startsWith('['),
 });
+
+/** A detail from its 12 cells (DETAIL_CELLS), unescaped: read back from the log, both formats. */
+function detailFrom(c: readonly string[]): CapturedDetail {
+  return {
+    query: c[0] ?? '',
+    request_headers: parseJson(c[1]),
+    response_headers: parseJson(c[2]),
+    request_body: captured(bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? '')),
+    response_body: captured(bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? '')),
+    diff: parseJson(c[11]),
+  };
+}
 
 /**
  * A line of the first log format (a JSON row array, then a tab, the refused flag
@@ -310,17 +312,7 @@ function legacyDecode(line: string): Wake {
   if (r[17]) w.replay_of = r[17] as string;
   if (rest !== '') {
     w.refused = rest[0] === '1';
-    if (rest.length > 1) {
-      const c = rest.slice(2).split('\t').map(tsvUnescape);
-      w.detail = {
-        query: c[0] ?? '',
-        request_headers: parseJson(c[1]),
-        response_headers: parseJson(c[2]),
-        request_body: captured(bodyFrom(c[3] ?? '', c[4] ?? 0, c[5] ?? -1, c[6] ?? '')),
-        response_body: captured(bodyFrom(c[7] ?? '', c[8] ?? 0, c[9] ?? -1, c[10] ?? '')),
-        diff: parseJson(c[11]),
-      };
-    }
+    if (rest.length > 1) w.detail = detailFrom(rest.slice(2).split('\t').map(tsvUnescape));
   }
   return w;
 }

@@ -90,23 +90,28 @@ describe('wakes table', () => {
       wake(2, { environment, path: "/p'\\", refused: true }),
       wake(3, { environment, detail: captured({ ...detail, request_body: null }) }),
     ];
+    /** The rows appended to a fresh log and sealed: the batch's token and file. */
+    const seal = (rows: Wake[], dirName: string) => {
+      const wal = new Wal<Wake>(
+        mkdtempSync(join(tmpdir(), dirName)),
+        1_000_000,
+        { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
+        silentLogger,
+        wakeLogCodec(() => 30),
+      );
+      for (const w of rows) wal.append(w);
+      const sealed = wal.seal();
+      wal.close();
+      return { token: sealed?.token as string, file: sealed?.file as string };
+    };
     const batch = make('segfile');
-    const wal = new Wal<Wake>(
-      mkdtempSync(join(tmpdir(), "wg seg'")),
-      1_000_000,
-      { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
-      silentLogger,
-      wakeLogCodec(() => 30),
-    );
-    for (const w of batch) wal.append(w);
+    const sealed = seal(batch, "wg seg'");
     // Once its line is queued, a wake lets its detail go: the segment holds it.
     expect(batch[0]?.detail).toBeUndefined();
     expect(batch[0]?.detail_in_log).toBe(true);
-    const sealed = wal.seal();
     expect(store.readsFiles).toBe(true);
-    await ins.insert(batch, sealed?.token as string, sealed?.file as string);
-    await ins.insert(batch, sealed?.token as string, sealed?.file as string);
-    wal.close();
+    await ins.insert(batch, sealed.token, sealed.file);
+    await ins.insert(batch, sealed.token, sealed.file);
     expect(await q.count('segfile')).toBe(3);
     // Every column of the wake as recorded (the wakes insert reads only the line's first columns).
     const rs = await store.client.query({
@@ -138,17 +143,8 @@ describe('wakes table', () => {
     // A store that cannot read our files (a ClickHouse server) gets the segment's lines cut per table.
     const server = { ...store, readsFiles: false };
     const viaServer = make('segserver');
-    const wal2 = new Wal<Wake>(
-      mkdtempSync(join(tmpdir(), 'wg-seg-')),
-      1_000_000,
-      { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
-      silentLogger,
-      wakeLogCodec(() => 30),
-    );
-    for (const w of viaServer) wal2.append(w);
-    const sealed2 = wal2.seal();
-    await new WakeInserter(server, () => 30).insert(viaServer, sealed2?.token as string, sealed2?.file as string);
-    wal2.close();
+    const sealed2 = seal(viaServer, 'wg-seg-');
+    await new WakeInserter(server, () => 30).insert(viaServer, sealed2.token, sealed2.file);
     expect(await q.count('segserver')).toBe(3);
     expect(await q.detail('segserver', viaServer[0]?.id as string, viaServer[0]?.captured_at as number)).toEqual(
       detail,
