@@ -6,31 +6,34 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 let pool = randomBytes(8192);
 let poolPos = 0;
 
-function takeRandom(n: number): Buffer {
-  if (poolPos + n > pool.length) {
-    pool = randomBytes(8192);
-    poolPos = 0;
-  }
-  const out = pool.subarray(poolPos, poolPos + n);
-  poolPos += n;
-  return out;
-}
+const CHARS = Buffer.from(BASE62, 'latin1');
+const out = Buffer.allocUnsafe(64);
 
 /** `n` base62 characters. Rejection sampling keeps every character uniform. */
 export function randomBase62(n: number): string {
-  let s = '';
-  while (s.length < n) {
-    for (const b of takeRandom(n - s.length + 8)) {
-      if (b < 248) s += BASE62[b % 62];
-      if (s.length === n) break;
+  if (n > out.length) return randomBase62(out.length) + randomBase62(n - out.length);
+  let k = 0;
+  while (k < n) {
+    if (poolPos >= pool.length) {
+      pool = randomBytes(8192);
+      poolPos = 0;
     }
+    const b = pool[poolPos++] as number;
+    if (b < 248) out[k++] = CHARS[b % 62] as number;
   }
-  return s;
+  return out.toString('latin1', 0, n);
 }
+
+let lastMs = -1;
+let lastPart = '';
 
 /** Fixed-width base36 time part: lexical order is time order (good until year 5138). */
 export function timePart(ms: number): string {
-  return ms.toString(36).padStart(9, '0');
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastPart = ms.toString(36).padStart(9, '0');
+  }
+  return lastPart;
 }
 
 /** An id whose string order is its creation order: `<prefix>_<time><random>`. */

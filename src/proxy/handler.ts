@@ -7,10 +7,9 @@ import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
-import type { KeyRecord } from '../store/keys.js';
 import { admit, clientIp } from './admit.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
-import type { Origin, Route, RouteTable } from './routes.js';
+import type { RouteTable } from './routes.js';
 import { countedBody, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -67,14 +66,9 @@ export class ProxyHandler {
    */
   handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const x = this.d.recorder.begin();
-    res.on('close', () => {
-      if (x.done) return;
-      // The client went away before the response ended: nginx's 499.
-      if (!res.writableFinished) x.status = 499;
-      this.d.recorder.finish(req, x);
-    });
     const a = admit(this.d, req, x);
     if ('error' in a) {
+      res.once('close', () => this.closed(req, res, x));
       const e = a.error;
       // The body was never invited: do not wait for it on this connection.
       if (expectsContinue) res.shouldKeepAlive = false;
@@ -86,26 +80,14 @@ export class ProxyHandler {
       const q = url.indexOf('?');
       x.tap = newTap(a.route.detail, q === -1 ? '' : url.slice(q), req.rawHeaders);
     }
-    this.forward(req, res, x, a.route, a.origin, a.path, a.key, a.limitHeaders);
-  }
-
-  private forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    x: Exchange,
-    route: Route,
-    origin: Origin,
-    path: string,
-    key: KeyRecord | null,
-    limitHeaders: string[] | null,
-  ): void {
     const ip = clientIp(req);
+    const key = a.key;
     const headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
       clientIp: ip,
       clientTrusted: this.d.trusted(ip),
       proto: 'http',
-      originHost: origin.host,
+      originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
     });
     x.tUp = performance.now();
@@ -115,66 +97,14 @@ export class ProxyHandler {
       this.overhead.set(x.route, h);
     }
     h.observe((x.tUp - x.t0) / 1000);
+    const fw = new Forwarding(this, req, res, x, a.limitHeaders);
+    res.once('close', fw.onClose);
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
     const bodyless = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
-    let abort: ((err?: Error) => void) | null = null;
-    const onClientClose = () => {
-      if (!res.writableFinished && abort) abort(new Error('client closed'));
-    };
-    res.once('close', onClientClose);
-    const handler = {
-      onConnect: (a: (err?: Error) => void) => {
-        abort = a;
-      },
-      onHeaders: (status: number, raw: Buffer[], resume: () => void, statusText: string): boolean => {
-        x.status = status;
-        const extra = ['x-wake-id', x.id];
-        if (limitHeaders) for (const l of limitHeaders) extra.push(l);
-        res.sendDate = false;
-        const strings = rawHeaderStrings(raw);
-        if (x.tap !== null) x.tap.resHeaders = strings;
-        res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
-        res.on('drain', resume);
-        return true;
-      },
-      onData: (chunk: Buffer): boolean => {
-        x.resBytes += chunk.length;
-        x.tap?.res?.add(chunk);
-        return res.write(chunk);
-      },
-      onComplete: () => {
-        res.end();
-      },
-      onError: (err: Error & { code?: string }) => {
-        res.off('close', onClientClose);
-        if (res.headersSent) {
-          // The origin broke off mid-response: record it as such, then cut the client off.
-          if (!res.writableFinished) {
-            x.status = 502;
-            this.d.recorder.finish(req, x);
-            res.destroy();
-          }
-          return;
-        }
-        if (res.destroyed) return;
-        if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
-        if (err.code === 'UND_ERR_INVALID_ARG') {
-          return this.fail(
-            req,
-            res,
-            x,
-            'invalid_request',
-            'the request carries a header the origin connection refuses',
-          );
-        }
-        this.d.log.debug('upstream error', { route: x.route, code: err.code });
-        this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
-      },
-    };
     try {
-      this.upstreams.pool(origin).dispatch(
+      this.upstreams.pool(a.origin).dispatch(
         {
-          path,
+          path: a.path,
           method: req.method as 'GET',
           headers,
           body: bodyless
@@ -186,17 +116,101 @@ export class ProxyHandler {
                 }),
                 { objectMode: false },
               ),
-          headersTimeout: route.cfg.timeout_ms,
+          headersTimeout: a.route.cfg.timeout_ms,
           bodyTimeout: 0,
         },
-        handler,
+        fw,
       );
     } catch (e) {
-      handler.onError(e as Error & { code?: string });
+      fw.onError(e as Error & { code?: string });
     }
+  }
+
+  /** The response's connection closed: a client gone before the response ended is nginx's 499. */
+  closed(req: IncomingMessage, res: ServerResponse, x: Exchange): void {
+    if (x.done) return;
+    if (!res.writableFinished) x.status = 499;
+    this.d.recorder.finish(req, x);
+  }
+
+  /** The origin could not be asked or broke off: the exchange ends here. */
+  upstreamFailed(req: IncomingMessage, res: ServerResponse, x: Exchange, err: Error & { code?: string }): void {
+    if (res.headersSent) {
+      // The origin broke off mid-response: record it as such, then cut the client off.
+      if (!res.writableFinished) {
+        x.status = 502;
+        this.d.recorder.finish(req, x);
+        res.destroy();
+      }
+      return;
+    }
+    if (res.destroyed) return;
+    if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
+    if (err.code === 'UND_ERR_INVALID_ARG') {
+      return this.fail(req, res, x, 'invalid_request', 'the request carries a header the origin connection refuses');
+    }
+    this.d.log.debug('upstream error', { route: x.route, code: err.code });
+    this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
   }
 
   close(): Promise<void> {
     return this.upstreams.close();
+  }
+}
+
+/**
+ * One request's forward: undici's dispatch handler, and the response's close
+ * listener (one object per request rather than a closure per callback).
+ */
+class Forwarding {
+  private abort: ((err?: Error) => void) | null = null;
+  private failed = false;
+
+  constructor(
+    private readonly p: ProxyHandler,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly x: Exchange,
+    private readonly limitHeaders: string[] | null,
+  ) {}
+
+  readonly onClose = (): void => {
+    // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
+    this.p.closed(this.req, this.res, this.x);
+    // The client went away mid-exchange: stop asking the origin.
+    if (!this.failed && !this.res.writableFinished && this.abort) this.abort(new Error('client closed'));
+  };
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abort = abort;
+  }
+
+  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
+    const x = this.x;
+    x.status = status;
+    const extra = ['x-wake-id', x.id];
+    if (this.limitHeaders) for (const l of this.limitHeaders) extra.push(l);
+    const res = this.res;
+    res.sendDate = false;
+    const strings = rawHeaderStrings(raw);
+    if (x.tap !== null) x.tap.resHeaders = strings;
+    res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
+    res.on('drain', resume);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.x.resBytes += chunk.length;
+    this.x.tap?.res?.add(chunk);
+    return this.res.write(chunk);
+  }
+
+  onComplete(): void {
+    this.res.end();
+  }
+
+  onError(err: Error & { code?: string }): void {
+    this.failed = true;
+    this.p.upstreamFailed(this.req, this.res, this.x, err);
   }
 }
