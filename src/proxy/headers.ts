@@ -42,17 +42,24 @@ export function carriesGatewayKey(value: string): boolean {
 }
 const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]/;
 
-/** Fields named in a Connection header, lower-cased (they are hop-by-hop too). */
+/**
+ * Fields named in a Connection header, lower-cased (they are hop-by-hop too), or
+ * null when it names none but the hop-by-hop ones (the usual `keep-alive`), so
+ * the common request allocates nothing here.
+ */
 function connectionTokens(raw: string[]): Set<string> | null {
   let out: Set<string> | null = null;
   for (let i = 0; i < raw.length; i += 2) {
-    if ((raw[i] as string).length === 10 && (raw[i] as string).toLowerCase() === 'connection') {
-      for (const t of (raw[i + 1] as string).split(',')) {
-        const v = t.trim().toLowerCase();
-        if (!v) continue;
-        out ??= new Set();
-        out.add(v);
-      }
+    const name = raw[i] as string;
+    if (name.length !== 10 || (name.charCodeAt(0) | 0x20) !== 0x63 || name.toLowerCase() !== 'connection') continue;
+    const value = raw[i + 1] as string;
+    const lower = value.toLowerCase();
+    if (lower === 'keep-alive') continue;
+    for (const t of lower.split(',')) {
+      const v = t.trim();
+      if (!v || HOP_BY_HOP.has(v)) continue;
+      out ??= new Set();
+      out.add(v);
     }
   }
   return out;
@@ -116,10 +123,11 @@ export function forwardResponseHeaders(raw: string[], extra: string[]): string[]
   const named = connectionTokens(raw);
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
-    const lower = (raw[i] as string).toLowerCase();
+    const name = raw[i] as string;
+    const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'x-wake-id') continue;
-    out.push(raw[i] as string, raw[i + 1] as string);
+    out.push(name, raw[i + 1] as string);
   }
-  for (const h of extra) out.push(h);
+  for (let i = 0; i < extra.length; i++) out.push(extra[i] as string);
   return out;
 }

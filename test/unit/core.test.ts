@@ -89,6 +89,31 @@ describe('path templates', () => {
 });
 
 describe('headers', () => {
+  it('drops the fields of every Connection header, whatever its case, past a plain keep-alive one', () => {
+    const o = {
+      dropAuthorization: false,
+      clientIp: '1.2.3.4',
+      clientTrusted: false,
+      proto: 'http',
+      originHost: 'o',
+      identity: null,
+    };
+    const raw = [
+      'connection',
+      'keep-alive',
+      'CONNECTION',
+      'Keep-Alive , x-A',
+      'X-a',
+      '1',
+      'x-b',
+      '2',
+      'Keep-Alive',
+      't',
+    ];
+    expect(forwardRequestHeaders(raw, o).slice(0, 2)).toEqual(['x-b', '2']);
+    expect(forwardResponseHeaders(raw, ['x-wake-id', 'wk'])).toEqual(['x-b', '2', 'x-wake-id', 'wk']);
+  });
+
   it('drops hop-by-hop fields and those named by Connection, keeps case, order and duplicates', () => {
     const out = forwardRequestHeaders(
       [
