@@ -68,7 +68,7 @@ export class ProxyHandler {
     const x = this.d.recorder.begin();
     const a = admit(this.d, req, x);
     if ('error' in a) {
-      res.once('close', () => this.closed(req, res, x));
+      res.on('close', () => this.closed(req, res, x));
       const e = a.error;
       // The body was never invited: do not wait for it on this connection.
       if (expectsContinue) res.shouldKeepAlive = false;
@@ -98,7 +98,7 @@ export class ProxyHandler {
     }
     h.observe((x.tUp - x.t0) / 1000);
     const fw = new Forwarding(this, req, res, x, a.limitHeaders);
-    res.once('close', fw.onClose);
+    res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
     const bodyless = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
     try {

@@ -9,8 +9,12 @@ import type { Origin } from './routes.js';
  */
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
+  /** The pool of each origin object, so the hot path builds no key string. */
+  private readonly byOrigin = new WeakMap<Origin, Pool>();
 
   pool(o: Origin): Pool {
+    const known = this.byOrigin.get(o);
+    if (known !== undefined && !known.destroyed) return known;
     const k = `${o.protocol}//${o.host}`;
     let p = this.pools.get(k);
     if (!p) {
@@ -23,6 +27,7 @@ export class Upstreams {
       });
       this.pools.set(k, p);
     }
+    this.byOrigin.set(o, p);
     return p;
   }
 
