@@ -1,7 +1,16 @@
 import type { IncomingMessage } from 'node:http';
 import type { Clock } from '../clock.js';
 import { newWakeId } from '../ids.js';
-import { type Metrics, methodLabel, statusClass } from '../metrics/index.js';
+import type { HotCounterChild, HotHistogramChild } from '../metrics/hot.js';
+import {
+  METHOD_COUNT,
+  type Metrics,
+  methodIndex,
+  methodLabel,
+  STATUS_CLASS_COUNT,
+  statusClass,
+  statusClassIndex,
+} from '../metrics/index.js';
 import type { CapturedDetail } from '../store/detail-types.js';
 import type { KeyRecord } from '../store/keys.js';
 import type { Wake } from '../store/wakes.js';
@@ -54,10 +63,11 @@ export const MAX_PATH = 2048;
 
 /** Turns finished exchanges into wakes (and request metrics) and hands them to capture. */
 export class Recorder {
-  // prom-client resolves label values on every labels() call; the children are few
-  // (routes x methods x classes), so they are looked up once and kept.
-  private readonly counters = new Map<string, { inc(): void }>();
-  private readonly upstream = new Map<string, { observe(v: number): void }>();
+  /** Each route's request counters (by method and status class) and latency histogram, made once. */
+  private readonly instruments = new Map<
+    string,
+    { counters: (HotCounterChild | undefined)[]; upstream: HotHistogramChild | null }
+  >();
 
   constructor(
     private readonly clock: Clock,
@@ -96,22 +106,22 @@ export class Recorder {
     x.done = true;
     const end = performance.now();
     const route = x.route || 'none';
-    const method = methodLabel(req.method);
-    const cls = statusClass(x.status);
-    const ck = `${route} ${method} ${cls}`;
-    let c = this.counters.get(ck);
+    let ins = this.instruments.get(route);
+    if (ins === undefined) {
+      ins = { counters: new Array(METHOD_COUNT * STATUS_CLASS_COUNT), upstream: null };
+      this.instruments.set(route, ins);
+    }
+    const m = methodIndex(req.method);
+    const k = m * STATUS_CLASS_COUNT + statusClassIndex(x.status);
+    let c = ins.counters[k];
     if (c === undefined) {
-      c = this.metrics.requests.labels(route, method, cls);
-      this.counters.set(ck, c);
+      c = this.metrics.requests.labels(route, methodLabel(req.method), statusClass(x.status));
+      ins.counters[k] = c;
     }
     c.inc();
     if (x.tUp > 0) {
-      let h = this.upstream.get(route);
-      if (h === undefined) {
-        h = this.metrics.upstreamLatency.labels(route);
-        this.upstream.set(route, h);
-      }
-      h.observe((end - x.tUp) / 1000);
+      ins.upstream ??= this.metrics.upstreamLatency.labels(route);
+      ins.upstream.observe((end - x.tUp) / 1000);
     }
     if (x.sampledOut) {
       this.metrics.wakesSampledOut.inc();

@@ -1,11 +1,23 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry } from 'prom-client';
 import { HotCounter, HotHistogram } from './hot.js';
 
-const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const METHOD_LABELS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'OTHER'];
+const METHOD_INDEX = new Map(METHOD_LABELS.slice(0, -1).map((m, i) => [m, i]));
 /** Bounded label values: known methods, else OTHER. */
-export const methodLabel = (m: string | undefined): string => (m && METHODS.has(m) ? m : 'OTHER');
+export const methodLabel = (m: string | undefined): string => METHOD_LABELS[methodIndex(m)] as string;
+/** methodLabel's position in a fixed list of the 8 labels (for arrays of children). */
+export const methodIndex = (m: string | undefined): number =>
+  (m === undefined ? undefined : METHOD_INDEX.get(m)) ?? METHOD_LABELS.length - 1;
+export const METHOD_COUNT = METHOD_LABELS.length;
+
 const CLASSES = ['1xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
 export const statusClass = (s: number): string => CLASSES[Math.floor(s / 100)] ?? 'other';
+/** statusClass's position in a fixed list of the 7 labels (1xx for 0-199, 2xx..5xx, other). */
+export const statusClassIndex = (s: number): number => {
+  const i = Math.floor(s / 100);
+  return i >= 0 && i < CLASSES.length ? i : CLASSES.length;
+};
+export const STATUS_CLASS_COUNT = CLASSES.length + 1;
 
 /** Every instrument of the gateway. Labels stay bounded: route names, methods, status classes, policy names. */
 export function createMetrics() {

@@ -62,3 +62,28 @@ describe('hot-path metrics', () => {
     expect(hc.get().values).toEqual([]);
   });
 });
+
+describe('label positions', () => {
+  it('agree with the label functions for every method and status the recorder can see', async () => {
+    const { METHOD_COUNT, STATUS_CLASS_COUNT, methodIndex, methodLabel, statusClass, statusClassIndex } = await import(
+      '../../src/metrics/index.js'
+    );
+    const byIndex = new Map<number, string>();
+    for (const m of ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'get', 'PURGE', '', undefined]) {
+      const i = methodIndex(m);
+      expect(i).toBeGreaterThanOrEqual(0);
+      expect(i).toBeLessThan(METHOD_COUNT);
+      expect(byIndex.get(i) ?? methodLabel(m)).toBe(methodLabel(m));
+      byIndex.set(i, methodLabel(m));
+    }
+    expect(methodLabel('PURGE')).toBe('OTHER');
+    const classes = new Map<number, string>();
+    for (const s of [-1, 0, 99, 101, 200, 299, 301, 404, 499, 502, 599, 600, 999, Number.NaN]) {
+      const i = statusClassIndex(s);
+      expect(i).toBeGreaterThanOrEqual(0);
+      expect(i).toBeLessThan(STATUS_CLASS_COUNT);
+      expect(classes.get(i) ?? statusClass(s)).toBe(statusClass(s));
+      classes.set(i, statusClass(s));
+    }
+  });
+});
