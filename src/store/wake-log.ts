@@ -93,16 +93,29 @@ const DETAIL_AT = at('query');
 
 const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
 const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
+/** Whether a string holds a character TabSeparated escapes. */
+function tsvSpecial(s: string): boolean {
+  if (s.length > 64) {
+    // indexOf of one character is a fast native scan; a character class regex is not.
+    return (
+      s.indexOf('\\') !== -1 ||
+      s.indexOf('\t') !== -1 ||
+      s.indexOf('\n') !== -1 ||
+      s.indexOf('\r') !== -1 ||
+      s.indexOf('\0') !== -1
+    );
+  }
+  // A short string (most of a wake's) is looked at once, character by character.
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 92 || (c < 14 && (c === 9 || c === 10 || c === 13 || c === 0))) return true;
+  }
+  return false;
+}
+
 /** A TabSeparated value: backslash, tab, newline, CR and NUL escaped; everything else as it is. */
 export const tsvEscape = (s: string): string =>
-  // indexOf of one character is a fast scan; a character class regex is not.
-  s.indexOf('\\') === -1 &&
-  s.indexOf('\t') === -1 &&
-  s.indexOf('\n') === -1 &&
-  s.indexOf('\r') === -1 &&
-  s.indexOf('\0') === -1
-    ? s
-    : s.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPES[c] as string);
+  tsvSpecial(s) ? s.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPES[c] as string) : s;
 
 const TSV_UNESCAPES: Record<string, string> = { '\\': '\\', t: '\t', n: '\n', r: '\r', '0': '\0' };
 const tsvUnescape = (s: string): string =>
@@ -129,14 +142,24 @@ const json = (v: unknown): string => (v === null || v === undefined ? '' : JSON.
 /** Characters a JSON string must escape (and lone surrogates, which JSON.stringify escapes too). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what JSON escapes.
 const JSON_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
-const jsonString = (s: string): string => (JSON_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`);
-/** Header pairs as JSON.stringify writes them, without its general machinery (twice as fast here). */
-export function pairsJson(h: readonly (readonly [string, string])[] | null): string {
+/**
+ * A JSON string as a TabSeparated value. JSON escapes every control character, so
+ * of the characters TabSeparated escapes only the backslashes of JSON's own
+ * escapes can occur, and only when JSON.stringify had something to escape.
+ */
+const jsonStringTsv = (s: string): string =>
+  JSON_ESCAPE.test(s) ? JSON.stringify(s).replace(BACKSLASHES, '\\\\') : `"${s}"`;
+const BACKSLASHES = /\\/g;
+/**
+ * Header pairs as JSON.stringify writes them, escaped as a TabSeparated value,
+ * without JSON.stringify's general machinery or a second pass to escape them.
+ */
+export function pairsTsv(h: readonly (readonly [string, string])[] | null): string {
   if (h === null) return '';
   let out = '[';
   for (let i = 0; i < h.length; i++) {
     const p = h[i] as readonly [string, string];
-    out += `${i === 0 ? '' : ','}[${jsonString(p[0])},${jsonString(p[1])}]`;
+    out += `${i === 0 ? '' : ','}[${jsonStringTsv(p[0])},${jsonStringTsv(p[1])}]`;
   }
   return `${out}]`;
 }
@@ -214,7 +237,7 @@ export const wakeLogCodec = (
     if (!d) return head + NO_DETAIL;
     // Strings between the bodies are joined, so a bodyless request makes one part fewer.
     const parts: Buffer[] = [];
-    let text = `${head}${tsvEscape(d.query)}\t${tsvEscape(pairsJson(d.request_headers))}\t${tsvEscape(pairsJson(d.response_headers))}\t`;
+    let text = `${head}${tsvEscape(d.query)}\t${pairsTsv(d.request_headers)}\t${pairsTsv(d.response_headers)}\t`;
     if (d.request_body && d.request_body.data.length > 0) {
       parts.push(Buffer.from(text), tsvEscapeBytes(d.request_body.data));
       text = '';

@@ -160,8 +160,8 @@ describe('the wake log line', () => {
     });
   });
 
-  it('writes header pairs exactly as JSON.stringify would, whatever they hold', async () => {
-    const { pairsJson } = await import('../../src/store/wake-log.js');
+  it('writes header pairs exactly as JSON.stringify then TabSeparated escaping would, whatever they hold', async () => {
+    const { pairsTsv, tsvEscape } = await import('../../src/store/wake-log.js');
     const tricky = [
       'plain',
       'quote " inside',
@@ -173,9 +173,27 @@ describe('the wake log line', () => {
       '',
     ];
     const pairs = tricky.map((v, i) => [tricky[(i + 1) % tricky.length] as string, v] as [string, string]);
-    expect(pairsJson(pairs)).toBe(JSON.stringify(pairs));
-    expect(pairsJson([])).toBe('[]');
-    expect(pairsJson(null)).toBe('');
+    expect(pairsTsv(pairs)).toBe(tsvEscape(JSON.stringify(pairs)));
+    expect(pairsTsv(pairs)).toContain('\\\\t'); // JSON's \t, its backslash escaped for TabSeparated
+    expect(pairsTsv([['a', 'b']])).toBe('[["a","b"]]');
+    expect(pairsTsv([])).toBe('[]');
+    expect(pairsTsv(null)).toBe('');
+  });
+
+  it('escapes for TabSeparated exactly the characters it must, in short and long strings', async () => {
+    const { tsvEscape } = await import('../../src/store/wake-log.js');
+    for (const pad of ['', 'x'.repeat(70)]) {
+      for (const [raw, escaped] of [
+        ['a\\b', 'a\\\\b'],
+        ['a\tb', 'a\\tb'],
+        ['a\nb', 'a\\nb'],
+        ['a\rb', 'a\\rb'],
+        ['a\u0000b', 'a\\0b'],
+        ['a\u000bb\u0001\u000c\u000e"', 'a\u000bb\u0001\u000c\u000e"'],
+      ]) {
+        expect(tsvEscape(pad + raw)).toBe(pad + escaped);
+      }
+    }
   });
 
   it('writes times as the engine reads them, to the millisecond, across seconds and before the epoch', async () => {
