@@ -21,10 +21,17 @@ import { privateDir } from '../store/private-dir.js';
 /**
  * How rows become log lines and back; one line each, no newline inside. A line is
  * a string (without its newline), or, for rows that carry bytes, the line's parts
- * in order (newline included), written as they are without being joined.
+ * in order (newline included): text as strings, bytes as Buffers written as they
+ * are without being copied.
  */
+export type LineParts = readonly (string | Buffer)[];
+
+/** A line's parts as one Buffer (off the hot path). */
+export const joinParts = (parts: LineParts): Buffer =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
+
 export interface WalCodec<T> {
-  encode(row: T): string | readonly Buffer[];
+  encode(row: T): string | LineParts;
   decode(line: string): T;
   /** False for a line an earlier version wrote: its segment is rewritten in the current form before it is read. */
   isCurrent?(line: string): boolean;
@@ -91,6 +98,8 @@ export class Wal<T> {
   private fd: number | null = null;
   private activeName = '';
   private pending: Buffer[] = [];
+  /** Lines appended as strings since the last part in `pending`: made bytes once, when written. */
+  private pendingText = '';
   private activeRows = 0;
   /** A write of the active segment failed: its file lacks rows, so no insert may read it. */
   private activeBroken = false;
@@ -151,26 +160,39 @@ export class Wal<T> {
   }
 
   /**
-   * Appends one row (hot path: one JSON.stringify and an array push; the write
+   * Appends one row (hot path: one encoding and a string append; the write
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
     const e = this.codec.encode(row);
     if (typeof e === 'string') {
-      const line = Buffer.from(`${e}\n`);
-      if (this.bytes + line.length > this.maxBytes) return false;
-      this.pending.push(line);
-      this.account(line.length);
+      const n = Buffer.byteLength(e) + 1;
+      if (this.bytes + n > this.maxBytes) return false;
+      this.pendingText += `${e}\n`;
+      this.account(n);
       this.codec.shed?.(row);
       return true;
     }
     let n = 0;
-    for (const part of e) n += part.length;
+    for (const part of e) n += typeof part === 'string' ? Buffer.byteLength(part) : part.length;
     if (this.bytes + n > this.maxBytes) return false;
-    for (const part of e) if (part.length > 0) this.pending.push(part);
+    for (const part of e) {
+      if (typeof part === 'string') this.pendingText += part;
+      else if (part.length > 0) {
+        this.textToPending();
+        this.pending.push(part);
+      }
+    }
     this.account(n);
     this.codec.shed?.(row);
     return true;
+  }
+
+  /** The string lines appended since the last part, as one part (keeps the order of lines). */
+  private textToPending(): void {
+    if (this.pendingText === '') return;
+    this.pending.push(Buffer.from(this.pendingText));
+    this.pendingText = '';
   }
 
   private account(n: number): void {
@@ -182,7 +204,7 @@ export class Wal<T> {
   /** A row as its whole line of bytes (off the hot path: rewrites and adoption). */
   private line(row: T): Buffer {
     const e = this.codec.encode(row);
-    return typeof e === 'string' ? Buffer.from(`${e}\n`) : Buffer.concat(e);
+    return typeof e === 'string' ? Buffer.from(`${e}\n`) : joinParts(e);
   }
 
   private open(): number {
@@ -195,6 +217,7 @@ export class Wal<T> {
 
   /** Group commit: everything appended since the last write, in one write. */
   writePending(): void {
+    this.textToPending();
     if (this.pending.length === 0) return;
     const lines = this.pending;
     this.pending = [];

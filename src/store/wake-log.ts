@@ -224,9 +224,10 @@ export const wakeLogCodec = (
 
   /**
    * A wake without detail as a string; with detail, the line's parts (newline
-   * included): the bodies are the captured bytes themselves, never copied here.
+   * included): text as strings, the bodies as the captured bytes themselves, never
+   * copied here (the log makes the text bytes with the lines around it, at once).
    */
-  encode(w: Wake): string | Buffer[] {
+  encode(w: Wake): string | (string | Buffer)[] {
     const d = w.detail;
     const head =
       `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${tsvEscape(w.method)}\t` +
@@ -236,18 +237,18 @@ export const wakeLogCodec = (
       `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
     if (!d) return head + NO_DETAIL;
     // Strings between the bodies are joined, so a bodyless request makes one part fewer.
-    const parts: Buffer[] = [];
+    const parts: (string | Buffer)[] = [];
     let text = `${head}${tsvEscape(d.query)}\t${pairsTsv(d.request_headers)}\t${pairsTsv(d.response_headers)}\t`;
     if (d.request_body && d.request_body.data.length > 0) {
-      parts.push(Buffer.from(text), tsvEscapeBytes(d.request_body.data));
+      parts.push(text, tsvEscapeBytes(d.request_body.data));
       text = '';
     }
     text += `${bodyTail(d.request_body)}\t`;
     if (d.response_body && d.response_body.data.length > 0) {
-      parts.push(Buffer.from(text), tsvEscapeBytes(d.response_body.data));
+      parts.push(text, tsvEscapeBytes(d.response_body.data));
       text = '';
     }
-    parts.push(Buffer.from(`${text}${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`));
+    parts.push(`${text}${bodyTail(d.response_body)}\t${tsvEscape(json(d.diff))}\n`);
     return parts;
   },
 

@@ -50,8 +50,10 @@ export interface Wake {
   user_agent: string;
 }
 
-const lineText = (e: string | readonly Buffer[]): string =>
-  typeof e === 'string' ? `${e}\n` : Buffer.concat(e).toString();
+const lineText = (e: string | readonly (string | Buffer)[]): string =>
+  typeof e === 'string'
+    ? `${e}\n`
+    : Buffer.concat(e.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString();
 
 /** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {

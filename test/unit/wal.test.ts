@@ -114,13 +114,15 @@ describe('the wake log line', () => {
     const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const codec = wakeLogCodec(() => 7);
     const parts = codec.encode(w);
-    // With detail, the line is its parts as bytes (the bodies never became strings, and are not copied), newline included.
+    // With detail, the line is its parts: text as strings, the bodies as their bytes (never strings, not copied), newline included.
     expect(Array.isArray(parts)).toBe(true);
     const plainBody = { data: Buffer.from('{"plain":"json"}'), bytes: 16, truncated: false, encoding: 'utf8' as const };
     expect(
-      (codec.encode({ ...w, detail: { ...w.detail, request_body: plainBody } }) as Buffer[]).includes(plainBody.data),
+      (codec.encode({ ...w, detail: { ...w.detail, request_body: plainBody } }) as (string | Buffer)[]).includes(
+        plainBody.data,
+      ),
     ).toBe(true);
-    const line = Buffer.concat(parts as Buffer[]).toString();
+    const line = Buffer.concat((parts as (string | Buffer)[]).map((p) => Buffer.from(p))).toString();
     expect(line.endsWith('\n')).toBe(true);
     // 18 table columns, refused, has_detail, 12 detail cells; raw tabs inside values are escaped.
     const cells = line.slice(0, -1).split('\t');
