@@ -59,9 +59,8 @@ abstract class Labelled<L extends string, C> {
 
   protected abstract make(): C;
 
-  reset(): void {
-    this.children.clear();
-  }
+  /** Zeroes every child in place: callers keep the children they hold, and those keep counting. */
+  abstract reset(): void;
 }
 
 export interface HotCounterChild {
@@ -82,6 +81,10 @@ export class HotCounter<L extends string> extends Labelled<L, HotCounterChild> {
 
   protected make(): HotCounterChild {
     return new CounterChild();
+  }
+
+  reset(): void {
+    for (const { child } of this.children.values()) child.value = 0;
   }
 
   get(): MetricObject {
@@ -127,6 +130,15 @@ export class HotHistogram<L extends string> extends Labelled<L, HotHistogramChil
 
   protected make(): HotHistogramChild {
     return new HistogramChild(this.upper);
+  }
+
+  reset(): void {
+    for (const { child } of this.children.values()) {
+      const h = child as HistogramChild;
+      h.counts.fill(0);
+      h.sum = 0;
+      h.count = 0;
+    }
   }
 
   get(): MetricObject {

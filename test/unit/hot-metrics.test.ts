@@ -58,8 +58,20 @@ describe('hot-path metrics', () => {
       { labels: { a: '1', b: '2' }, value: 1 },
       { labels: { a: '12', b: '' }, value: 0 },
     ]);
+    // A reset zeroes the children in place: one a caller holds keeps counting.
+    const held = hc.labels('1', '2');
     hc.reset();
-    expect(hc.get().values).toEqual([]);
+    held.inc(2);
+    expect(hc.get().values).toEqual([
+      { labels: { a: '1', b: '2' }, value: 2 },
+      { labels: { a: '12', b: '' }, value: 0 },
+    ]);
+    const hh = new HotHistogram({ name: 'z_seconds', help: 'z', labelNames: ['r'] as const, buckets: [1] });
+    const child = hh.labels('x');
+    child.observe(0.5);
+    hh.reset();
+    child.observe(2);
+    expect(hh.get().values.map((v) => v.value)).toEqual([0, 1, 2, 1]);
   });
 });
 
