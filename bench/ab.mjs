@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, cpuSeconds, freePort, median, ROOT, startProcess, table } from './lib.mjs';
+import { cannon, cpuSeconds, freePort, median, ROOT, startOrigin, startProcess, table } from './lib.mjs';
 
 const OTHER = process.env.AB_OTHER;
 if (!OTHER) throw new Error('set AB_OTHER to another built checkout of wakegate');
@@ -60,18 +60,12 @@ async function gateway(name, root, origin) {
 }
 
 try {
-  const op = await freePort();
-  const origin = `http://127.0.0.1:${op}`;
-  procs.push(
-    await startProcess(
-      'origin',
-      process.execPath,
-      [join(ROOT, 'bench/servers/origin.mjs')],
-      { PORT: String(op) },
-      origin,
-    ),
-  );
-  const targets = [await gateway('this checkout', ROOT, origin), await gateway(`other (${OTHER})`, OTHER, origin)];
+  const origin = await startOrigin();
+  procs.push(origin);
+  const targets = [
+    await gateway('this checkout', ROOT, origin.url),
+    await gateway(`other (${OTHER})`, OTHER, origin.url),
+  ];
   const res = Object.fromEntries(targets.map((t) => [t.name, { rps: [], cpu: [], errors: 0 }]));
   for (const t of targets) await cannon({ url: `${t.url}/warm`, connections: 50, duration: 2, headers: t.headers });
   for (let round = 1; round <= ROUNDS; round++) {

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, cpuSeconds, freePort, median, ROOT, startBenchGateway, startProcess, table } from './lib.mjs';
+import { cannon, cpuSeconds, DETAIL_OFF_YAML, median, ROOT, startBenchGateway, startOrigin, table } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -34,21 +34,16 @@ function diskUse(dataDir) {
 async function main() {
   const targets = [];
   for (const size of [1000, 32_000]) {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    procs.push(
-      await startProcess(
-        `origin ${size}`,
-        process.execPath,
-        [join(ROOT, 'bench/servers/origin.mjs')],
-        { PORT: String(port), BODY_BYTES: String(size) },
-        url,
-      ),
-    );
+    const origin = await startOrigin(size, `origin ${size}`);
+    procs.push(origin);
     for (const on of [true, false]) {
       const name = `${size >= 32_000 ? '32 KB' : '1 KB'} JSON, detail ${on ? 'on' : 'off'}`;
-      const extra = on ? '' : 'capture: { detail: { headers: false, bodies: false } }\n';
-      const g = await startBenchGateway(join(tmp, name.replace(/\W+/g, '-')), url, 'required', extra);
+      const g = await startBenchGateway(
+        join(tmp, name.replace(/\W+/g, '-')),
+        origin.url,
+        'required',
+        on ? '' : DETAIL_OFF_YAML,
+      );
       procs.push(g.gateway);
       targets.push({ name, size, on, ...g });
     }

@@ -127,17 +127,27 @@ export async function startBenchGateway(dir, originUrl, auth = 'required', extra
   return { gateway, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${ops}`, dataDir, headers };
 }
 
-/** The benchmark origin and a wakegate with everything on in front of it, each its own process. */
-export async function startFullStack(dir) {
-  const op = await freePort();
-  const origin = await startProcess(
-    'origin',
+/** The route settings that turn wake detail off (the benches' "detail off" gateways). */
+export const DETAIL_OFF_YAML = 'capture: { detail: { headers: false, bodies: false } }\n';
+
+/** The benchmark origin (bench/servers/origin.mjs) answering `bodyBytes` of JSON, with its URL. */
+export async function startOrigin(bodyBytes = 1000, name = 'origin') {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const p = await startProcess(
+    name,
     process.execPath,
     [join(ROOT, 'bench/servers/origin.mjs')],
-    { PORT: String(op) },
-    `http://127.0.0.1:${op}`,
+    { PORT: String(port), BODY_BYTES: String(bodyBytes) },
+    url,
   );
-  return { origin, ...(await startBenchGateway(dir, `http://127.0.0.1:${op}`)) };
+  return { ...p, url };
+}
+
+/** The benchmark origin and a wakegate with everything on in front of it, each its own process. */
+export async function startFullStack(dir) {
+  const origin = await startOrigin();
+  return { origin, ...(await startBenchGateway(dir, origin.url)) };
 }
 
 /** CPU seconds (user + system, all threads) a process has used so far. */

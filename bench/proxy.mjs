@@ -8,7 +8,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, median, ROOT, startBenchGateway, startProcess, table, treeCpuSeconds } from './lib.mjs';
+import {
+  cannon,
+  freePort,
+  median,
+  ROOT,
+  startBenchGateway,
+  startOrigin,
+  startProcess,
+  table,
+  treeCpuSeconds,
+} from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -29,11 +39,9 @@ function hasNginx() {
 }
 
 async function main() {
-  const originPort = await freePort();
-  const origin = `http://127.0.0.1:${originPort}`;
-  procs.push(
-    await startProcess('origin', node, [join(ROOT, 'bench/servers/origin.mjs')], { PORT: String(originPort) }, origin),
-  );
+  const originProc = await startOrigin();
+  procs.push(originProc);
+  const origin = originProc.url;
   const targets = [{ name: 'direct', url: origin, headers: {} }];
 
   // wakegate, everything on: keyed route, scope check, rate limit, capture, metrics.
@@ -107,7 +115,7 @@ http {
   access_log off;
   client_body_temp_path ${nDir}/body; proxy_temp_path ${nDir}/proxy; fastcgi_temp_path ${nDir}/fcgi;
   uwsgi_temp_path ${nDir}/uwsgi; scgi_temp_path ${nDir}/scgi;
-  upstream origin { server 127.0.0.1:${originPort}; keepalive 256; }
+  upstream origin { server ${new URL(origin).host}; keepalive 256; }
   server {
     listen 127.0.0.1:${nPort};
     keepalive_requests 1000000;

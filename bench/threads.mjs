@@ -8,7 +8,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, freePort, ROOT, startBenchGateway, startProcess, table } from './lib.mjs';
+import { cannon, DETAIL_OFF_YAML, startBenchGateway, startOrigin, table } from './lib.mjs';
 
 const SIZE = Number(process.env.BODY_BYTES ?? 32_000);
 const DETAIL = process.env.DETAIL !== 'off';
@@ -39,19 +39,9 @@ const status = (pid, field) =>
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-threads-'));
 const procs = [];
 try {
-  const port = await freePort();
-  const originUrl = `http://127.0.0.1:${port}`;
-  procs.push(
-    await startProcess(
-      'origin',
-      process.execPath,
-      [join(ROOT, 'bench/servers/origin.mjs')],
-      { PORT: String(port), BODY_BYTES: String(SIZE) },
-      originUrl,
-    ),
-  );
-  const extra = DETAIL ? '' : 'capture: { detail: { headers: false, bodies: false } }\n';
-  const g = await startBenchGateway(join(tmp, 'gateway'), originUrl, 'required', extra);
+  const origin = await startOrigin(SIZE);
+  procs.push(origin);
+  const g = await startBenchGateway(join(tmp, 'gateway'), origin.url, 'required', DETAIL ? '' : DETAIL_OFF_YAML);
   procs.push(g.gateway);
   const pid = g.gateway.proc.pid;
   await cannon({ url: `${g.url}/warm`, connections: 50, duration: 2, headers: g.headers });

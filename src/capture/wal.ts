@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
 import { privateDir } from '../store/private-dir.js';
+import { joinParts, type LineParts } from '../store/wake-log.js';
 
 /**
  * How rows become log lines and back; one line each, no newline inside. A line is
@@ -24,12 +25,6 @@ import { privateDir } from '../store/private-dir.js';
  * in order (newline included): text as strings, bytes as Buffers written as they
  * are without being copied.
  */
-export type LineParts = readonly (string | Buffer)[];
-
-/** A line's parts as one Buffer (off the hot path). */
-export const joinParts = (parts: LineParts): Buffer =>
-  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
-
 export interface WalCodec<T> {
   encode(row: T): string | LineParts;
   decode(line: string): T;
@@ -82,9 +77,9 @@ function writeAll(fd: number, bufs: readonly Buffer[]): void {
  * The write-ahead log of one stream of rows (wakes, events or delivery outcomes),
  * and the spool of batches storage has not acknowledged: one mechanism.
  *
- * Every row is serialized once, as a JSON line, when it is appended; the lines
+ * Every row is encoded once, as its log line, when it is appended; the lines
  * are written to the active segment once per `syncIntervalMs` (group commit, one
- * `write` for everything appended meanwhile) and fsynced every `fsyncIntervalMs`.
+ * `writev` for everything appended meanwhile) and fsynced every `fsyncIntervalMs`.
  * A batch is the active segment, sealed: its file name carries the batch's
  * deduplication token, and the insert sends its lines as they were written. A
  * segment is removed only once storage has acknowledged it. Segments that are

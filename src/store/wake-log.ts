@@ -51,6 +51,13 @@ const DETAIL_CELLS = [
 
 export const DETAIL_COLUMNS = ['id', 'environment', 'captured_at', ...DETAIL_CELLS, 'retention_days'] as const;
 
+/** A log line as parts, in order (newline included): text as strings, bytes as Buffers. */
+export type LineParts = readonly (string | Buffer)[];
+
+/** A line's parts as one Buffer (off the hot path: rewrites, and inserts without the file). */
+export const joinParts = (parts: LineParts): Buffer =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
+
 /** Every field of a log line, with the type the engine reads it as. */
 const LOG_FIELDS: readonly [string, string][] = [
   ['id', 'String'],
@@ -227,7 +234,7 @@ export const wakeLogCodec = (
    * included): text as strings, the bodies as the captured bytes themselves, never
    * copied here (the log makes the text bytes with the lines around it, at once).
    */
-  encode(w: Wake): string | (string | Buffer)[] {
+  encode(w: Wake): string | LineParts {
     const d = w.detail;
     const head =
       `${tsvEscape(w.id)}\t${tsvEscape(w.environment)}\t${tsvTime(w.captured_at)}\t${tsvEscape(w.method)}\t` +

@@ -5,6 +5,8 @@ import type { CapturedDetail, WakeDetail } from './detail-types.js';
 import {
   bodyFrom,
   DETAIL_COLUMNS,
+  joinParts,
+  type LineParts,
   SEGMENT_INSERT_SETTINGS,
   segmentInserts,
   splitLog,
@@ -50,10 +52,7 @@ export interface Wake {
   user_agent: string;
 }
 
-const lineText = (e: string | readonly (string | Buffer)[]): string =>
-  typeof e === 'string'
-    ? `${e}\n`
-    : Buffer.concat(e.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString();
+const lineText = (e: string | LineParts): string => (typeof e === 'string' ? `${e}\n` : joinParts(e).toString());
 
 /** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {
