@@ -378,7 +378,8 @@ export class Gateway {
 
     this.endpoints.start(cfg.storage.key_poll_interval_ms);
     this.dispatcher.start();
-    this.fanout.start();
+    // Alone (instance.count 1), this instance records every event and polls as it does.
+    this.fanout.start(250, cfg.instance.count === 1);
     return webhooksPlugin({ endpoints: this.endpoints, deliveries: this.deliveries, dispatcher: this.dispatcher });
   }
 

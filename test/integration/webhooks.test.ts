@@ -450,3 +450,56 @@ describe('webhooks', () => {
     }
   });
 });
+
+describe('the fan-out poll', () => {
+  /** Reads of the events table by the fan-out while `run` runs. */
+  const eventPolls = async (t: TestGateway, run: () => Promise<void>): Promise<number> => {
+    const client = t.gw.store.client;
+    let n = 0;
+    const orig = client.query.bind(client);
+    client.query = ((...args: Parameters<typeof client.query>) => {
+      if (/FROM \S+\.events\s/.test(args[0].query) && args[0].query.includes('ORDER BY recorded_at')) n++;
+      return orig(...args);
+    }) as typeof client.query;
+    try {
+      await run();
+    } finally {
+      client.query = orig;
+    }
+    return n;
+  };
+  const idle = (ms: number) => () => new Promise<void>((r) => setTimeout(r, ms));
+
+  it('alone, reads the events table when this instance records events, not four times a second', async () => {
+    const rx = await startReceiver();
+    const t = await startGateway({ webhooks: { allow_insecure_http: true, allow_private_networks: true } });
+    try {
+      const r = await fetch(`${t.url}/v2/webhooks/endpoints`, {
+        method: 'POST',
+        headers: { ...bearer(t.admin), 'content-type': 'application/json' },
+        body: JSON.stringify({ url: rx.url, events: ['key.rotated'] }),
+      });
+      expect(r.status).toBe(201);
+      // The timer's first poll is 5 s after the start: an idle second reads nothing.
+      expect(await eventPolls(t, idle(1200))).toBe(0);
+      const polls = await eventPolls(t, async () => {
+        t.gw.events.emit('key.rotated', 'production', { alone: true });
+        await rx.waitFor(1, 3000);
+      });
+      expect(polls).toBeGreaterThanOrEqual(1);
+      expect(JSON.parse(rx.got[0]?.body ?? '{}')).toMatchObject({ type: 'key.rotated', data: { alone: true } });
+    } finally {
+      await t.cleanup();
+      await rx.close();
+    }
+  });
+
+  it('one of several instances polls every 250 ms, for events the others record', async () => {
+    const t = await startGateway({ instance: { index: 0, count: 2 } });
+    try {
+      expect(await eventPolls(t, idle(1200))).toBeGreaterThanOrEqual(3);
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
