@@ -46,6 +46,32 @@ describe('wakes table', () => {
     expect((await rs.json()).length).toBe(MIGRATIONS.length);
   });
 
+  it('merges detail rows fewer times; a speed-only setting an engine does not know is passed over, any other failure is not', async () => {
+    const rs = await store.client.query({
+      query: 'SELECT create_table_query AS q FROM system.tables WHERE database = {db:String} AND name = {t:String}',
+      query_params: { db: store.db, t: 'wake_details' },
+      format: 'JSONEachRow',
+    });
+    const [row] = await rs.json<{ q: string }>();
+    expect(row?.q).toContain('merge_selector_base = 20');
+    const unknown = 'ALTER TABLE {db}.wake_details MODIFY SETTING no_such_setting_anywhere = 1';
+    expect(await migrate(store, [{ version: 901, name: 'tuning', statements: [unknown], tuning: true }])).toEqual([
+      901,
+    ]);
+    await expect(migrate(store, [{ version: 902, name: 'schema', statements: [unknown] }])).rejects.toThrow(/setting/i);
+    await expect(
+      migrate(store, [
+        {
+          version: 903,
+          name: 'tuning',
+          statements: ['ALTER TABLE {db}.no_such_table MODIFY SETTING merge_selector_base = 20'],
+          tuning: true,
+        },
+      ]),
+    ).rejects.toThrow();
+    await store.client.command({ query: `DELETE FROM ${store.db}.schema_migrations WHERE version >= 900` });
+  });
+
   it('stores a batch once even when the same batch is inserted twice (dedup token)', async () => {
     const ins = new WakeInserter(store, () => 30);
     const q = new WakeQuerier(store);
