@@ -1,6 +1,6 @@
 // Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -80,7 +80,7 @@ export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/$
  * never refuses, capture, metrics), `auth: none` is pass-through. Returns the process
  * (stop it), its URLs, its data directory and the headers a request needs.
  */
-export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '') {
+export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '', env = {}) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const ops = await freePort();
@@ -121,7 +121,7 @@ export async function startBenchGateway(dir, originUrl, auth = 'required', extra
     `wakegate (${auth})`,
     process.execPath,
     [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
-    { DATA_DIR: dataDir },
+    { ...env, DATA_DIR: dataDir },
     `http://127.0.0.1:${port}/`,
   );
   return { gateway, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${ops}`, dataDir, headers };
@@ -148,6 +148,23 @@ export async function startOrigin(bodyBytes = 1000, name = 'origin') {
 export async function startFullStack(dir) {
   const origin = await startOrigin();
   return { origin, ...(await startBenchGateway(dir, origin.url)) };
+}
+
+/**
+ * The environment that preloads bench/servers/loop-delay.mjs into a Node process,
+ * and how to read its event-loop delay: `take(pid)` returns the delay since the last
+ * take (p50, p99, max in ms beyond the sampling interval) and starts afresh.
+ */
+export function loopDelay(file) {
+  return {
+    env: { NODE_OPTIONS: `--import=${join(ROOT, 'bench/servers/loop-delay.mjs')}`, LOOP_DELAY_FILE: file },
+    async take(pid) {
+      rmSync(file, { force: true });
+      process.kill(pid, 'SIGUSR2');
+      for (let i = 0; i < 50 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 20));
+      return JSON.parse(readFileSync(file, 'utf8'));
+    },
+  };
 }
 
 /** CPU seconds (user + system, all threads) a process has used so far. */

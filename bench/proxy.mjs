@@ -3,7 +3,8 @@
 // request rate, for the origin direct, wakegate (everything on), wakegate
 // pass-through (auth: none), bare http-proxy-3, fastify + @fastify/reply-from and
 // nginx (when installed), side by side in one run: warm-up, interleaved rounds,
-// medians. Every server is its own process; autocannon runs in this one.
+// medians; and each Node target's own event-loop delay p99 at the fixed rate.
+// Every server is its own process; autocannon runs in this one.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import {
   cannon,
   freePort,
+  loopDelay,
   median,
   ROOT,
   startBenchGateway,
@@ -45,7 +47,10 @@ async function main() {
   const targets = [{ name: 'direct', url: origin, headers: {} }];
 
   // wakegate, everything on: keyed route, scope check, rate limit, capture, metrics.
-  const full = await startBenchGateway(join(tmp, 'full'), origin, 'required');
+  // Every Node target samples its own event-loop delay (bench/servers/loop-delay.mjs).
+  const probe = (name) => loopDelay(join(tmp, `${name}.loop-delay.json`));
+  const fullLd = probe('full');
+  const full = await startBenchGateway(join(tmp, 'full'), origin, 'required', '', fullLd.env);
   procs.push(full.gateway);
   targets.push({
     name: 'wakegate (full)',
@@ -55,42 +60,59 @@ async function main() {
     pid: full.gateway.proc.pid,
     dataDir: full.dataDir,
     ops: full.opsUrl,
+    loop: fullLd,
   });
-  const pass = await startBenchGateway(join(tmp, 'pass'), origin, 'none');
+  const passLd = probe('pass');
+  const pass = await startBenchGateway(join(tmp, 'pass'), origin, 'none', '', passLd.env);
   procs.push(pass.gateway);
-  targets.push({ name: 'wakegate (pass-through)', url: pass.url, headers: {}, pid: pass.gateway.proc.pid });
+  targets.push({
+    name: 'wakegate (pass-through)',
+    url: pass.url,
+    headers: {},
+    pid: pass.gateway.proc.pid,
+    loop: passLd,
+  });
 
   // The floor: node:http + undici Pool.dispatch, no features (the core wakegate is built on).
   const buPort = await freePort();
+  const buLd = probe('bare');
   const bu = await startProcess(
     'bare undici',
     node,
     [join(ROOT, 'bench/servers/bare-undici.mjs')],
-    { PORT: String(buPort), TARGET: origin },
+    { ...buLd.env, PORT: String(buPort), TARGET: origin },
     `http://127.0.0.1:${buPort}/`,
   );
   procs.push(bu);
-  targets.push({ name: 'bare undici', url: `http://127.0.0.1:${buPort}`, headers: {}, pid: bu.proc.pid });
+  targets.push({ name: 'bare undici', url: `http://127.0.0.1:${buPort}`, headers: {}, pid: bu.proc.pid, loop: buLd });
 
   const hpPort = await freePort();
+  const hpLd = probe('http-proxy-3');
   procs.push(
     await startProcess(
       'http-proxy-3',
       node,
       [join(ROOT, 'bench/servers/http-proxy-3.mjs')],
-      { PORT: String(hpPort), TARGET: origin },
+      { ...hpLd.env, PORT: String(hpPort), TARGET: origin },
       `http://127.0.0.1:${hpPort}/`,
     ),
   );
-  targets.push({ name: 'http-proxy-3', url: `http://127.0.0.1:${hpPort}`, headers: {}, pid: procs.at(-1).proc.pid });
+  targets.push({
+    name: 'http-proxy-3',
+    url: `http://127.0.0.1:${hpPort}`,
+    headers: {},
+    pid: procs.at(-1).proc.pid,
+    loop: hpLd,
+  });
 
   const rfPort = await freePort();
+  const rfLd = probe('reply-from');
   procs.push(
     await startProcess(
       'reply-from',
       node,
       [join(ROOT, 'bench/servers/reply-from.mjs')],
-      { PORT: String(rfPort), TARGET: origin },
+      { ...rfLd.env, PORT: String(rfPort), TARGET: origin },
       `http://127.0.0.1:${rfPort}/`,
     ),
   );
@@ -99,6 +121,7 @@ async function main() {
     url: `http://127.0.0.1:${rfPort}`,
     headers: {},
     pid: procs.at(-1).proc.pid,
+    loop: rfLd,
   });
 
   if (hasNginx()) {
@@ -144,7 +167,7 @@ http {
   }
 
   const results = Object.fromEntries(
-    targets.map((t) => [t.name, { rps: [], cpu: [], p50: [], p99: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
+    targets.map((t) => [t.name, { rps: [], cpu: [], p50: [], p99: [], loop: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
   );
   const tally = (t, r) => {
     const s = results[t.name];
@@ -175,6 +198,7 @@ http {
     }
     for (const t of order) {
       process.stderr.write(`round ${round}: latency at ${RATE}/s ${t.name}\n`);
+      if (t.loop) await t.loop.take(t.pid);
       const r = await cannon({
         url: `${t.url}/bench/items?id=${round}`,
         connections: 20,
@@ -185,6 +209,7 @@ http {
       tally(t, r);
       results[t.name].p50.push(r.latency.p50);
       results[t.name].p99.push(r.latency.p99);
+      if (t.loop) results[t.name].loop.push((await t.loop.take(t.pid)).p99);
     }
   }
 
@@ -227,6 +252,7 @@ http {
       m(t.name, 'p50').toFixed(1),
       m(t.name, 'p99').toFixed(1),
       (m(t.name, 'p99') - directP99).toFixed(1),
+      t.loop ? m(t.name, 'loop').toFixed(1) : '-',
       String(results[t.name].errors + results[t.name].non2xx),
     ];
   });
@@ -249,6 +275,7 @@ http {
         'p50 ms @rate',
         'p99 ms @rate',
         'p99 added vs direct',
+        'loop delay p99 ms @rate',
         'errors+non2xx',
       ],
       rows,
