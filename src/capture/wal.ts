@@ -78,7 +78,8 @@ function writeAll(fd: number, bufs: readonly Buffer[]): void {
  * and the spool of batches storage has not acknowledged: one mechanism.
  *
  * Every row is encoded once, as its log line, when it is appended; the lines
- * are written to the active segment once per `syncIntervalMs` (group commit, one
+ * are written to the active segment at most `syncIntervalMs` after they were
+ * appended (group commit: a timer armed by the first row after a write, then one
  * `writev` for everything appended meanwhile) and fsynced every `fsyncIntervalMs`.
  * A batch is the active segment, sealed: its file name carries the batch's
  * deduplication token, and the insert sends its lines as they were written. A
@@ -108,6 +109,17 @@ export class Wal<T> {
   private readonly backlog: string[] = [];
   private readonly sizes = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
+  private readonly syncMs: number;
+  /**
+   * The group commit's timer, armed by the first row appended after a write (an
+   * idle log sets no timer at all, where an interval woke the process 100 times a
+   * second per log).
+   */
+  private syncTimer: NodeJS.Timeout | null = null;
+  private readonly onSync = (): void => {
+    this.syncTimer = null;
+    this.writePending();
+  };
   /** Lines found torn or unreadable when segments were read back. */
   torn = 0;
   /** Segments an earlier run left (a crash): their batches were perhaps never seen by anyone. */
@@ -137,11 +149,10 @@ export class Wal<T> {
       this.sizes.set(f, size);
       this.bytes += size;
     }
-    const sync = setInterval(() => this.writePending(), opts.syncIntervalMs);
+    this.syncMs = opts.syncIntervalMs;
     const fsync = setInterval(() => this.fsync(), opts.fsyncIntervalMs);
-    sync.unref();
     fsync.unref();
-    this.timers.push(sync, fsync);
+    this.timers.push(fsync);
   }
 
   /** Bytes on disk (and about to be), all segments. */
@@ -194,6 +205,10 @@ export class Wal<T> {
     this.bytes += n;
     this.activeRows++;
     this.activeBytes += n;
+    if (this.syncTimer === null) {
+      this.syncTimer = setTimeout(this.onSync, this.syncMs);
+      this.syncTimer.unref();
+    }
   }
 
   /** A row as its whole line of bytes (off the hot path: rewrites and adoption). */
@@ -350,6 +365,8 @@ export class Wal<T> {
   close(): void {
     this.writePending();
     for (const t of this.timers) clearInterval(t);
+    if (this.syncTimer !== null) clearTimeout(this.syncTimer);
+    this.syncTimer = null;
     if (this.fd !== null) {
       closeSync(this.fd);
       this.fd = null;

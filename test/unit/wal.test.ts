@@ -1,7 +1,7 @@
 import { appendFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Wal } from '../../src/capture/wal.js';
 import { silentLogger } from '../../src/log.js';
 
@@ -27,6 +27,36 @@ describe('write-ahead log', () => {
       .split('\n');
     expect(lines.map((l) => JSON.parse(l).n)).toEqual(Array.from({ length: 100 }, (_, i) => i));
     wal.close();
+  });
+
+  it('sets a timer only while rows wait to be written: an idle log wakes nobody', () => {
+    vi.useFakeTimers();
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+      const wal = new Wal<{ n: number }>(dir, 1_000_000, { syncIntervalMs: 10, fsyncIntervalMs: 1000 }, silentLogger);
+      // The fsync interval only.
+      expect(vi.getTimerCount()).toBe(1);
+      vi.advanceTimersByTime(5000);
+      expect(files(dir)).toEqual([]);
+      wal.append({ n: 1 });
+      wal.append({ n: 2 });
+      expect(vi.getTimerCount()).toBe(2);
+      vi.advanceTimersByTime(9);
+      expect(files(dir)).toEqual([]);
+      vi.advanceTimersByTime(1);
+      const [f] = files(dir);
+      expect(readFileSync(join(dir, f as string), 'utf8')).toBe('{"n":1}\n{"n":2}\n');
+      expect(vi.getTimerCount()).toBe(1);
+      // A row after the write arms it again, and is written within the interval of its own append.
+      vi.advanceTimersByTime(3000);
+      wal.append({ n: 3 });
+      vi.advanceTimersByTime(10);
+      expect(readFileSync(join(dir, f as string), 'utf8')).toBe('{"n":1}\n{"n":2}\n{"n":3}\n');
+      wal.close();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('seals a batch as a segment named by its token, and lets it go once acknowledged', async () => {
