@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newWakeId } from '../../src/ids.js';
 import type { Store } from '../../src/store/client.js';
+import { DETAIL_GRANULE, detailTableSql } from '../../src/store/detail-table.js';
 import { MIGRATIONS, migrate, migrationsApplied } from '../../src/store/migrations.js';
 import { type Wake, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
 import { tempStore } from '../helpers/store.js';
@@ -70,6 +71,92 @@ describe('wakes table', () => {
       ]),
     ).rejects.toThrow();
     await store.client.command({ query: `DELETE FROM ${store.db}.schema_migrations WHERE version >= 900` });
+  });
+
+  it('remakes the detail table with 1 MB granules, keeping every row, and can run again after a crash at any step', async () => {
+    const db = store.db;
+    const tableSql = async (name: string) => {
+      const rs = await store.client.query({
+        query: 'SELECT create_table_query AS q FROM system.tables WHERE database = {db:String} AND name = {t:String}',
+        query_params: { db, t: name },
+        format: 'JSONEachRow',
+      });
+      return (await rs.json<{ q: string }>())[0]?.q ?? null;
+    };
+    const fresh = await tableSql('wake_details');
+    expect(fresh).toContain(DETAIL_GRANULE);
+    expect(fresh).toContain('merge_selector_base = 20');
+    expect(await tableSql('wake_details_next')).toBeNull();
+    // An install from before: the table in its first layout, with rows on two days.
+    await store.client.command({ query: `DROP TABLE ${db}.wake_details` });
+    await store.client.command({
+      query: detailTableSql(db, 'wake_details', 'non_replicated_deduplication_window = 10000'),
+    });
+    const days = [Date.UTC(2026, 10, 20, 12), Date.UTC(2026, 10, 21, 12), Date.UTC(2026, 10, 21, 13)];
+    await store.client.insert({
+      table: `${db}.wake_details`,
+      values: days.map((t, i) => ({
+        id: `wk_remake_${i}`,
+        environment: 'remake',
+        captured_at: t,
+        query: `?i=${i}`,
+        response_body: `{"i":${i}}`,
+        retention_days: 3650,
+      })),
+      format: 'JSONEachRow',
+    });
+    const rows = async () => {
+      const rs = await store.client.query({
+        query: `SELECT id, query, response_body FROM ${db}.wake_details WHERE environment = 'remake' ORDER BY id`,
+        format: 'JSONEachRow',
+      });
+      return rs.json();
+    };
+    const before = await rows();
+    expect(before).toHaveLength(3);
+    const forget = () => store.client.command({ query: `DELETE FROM ${db}.schema_migrations WHERE version = 12` });
+    await forget();
+    expect(await migrate(store)).toEqual([12]);
+    expect(await tableSql('wake_details')).toContain(DETAIL_GRANULE);
+    expect(await tableSql('wake_details_next')).toBeNull();
+    expect(await rows()).toEqual(before);
+    // A crash after the exchange, before the migration was recorded: the old table is left over.
+    await store.client.command({
+      query: detailTableSql(db, 'wake_details_next', 'non_replicated_deduplication_window = 10000'),
+    });
+    await forget();
+    expect(await migrate(store)).toEqual([12]);
+    expect(await tableSql('wake_details_next')).toBeNull();
+    expect(await rows()).toEqual(before);
+    // A crash before the exchange (the new table half filled): it is made again from the old one.
+    await store.client.command({ query: `DROP TABLE ${db}.wake_details` });
+    await store.client.command({
+      query: detailTableSql(db, 'wake_details', 'non_replicated_deduplication_window = 10000'),
+    });
+    await store.client.insert({
+      table: `${db}.wake_details`,
+      values: [
+        {
+          id: 'wk_remake_0',
+          environment: 'remake',
+          captured_at: days[0],
+          query: '?i=0',
+          response_body: '{"i":0}',
+          retention_days: 3650,
+        },
+      ],
+      format: 'JSONEachRow',
+    });
+    await store.client.command({
+      query: detailTableSql(db, 'wake_details_next', `${DETAIL_GRANULE}, non_replicated_deduplication_window = 10000`),
+    });
+    await store.client.command({
+      query: `INSERT INTO ${db}.wake_details_next SELECT * FROM ${db}.wake_details`,
+    });
+    await forget();
+    expect(await migrate(store)).toEqual([12]);
+    expect(await rows()).toEqual(before.slice(0, 1));
+    expect(await migrate(store)).toEqual([]);
   });
 
   it('stores a batch once even when the same batch is inserted twice (dedup token)', async () => {
