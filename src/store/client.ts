@@ -102,3 +102,6 @@ export async function queryRows<T>(
   });
   return rs.json<T>();
 }
+
+/** The engine refused a setting it does not know (an older ClickHouse server). */
+export const isUnknownSetting = (e: unknown): boolean => /UNKNOWN_SETTING|Unknown setting/i.test(String(e));

@@ -1,5 +1,5 @@
 import type { Store } from './client.js';
-import { queryRows } from './client.js';
+import { isUnknownSetting, queryRows } from './client.js';
 
 /** The wake detail table's columns, key and retention (migration 9 made it; 12 remade it). */
 export const detailTableSql = (db: string, name: string, settings: string): string =>
@@ -45,11 +45,9 @@ export async function remakeDetailTable(store: Store): Promise<void> {
     'SELECT create_table_query AS q FROM system.tables WHERE database = {db:String} AND name = {t:String}',
     { db, t: 'wake_details' },
   );
-  if (t?.q.includes(DETAIL_GRANULE)) {
-    await run(`DROP TABLE IF EXISTS ${db}.${NEXT}`);
-    return;
-  }
+  // Left over by a run cut short: before the exchange a half-filled new table, after it the old one.
   await run(`DROP TABLE IF EXISTS ${db}.${NEXT}`);
+  if (t?.q.includes(DETAIL_GRANULE)) return;
   await run(
     detailTableSql(
       db,
@@ -62,7 +60,7 @@ export async function remakeDetailTable(store: Store): Promise<void> {
     await run(`ALTER TABLE ${db}.${NEXT} MODIFY SETTING merge_selector_base = 20`);
   } catch (e) {
     // A server too old to know it: the default merges (see migration 11).
-    if (!/UNKNOWN_SETTING|Unknown setting/i.test(String(e))) throw e;
+    if (!isUnknownSetting(e)) throw e;
   }
   const parts = await queryRows<{ p: string }>(
     store,

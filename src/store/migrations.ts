@@ -1,4 +1,4 @@
-import type { Store } from './client.js';
+import { isUnknownSetting, type Store } from './client.js';
 import { detailTableSql, remakeDetailTable } from './detail-table.js';
 
 /** How long events (the source of webhook deliveries) are kept. */
@@ -261,7 +261,7 @@ export async function migrate(store: Store, migrations: Migration[] = MIGRATIONS
       try {
         await client.command({ query: sql.replaceAll('{db}', db) });
       } catch (e) {
-        if (!(m.tuning && /UNKNOWN_SETTING|Unknown setting/i.test(String(e)))) throw e;
+        if (!(m.tuning && isUnknownSetting(e))) throw e;
       }
     }
     if (m.run) await m.run(store);
