@@ -73,56 +73,24 @@ async function main() {
     loop: passLd,
   });
 
+  /** A Node proxy of bench/servers/, in front of the origin, sampling its own loop delay. */
+  const peer = async (name, script) => {
+    const port = await freePort();
+    const loop = probe(script);
+    const p = await startProcess(
+      name,
+      node,
+      [join(ROOT, 'bench/servers', `${script}.mjs`)],
+      { ...loop.env, PORT: String(port), TARGET: origin },
+      `http://127.0.0.1:${port}/`,
+    );
+    procs.push(p);
+    targets.push({ name, url: `http://127.0.0.1:${port}`, headers: {}, pid: p.proc.pid, loop });
+  };
   // The floor: node:http + undici Pool.dispatch, no features (the core wakegate is built on).
-  const buPort = await freePort();
-  const buLd = probe('bare');
-  const bu = await startProcess(
-    'bare undici',
-    node,
-    [join(ROOT, 'bench/servers/bare-undici.mjs')],
-    { ...buLd.env, PORT: String(buPort), TARGET: origin },
-    `http://127.0.0.1:${buPort}/`,
-  );
-  procs.push(bu);
-  targets.push({ name: 'bare undici', url: `http://127.0.0.1:${buPort}`, headers: {}, pid: bu.proc.pid, loop: buLd });
-
-  const hpPort = await freePort();
-  const hpLd = probe('http-proxy-3');
-  procs.push(
-    await startProcess(
-      'http-proxy-3',
-      node,
-      [join(ROOT, 'bench/servers/http-proxy-3.mjs')],
-      { ...hpLd.env, PORT: String(hpPort), TARGET: origin },
-      `http://127.0.0.1:${hpPort}/`,
-    ),
-  );
-  targets.push({
-    name: 'http-proxy-3',
-    url: `http://127.0.0.1:${hpPort}`,
-    headers: {},
-    pid: procs.at(-1).proc.pid,
-    loop: hpLd,
-  });
-
-  const rfPort = await freePort();
-  const rfLd = probe('reply-from');
-  procs.push(
-    await startProcess(
-      'reply-from',
-      node,
-      [join(ROOT, 'bench/servers/reply-from.mjs')],
-      { ...rfLd.env, PORT: String(rfPort), TARGET: origin },
-      `http://127.0.0.1:${rfPort}/`,
-    ),
-  );
-  targets.push({
-    name: 'fastify + reply-from',
-    url: `http://127.0.0.1:${rfPort}`,
-    headers: {},
-    pid: procs.at(-1).proc.pid,
-    loop: rfLd,
-  });
+  await peer('bare undici', 'bare-undici');
+  await peer('http-proxy-3', 'http-proxy-3');
+  await peer('fastify + reply-from', 'reply-from');
 
   if (hasNginx()) {
     const nPort = await freePort();
