@@ -159,7 +159,7 @@ export class Gateway {
     this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
 
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
-    const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
+    const realSink: Sink<Wake> = (rows, token, file, detail) => inserter.insert(rows, token, file, detail);
     const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
     // Detail waiting in memory is bounded (the budget); once a wake's line is queued
     // in the log its detail is let go, and its share of the budget comes back.
@@ -178,6 +178,8 @@ export class Gateway {
         maxBufferedRows: cfg.capture.max_buffered_rows,
         maxInflight: cfg.capture.max_inflight_batches,
         retryIntervalMs: this.opts.spoolRetryMs ?? 1000,
+        // A wake is its log line from the moment it is pushed: nothing holds it until its batch is stored.
+        rowsInLog: true,
       },
       sink,
       spool,
@@ -373,8 +375,8 @@ export class Gateway {
     await this.fanout.init();
     await this.dispatcher.resume();
     this.events.onRecorded(() => void this.fanout.poll());
-    this.batcher.onBatch(wakeRules(cfg, this.events));
-    this.batcher.onBatch(sloRules(cfg, this.events));
+    this.batcher.onRows(wakeRules(cfg, this.events));
+    this.batcher.onRows(sloRules(cfg, this.events));
 
     this.endpoints.start(cfg.storage.key_poll_interval_ms);
     this.dispatcher.start();

@@ -12,6 +12,13 @@ export interface BatcherOptions {
   retryIntervalMs?: number;
   /** Batches written at once while storage answers (1: strictly one at a time). */
   maxInflight?: number;
+  /**
+   * With a write-ahead log: rows are not kept in memory once the log has them. A
+   * batch is its segment's file (the sink reads it), and listeners hear each row
+   * as it is pushed. Without it, every row waits in memory until its batch is
+   * stored, long enough to be promoted to the old generation of the heap.
+   */
+  rowsInLog?: boolean;
 }
 
 export interface BatcherStats {
@@ -24,11 +31,20 @@ export interface BatcherStats {
   lastFlushMs: number;
 }
 
-/** Writes one batch; `file` is its sealed segment of the log (exactly these rows), for sinks that can read it, or null. */
-export type Sink<T> = (rows: readonly T[], token: string, file: string | null) => Promise<void>;
-export type BatchListener<T> = (rows: readonly T[]) => void;
+/**
+ * Writes one batch. `file` is its sealed segment of the log (exactly its rows), for
+ * sinks that can read it, or null. `rows` is empty when the rows were not kept in
+ * memory (rowsInLog): the file is the batch. `flagged`: the log's codec flagged a row.
+ */
+export type Sink<T> = (rows: readonly T[], token: string, file: string | null, flagged: boolean) => Promise<void>;
 
-/** Rows a listener is handed at once (a slice takes well under a millisecond). */
+/** Hears every row once (event rules): as it is pushed, or with its batch; `end` after each batch or a run of rows. */
+export interface RowListener<T> {
+  row(r: T): void;
+  end(): void;
+}
+
+/** Rows listeners hear of a batch before the event loop is let go (a slice takes well under a millisecond). */
 const TELL_SLICE = 256;
 
 const timeout = (ms: number) =>
@@ -48,12 +64,15 @@ const timeout = (ms: number) =>
  */
 export class Batcher<T> {
   private buffer: T[] = [];
+  /** Rows the log holds and memory does not (rowsInLog), not yet in a batch. */
+  private held = 0;
+  private readonly rowsInLog: boolean;
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private readonly runs = new Set<Promise<void>>();
   private replaying = false;
   private inflight = 0;
-  private readonly listeners: BatchListener<T>[] = [];
+  private readonly listeners: RowListener<T>[] = [];
   /** The listeners' work on the batches told so far (see tell). */
   private telling: Promise<void> = Promise.resolve();
   private seq = 0;
@@ -76,6 +95,7 @@ export class Batcher<T> {
     private readonly wal: Wal<T> | null,
     private readonly log: Logger,
   ) {
+    this.rowsInLog = wal !== null && opts.rowsInLog === true;
     if (wal) {
       this.stats.spoolBytes = wal.size;
       this.stats.spoolBatches = wal.length;
@@ -90,14 +110,18 @@ export class Batcher<T> {
     if (this.wal && this.wal.length > 0) this.scheduleRetry(0);
   }
 
-  /** Called with each batch as it leaves the buffer, in slices (event rules run here, off the hot path). */
-  onBatch(l: BatchListener<T>): void {
+  /**
+   * Hears every row once: as it is pushed (rowsInLog), else with its batch as it
+   * leaves the buffer, in slices off the hot path. Rows a crash left in the log are
+   * heard again (so listeners must be idempotent by row).
+   */
+  onRows(l: RowListener<T>): void {
     this.listeners.push(l);
   }
 
-  /** Hot path: one serialization for the log and two array pushes. False when the row was dropped (and counted). */
+  /** Hot path: one serialization for the log and an array push (or a count). False when the row was dropped (and counted). */
   push(row: T): boolean {
-    if (this.buffer.length + this.inflight >= this.opts.maxBufferedRows) {
+    if (this.waiting() + this.inflight >= this.opts.maxBufferedRows) {
       this.stats.dropped++;
       this.onDrop(1, 'buffer_full');
       return false;
@@ -107,8 +131,11 @@ export class Batcher<T> {
       this.onDrop(1, 'wal_full');
       return false;
     }
-    this.buffer.push(row);
-    if (this.buffer.length >= this.opts.batchRows) {
+    if (this.rowsInLog) {
+      this.held++;
+      for (const l of this.listeners) this.hear(l, row);
+    } else this.buffer.push(row);
+    if (this.waiting() >= this.opts.batchRows) {
       this.kick();
     } else if (!this.timer) {
       this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
@@ -117,8 +144,21 @@ export class Batcher<T> {
     return true;
   }
 
+  private hear(l: RowListener<T>, row: T): void {
+    try {
+      l.row(row);
+    } catch (e) {
+      this.log.error('row listener failed', { err: e as Error });
+    }
+  }
+
+  /** Rows pushed and not yet in a batch. */
+  private waiting(): number {
+    return this.buffer.length + this.held;
+  }
+
   get buffered(): number {
-    return this.buffer.length + this.inflight;
+    return this.waiting() + this.inflight;
   }
 
   private kick(): void {
@@ -130,11 +170,11 @@ export class Batcher<T> {
     // so a replay in order is never overtaken.
     const degraded = !this.stats.storageUp || (this.wal !== null && this.wal.length > 0);
     const max = degraded ? 1 : (this.opts.maxInflight ?? 1);
-    if (this.runs.size >= max || (this.runs.size > 0 && this.buffer.length === 0)) return;
+    if (this.runs.size >= max || (this.runs.size > 0 && this.waiting() === 0)) return;
     const run: Promise<void> = this.drain().finally(() => {
       this.runs.delete(run);
-      if (this.buffer.length >= this.opts.batchRows) this.kick();
-      else if (this.buffer.length > 0 && !this.timer) {
+      if (this.waiting() >= this.opts.batchRows) this.kick();
+      else if (this.waiting() > 0 && !this.timer) {
         this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
         this.timer.unref();
       }
@@ -153,7 +193,7 @@ export class Batcher<T> {
     do {
       this.kick();
       await this.settle();
-    } while (this.buffer.length > 0);
+    } while (this.waiting() > 0);
     // The listeners have seen every batch written.
     await this.telling;
   }
@@ -165,30 +205,35 @@ export class Batcher<T> {
    */
   private async drain(): Promise<void> {
     await this.replayBacklog();
-    if (this.buffer.length === 0) return;
-    const rows = this.buffer;
+    const n = this.waiting();
+    if (n === 0) return;
+    let rows: readonly T[] = this.buffer;
     this.buffer = [];
-    this.inflight += rows.length;
+    this.held = 0;
+    this.inflight += n;
     const sealed = this.wal?.seal() ?? null;
     const token = sealed?.token ?? `${this.prefix}-${this.seq++}`;
-    this.tell(rows);
+    if (this.rowsInLog) this.tellEnd();
+    else this.tell(rows);
     if (this.wal && sealed) {
-      if (sealed.file === null)
-        this.log.error(
-          'the write-ahead log could not write this batch whole: it is inserted from memory, without the detail of its wakes',
-          { rows: rows.length },
-        );
+      if (sealed.file === null) {
+        // Its rows as the log kept them (read back, and in memory since the failure), detail included.
+        if (sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length)) rows = sealed.rows;
+        this.log.error('the write-ahead log could not write this batch whole: it is inserted from memory', {
+          rows: rows.length,
+        });
+      }
       // Behind a backlog, a batch waits its turn on disk, so order holds.
-      if (this.wal.length > 0) this.wal.keep(token);
-      else if (await this.write(rows, token, sealed.file)) this.wal.acknowledge(token);
-      else this.wal.keep(token);
-    } else if (!(await this.write(rows, token, null))) {
-      this.stats.dropped += rows.length;
-      this.onDrop(rows.length, 'storage_failed');
-      this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: rows.length });
+      if (this.wal.length > 0) this.wal.keep(token, sealed.file === null ? rows : null);
+      else if (await this.write(rows, n, token, sealed.file, sealed.flagged)) this.wal.acknowledge(token);
+      else this.wal.keep(token, sealed.file === null ? rows : null);
+    } else if (!(await this.write(rows, n, token, null, false))) {
+      this.stats.dropped += n;
+      this.onDrop(n, 'storage_failed');
+      this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: n });
     }
-    this.inflight -= rows.length;
-    this.stats.buffered = this.buffer.length;
+    this.inflight -= n;
+    this.stats.buffered = this.waiting();
     this.refreshLogStats();
   }
 
@@ -203,15 +248,20 @@ export class Batcher<T> {
   }
 
   private async tellSliced(rows: readonly T[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += TELL_SLICE) {
-      if (i > 0) await new Promise<void>((r) => setImmediate(r));
-      const part = rows.length <= TELL_SLICE ? rows : rows.slice(i, i + TELL_SLICE);
-      for (const l of this.listeners) {
-        try {
-          l(part);
-        } catch (e) {
-          this.log.error('batch listener failed', { err: e as Error });
-        }
+    for (let i = 0; i < rows.length; i++) {
+      if (i > 0 && i % TELL_SLICE === 0) await new Promise<void>((r) => setImmediate(r));
+      for (const l of this.listeners) this.hear(l, rows[i] as T);
+    }
+    this.tellEnd();
+  }
+
+  /** Tells the listeners a batch (or a run of rows heard as they were pushed) ended. */
+  private tellEnd(): void {
+    for (const l of this.listeners) {
+      try {
+        l.end();
+      } catch (e) {
+        this.log.error('row listener failed', { err: e as Error });
       }
     }
   }
@@ -223,14 +273,20 @@ export class Batcher<T> {
     if (this.wal.length > 0) this.scheduleRetry();
   }
 
-  private async write(rows: readonly T[], token: string, file: string | null): Promise<boolean> {
+  private async write(
+    rows: readonly T[],
+    n: number,
+    token: string,
+    file: string | null,
+    flagged: boolean,
+  ): Promise<boolean> {
     const t0 = performance.now();
     try {
-      await Promise.race([this.sink(rows, token, file), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
+      await Promise.race([this.sink(rows, token, file, flagged), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
       const ms = performance.now() - t0;
-      this.stats.flushed += rows.length;
+      this.stats.flushed += n;
       this.stats.lastFlushMs = ms;
-      this.onFlush(rows.length, ms);
+      this.onFlush(n, ms);
       if (!this.stats.storageUp) this.log.info('storage answers again');
       this.stats.storageUp = true;
       return true;
@@ -248,7 +304,7 @@ export class Batcher<T> {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       this.kick();
-      if (this.buffer.length === 0 && this.runs.size === 0 && this.wal && this.wal.length > 0) {
+      if (this.waiting() === 0 && this.runs.size === 0 && this.wal && this.wal.length > 0) {
         void this.replayBacklog().then(() => this.refreshLogStats());
       }
     }, ms);
@@ -261,7 +317,7 @@ export class Batcher<T> {
     this.replaying = true;
     try {
       for (let seg = this.wal.peek(); seg; seg = this.wal.peek()) {
-        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.token, seg.file))) return;
+        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.rows.length, seg.token, seg.file, false))) return;
         // A batch a crash cut short may never have reached its listeners (event rules):
         // they see it now. Events they raise have ids derived from the rows', so a batch
         // seen twice raises each event once.

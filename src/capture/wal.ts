@@ -35,6 +35,8 @@ export interface WalCodec<T> {
    * and nothing else needs (a wake's bodies), so it is not kept until the batch is stored.
    */
   shed?(row: T): void;
+  /** Rows a batch's sink must hear of (a wake with detail): a sealed segment says whether it holds any. */
+  flag?(row: T): boolean;
 }
 
 const JSON_LINES: WalCodec<never> = { encode: (r) => JSON.stringify(r), decode: (l) => JSON.parse(l) as never };
@@ -44,6 +46,20 @@ export interface WalOptions {
   syncIntervalMs: number;
   /** The log is fsynced this often (a power loss loses at most this much). */
   fsyncIntervalMs: number;
+}
+
+/** The active segment, sealed: what a batch's sink needs of it. */
+export interface Sealed<T> {
+  token: string;
+  /** The segment's file, or null when a write of it failed (the file lacks rows). */
+  file: string | null;
+  /** Whether any of its rows is one the codec flags. */
+  flagged: boolean;
+  /**
+   * When a write failed: every row of the segment, read back from the lines written
+   * before the failure and from those kept in memory since (null otherwise).
+   */
+  rows: T[] | null;
 }
 
 /** A sealed segment: one batch, named by its deduplication token. */
@@ -100,6 +116,14 @@ export class Wal<T> {
   /** A write of the active segment failed: its file lacks rows, so no insert may read it. */
   private activeBroken = false;
   private activeBytes = 0;
+  /** Bytes of the active segment's file that hold whole lines: everything written before a write failed. */
+  private activeWritten = 0;
+  /**
+   * Lines of the active segment no write took: once a write fails, every later line
+   * of the segment joins them, so its file keeps whole lines only.
+   */
+  private unwritten: Buffer[] = [];
+  private activeFlagged = false;
   private seq = 0;
   private readonly prefix = `${Date.now().toString(36)}-${randomBase62(6)}`;
   private bytes = 0;
@@ -170,12 +194,13 @@ export class Wal<T> {
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
+    const flagged = this.codec.flag?.(row) === true;
     const e = this.codec.encode(row);
     if (typeof e === 'string') {
       const n = Buffer.byteLength(e) + 1;
       if (this.bytes + n > this.maxBytes) return false;
       this.pendingText += `${e}\n`;
-      this.account(n);
+      this.account(n, flagged);
       this.codec.shed?.(row);
       return true;
     }
@@ -189,7 +214,7 @@ export class Wal<T> {
         this.pending.push(part);
       }
     }
-    this.account(n);
+    this.account(n, flagged);
     this.codec.shed?.(row);
     return true;
   }
@@ -201,7 +226,8 @@ export class Wal<T> {
     this.pendingText = '';
   }
 
-  private account(n: number): void {
+  private account(n: number, flagged: boolean): void {
+    if (flagged) this.activeFlagged = true;
     this.bytes += n;
     this.activeRows++;
     this.activeBytes += n;
@@ -231,13 +257,48 @@ export class Wal<T> {
     if (this.pending.length === 0) return;
     const lines = this.pending;
     this.pending = [];
+    if (this.activeBroken) {
+      for (const l of lines) this.unwritten.push(l);
+      return;
+    }
     try {
       writeAll(this.open(), lines);
+      for (const l of lines) this.activeWritten += l.length;
       this.dirty = true;
     } catch (e) {
       this.activeBroken = true;
+      for (const l of lines) this.unwritten.push(l);
       this.log.error('write-ahead log write failed', { dir: this.dir, err: e as Error });
     }
+  }
+
+  /**
+   * The rows of a segment a write failed for: the whole lines its file holds, then
+   * the lines kept in memory since. A line that does not decode is skipped and counted.
+   */
+  private recover(path: string, written: number, unwritten: readonly Buffer[]): T[] {
+    const parts: Buffer[] = [];
+    if (written > 0) {
+      try {
+        parts.push(readFileSync(path).subarray(0, written));
+      } catch (e) {
+        this.log.error('write-ahead log: the lines written before a failed write could not be read back', {
+          path,
+          err: e as Error,
+        });
+      }
+    }
+    for (const u of unwritten) parts.push(u);
+    const rows: T[] = [];
+    for (const line of Buffer.concat(parts).toString('utf8').split('\n')) {
+      if (line === '') continue;
+      try {
+        rows.push(this.codec.decode(line));
+      } catch {
+        this.torn++;
+      }
+    }
+    return rows;
   }
 
   private fsync(): void {
@@ -251,15 +312,20 @@ export class Wal<T> {
 
   /**
    * Seals the active segment: the batch of every row appended since the last
-   * seal. Returns its token and its file (null when a write of it failed, so the
-   * file lacks rows), or null when nothing was appended.
+   * seal, or null when nothing was appended.
    */
-  seal(): { token: string; file: string | null } | null {
+  seal(): Sealed<T> | null {
     if (this.activeRows === 0) return null;
     this.writePending();
     this.activeRows = 0;
     const broken = this.activeBroken;
     this.activeBroken = false;
+    const flagged = this.activeFlagged;
+    this.activeFlagged = false;
+    const written = this.activeWritten;
+    this.activeWritten = 0;
+    const unwritten = this.unwritten;
+    this.unwritten = [];
     const bytes = this.activeBytes;
     this.activeBytes = 0;
     const name = this.activeName;
@@ -268,10 +334,19 @@ export class Wal<T> {
       this.fd = null;
       // Durable before it is closed; the close waits for the sync, off this path.
       this.dirty = false;
-      fdatasync(fd, () => closeSync(fd));
+      fdatasync(fd, () => {
+        try {
+          closeSync(fd);
+        } catch (e) {
+          // A file whose writes failed may not close either; never a throw from a callback.
+          this.log.error('write-ahead log: a segment could not be closed', { segment: name, err: e as Error });
+        }
+      });
     }
     this.sizes.set(name, bytes);
-    return { token: name, file: broken ? null : join(this.dir, name) };
+    const path = join(this.dir, name);
+    if (!broken) return { token: name, file: path, flagged, rows: null };
+    return { token: name, file: null, flagged, rows: this.recover(path, written, unwritten) };
   }
 
   /** Storage acknowledged the segment: it goes (unlinked off the event loop: freeing a large file's pages takes a while). */
@@ -284,9 +359,27 @@ export class Wal<T> {
     this.sizes.delete(token);
   }
 
-  /** Storage did not take the segment: it joins the backlog, to be inserted again in order. */
-  keep(token: string): void {
+  /**
+   * Storage did not take the segment: it joins the backlog, to be inserted again in
+   * order. `rows` are those of a segment a write failed for: its file is written
+   * again whole with them (if the disk takes it now), so none is lost.
+   */
+  keep(token: string, rows: readonly T[] | null = null): void {
     this.backlog.push(token);
+    if (rows === null) return;
+    const path = join(this.dir, token);
+    try {
+      const lines = Buffer.concat(rows.map((r) => this.line(r)));
+      writeFileSync(`${path}.tmp`, lines, { mode: 0o600 });
+      renameSync(`${path}.tmp`, path);
+      this.bytes += lines.length - (this.sizes.get(token) ?? 0);
+      this.sizes.set(token, lines.length);
+    } catch (e) {
+      this.log.error('write-ahead log: a segment a write failed for could not be written again', {
+        segment: token,
+        err: e as Error,
+      });
+    }
   }
 
   /** The oldest segment of the backlog, read back from disk (torn lines skipped), or null. */

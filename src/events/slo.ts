@@ -1,3 +1,4 @@
+import type { RowListener } from '../capture/batcher.js';
 import type { Config } from '../config/index.js';
 import type { Wake } from '../store/wakes.js';
 import type { EventBus } from './bus.js';
@@ -18,10 +19,16 @@ interface Bucket {
   slow: number;
 }
 
+type Route = Config['routes'][number];
+
 /** State per route and environment: sandbox failures never burn production's budget. */
 interface RouteState {
+  route: Route;
+  environment: string;
   buckets: Bucket[];
   lastAlert: { availability: number; latency: number };
+  /** The newest wake's time heard since the last check (the check's "now"), or -Infinity. */
+  newest: number;
 }
 
 /**
@@ -30,17 +37,21 @@ interface RouteState {
  * error budget at 14.4x or more over the last 5 minutes, with at least 100
  * requests; at most once an hour per route, environment and kind. Time is the wakes' own.
  */
-export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: readonly Wake[]) => void {
+export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): RowListener<Wake> {
   const routes = new Map(
     cfg.routes
       .filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null)
       .map((r) => [r.name, r] as const),
   );
-  const state = new Map<string, RouteState>();
-  const check = (name: string, now: number, env: string) => {
-    const r = routes.get(name);
-    const st = state.get(`${name}\u0000${env}`);
-    if (!r || !st) return;
+  // Route, then environment: no key string is made per wake.
+  const state = new Map<string, Map<string, RouteState>>();
+  /** States heard of since the last check. */
+  const touched: RouteState[] = [];
+  const check = (st: RouteState) => {
+    const r = st.route;
+    const name = r.name;
+    const env = st.environment;
+    const now = st.newest;
     st.buckets = st.buckets.filter((b) => b.start > now - WINDOW_MS);
     let total = 0;
     let errors = 0;
@@ -73,17 +84,26 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: 
     if (r.availability_objective !== null) raise('availability', r.availability_objective, errors);
     if (r.latency_objective_ms !== null) raise('latency', LATENCY_TARGET, slow);
   };
-  return (rows) => {
-    const touched = new Map<string, [number, string, string]>();
-    for (const w of rows) {
+  return {
+    row(w) {
       const r = routes.get(w.route);
       // A request the gateway refused itself (key, scope, limit) says nothing of the origin.
-      if (!r || w.refused === true) continue;
-      const sk = `${w.route}\u0000${w.environment}`;
-      let st = state.get(sk);
+      if (!r || w.refused === true) return;
+      let byEnv = state.get(r.name);
+      if (!byEnv) {
+        byEnv = new Map();
+        state.set(r.name, byEnv);
+      }
+      let st = byEnv.get(w.environment);
       if (!st) {
-        st = { buckets: [], lastAlert: { availability: -Infinity, latency: -Infinity } };
-        state.set(sk, st);
+        st = {
+          route: r,
+          environment: w.environment,
+          buckets: [],
+          lastAlert: { availability: -Infinity, latency: -Infinity },
+          newest: -Infinity,
+        };
+        byEnv.set(w.environment, st);
       }
       const start = w.captured_at - (w.captured_at % BUCKET_MS);
       let b = st.buckets[st.buckets.length - 1];
@@ -98,9 +118,15 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: 
       b.total++;
       if (w.status >= 500) b.errors++;
       if (r.latency_objective_ms !== null && w.latency_ms > r.latency_objective_ms) b.slow++;
-      const seen = touched.get(sk);
-      if (!seen || w.captured_at > seen[0]) touched.set(sk, [w.captured_at, w.route, w.environment]);
-    }
-    for (const [now, name, env] of touched.values()) check(name, now, env);
+      if (st.newest === -Infinity) touched.push(st);
+      if (w.captured_at > st.newest) st.newest = w.captured_at;
+    },
+    end() {
+      for (const st of touched) {
+        check(st);
+        st.newest = -Infinity;
+      }
+      touched.length = 0;
+    },
   };
 }

@@ -1,3 +1,4 @@
+import type { RowListener } from '../capture/batcher.js';
 import { wakeView } from '../capture/view.js';
 import type { Config } from '../config/index.js';
 import type { Wake } from '../store/wakes.js';
@@ -5,21 +6,22 @@ import type { EventBus } from './bus.js';
 
 /**
  * Raises wake.error for every 5xx wake and wake.slow for every wake slower than
- * its route's latency objective. Runs on each batch as it leaves the capture
- * buffer, off the proxy's hot path.
+ * its route's latency objective, as each wake is captured (a status and a lookup;
+ * the rare event is built only when it is raised).
  */
-export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventBus): (rows: readonly Wake[]) => void {
+export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventBus): RowListener<Wake> {
   const objectives = new Map<string, number>();
   for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
-  return (rows) => {
-    for (const w of rows) {
-      // Ids come from the wake's: a batch seen again after a crash raises the same events, not new ones.
+  return {
+    row(w) {
+      // Ids come from the wake's: a wake heard again after a crash raises the same events, not new ones.
       if (w.status >= 500 && w.status < 600)
         events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);
       const objective = objectives.get(w.route);
       if (objective !== undefined && w.latency_ms > objective) {
         events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at, w.id);
       }
-    }
+    },
+    end() {},
   };
 }

@@ -68,11 +68,12 @@ export class WakeInserter {
   /**
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
    * ambiguous failure (or replayed from the log) is stored once. `file` is the
-   * batch's sealed segment of the write-ahead log, which holds exactly these wakes.
+   * batch's sealed segment of the write-ahead log, which holds exactly its wakes
+   * (`wakes` is empty when they were not kept in memory); `detail` says that some
+   * of them have detail (it is also seen on the wakes given).
    */
-  async insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
-    if (wakes.length === 0) return;
-    let detail = false;
+  async insert(wakes: readonly Wake[], token: string, file: string | null = null, detail = false): Promise<void> {
+    if (wakes.length === 0 && file === null) return;
     for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
     if (file && this.store.readsFiles) {
       // The embedded engine reads the segment itself: nothing is serialized again.

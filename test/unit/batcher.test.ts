@@ -1,9 +1,9 @@
-import { mkdtempSync } from 'node:fs';
+import { closeSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Batcher } from '../../src/capture/batcher.js';
-import { Wal } from '../../src/capture/wal.js';
+import { Wal, type WalCodec } from '../../src/capture/wal.js';
 import { silentLogger } from '../../src/log.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -160,5 +160,95 @@ describe('batcher', () => {
     expect(b.stats.spoolBatches).toBe(0);
     expect(b.stats.flushed).toBe(50);
     await b.stop();
+  });
+
+  describe('rows kept in the log only (rowsInLog)', () => {
+    /** Numbers as lines; odd ones flagged (as a wake with detail is). */
+    const codec: WalCodec<number> = { encode: String, decode: Number, flag: (n) => n % 2 === 1 };
+    /** Makes every later write of the log's active segment fail (a bad descriptor), as a failing disk would. */
+    const breakWrites = (wal: Wal<number>) => {
+      const w = wal as unknown as { fd: number | null };
+      if (w.fd !== null) closeSync(w.fd);
+      w.fd = 2_000_000;
+    };
+    const setup = (fail: () => boolean) => {
+      const dir = mkdtempSync(join(tmpdir(), 'wg-rows-'));
+      const wal = new Wal<number>(dir, 1_000_000, WAL, silentLogger, codec);
+      const batches: { rows: number[]; file: string | null; fromFile: number[]; flagged: boolean }[] = [];
+      const heard: number[] = [];
+      let ends = 0;
+      const b = new Batcher<number>(
+        { batchRows: 1000, flushIntervalMs: 60_000, maxBufferedRows: 10_000, retryIntervalMs: 20, rowsInLog: true },
+        async (rows, _token, file, flagged) => {
+          if (fail()) throw new Error('storage down');
+          const fromFile = file ? readFileSync(file, 'utf8').trim().split('\n').map(Number) : [];
+          batches.push({ rows: [...rows], file, fromFile, flagged });
+        },
+        wal,
+        silentLogger,
+      );
+      b.onRows({ row: (n) => heard.push(n), end: () => ends++ });
+      return { dir, wal, b, batches, heard, ends: () => ends };
+    };
+
+    it('keeps no row in memory: a batch is its segment file, and listeners hear each row as it is pushed', async () => {
+      const { b, batches, heard, ends } = setup(() => false);
+      for (const n of [2, 4, 6]) b.push(n);
+      // Heard at once, before any batch.
+      expect(heard).toEqual([2, 4, 6]);
+      expect(ends()).toBe(0);
+      expect(b.buffered).toBe(3);
+      await b.flush();
+      expect(batches).toEqual([expect.objectContaining({ rows: [], fromFile: [2, 4, 6], flagged: false })]);
+      expect(ends()).toBe(1);
+      for (const n of [8, 9]) b.push(n);
+      await b.flush();
+      expect(batches[1]).toMatchObject({ rows: [], fromFile: [8, 9], flagged: true });
+      expect(b.stats.flushed).toBe(5);
+      expect(b.buffered).toBe(0);
+      await b.stop();
+    });
+
+    it('regression: a batch whose log write failed is stored whole, from the lines written and those kept since', async () => {
+      const { wal, b, batches } = setup(() => false);
+      for (let n = 0; n < 5; n++) b.push(n);
+      // Written to the segment's file (the group commit's interval is 10 ms).
+      await sleep(30);
+      breakWrites(wal);
+      for (let n = 5; n < 10; n++) b.push(n);
+      await sleep(30);
+      for (let n = 10; n < 12; n++) b.push(n);
+      await b.flush();
+      expect(batches).toHaveLength(1);
+      expect(batches[0]).toMatchObject({ file: null, flagged: true });
+      expect(batches[0]?.rows).toEqual(Array.from({ length: 12 }, (_, i) => i));
+      // The next batch has a file of its own again.
+      b.push(12);
+      await b.flush();
+      expect(batches[1]).toMatchObject({ rows: [], fromFile: [12] });
+      expect(b.stats.dropped).toBe(0);
+      await b.stop();
+    });
+
+    it('regression: when storage fails too, that segment is written again whole and stored later, nothing lost', async () => {
+      let down = true;
+      const { dir, wal, b, batches } = setup(() => down);
+      for (let n = 0; n < 3; n++) b.push(n);
+      await sleep(30);
+      breakWrites(wal);
+      for (let n = 3; n < 6; n++) b.push(n);
+      await b.flush();
+      expect(batches).toEqual([]);
+      expect(b.stats.spoolBatches).toBe(1);
+      // On disk whole: a restart would find every row.
+      const [seg] = readdirSync(dir).filter((f) => f.endsWith('.wal'));
+      expect(readFileSync(join(dir, seg as string), 'utf8')).toBe('0\n1\n2\n3\n4\n5\n');
+      down = false;
+      await sleep(60);
+      await b.flush();
+      expect(batches.flatMap((x) => x.rows)).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(b.stats.spoolBatches).toBe(0);
+      await b.stop();
+    });
   });
 });

@@ -35,7 +35,13 @@ function setup() {
     return orig(type, env, data, at, key);
   };
   // Default route: availability 0.999 (budget 0.1%), latency objective 800 ms.
-  return { raised, rules: sloRules(loadConfig(), bus) };
+  const listener = sloRules(loadConfig(), bus);
+  // A batch of wakes, heard one by one and then ended (as the capture batcher tells them).
+  const rules = (rows: readonly Wake[]) => {
+    for (const w of rows) listener.row(w);
+    listener.end();
+  };
+  return { raised, rules };
 }
 
 describe('slo.burn', () => {
