@@ -37,7 +37,7 @@ import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
 import { claimOwner, releaseOwner } from './store/owner.js';
-import { type Wake, WakeInserter, WakeQuerier, wakeLogCodec } from './store/wakes.js';
+import { LOG_SEGMENT_TAG, type Wake, WakeInserter, WakeQuerier, wakeLogCodec } from './store/wakes.js';
 import {
   applyDeliveryRetention,
   type DeliveryRecord,
@@ -129,12 +129,12 @@ export class Gateway {
   }
 
   /** The write-ahead log of one stream, taking over what an earlier version left in its spool. */
-  private openWal<T>(name: string, codec?: WalCodec<T>): Wal<T> {
+  private openWal<T>(name: string, codec?: WalCodec<T>, tag?: string): Wal<T> {
     const cfg = this.config;
     const wal = new Wal<T>(
       join(cfg.storage.data_dir, 'wal', name),
       cfg.storage.spool_max_bytes,
-      { syncIntervalMs: cfg.wal.sync_interval_ms, fsyncIntervalMs: cfg.wal.fsync_interval_ms },
+      { syncIntervalMs: cfg.wal.sync_interval_ms, fsyncIntervalMs: cfg.wal.fsync_interval_ms, ...(tag ? { tag } : {}) },
       this.log,
       codec,
     );
@@ -170,6 +170,8 @@ export class Gateway {
         (env) => cfg.environments[env]?.wake_retention_days ?? 30,
         (d) => budget.give(detailSize(d)),
       ),
+      // Its segments are inserted through the log table (migration 13), told apart from an earlier version's.
+      LOG_SEGMENT_TAG,
     );
     this.batcher = new Batcher<Wake>(
       {

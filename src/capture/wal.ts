@@ -46,6 +46,8 @@ export interface WalOptions {
   syncIntervalMs: number;
   /** The log is fsynced this often (a power loss loses at most this much). */
   fsyncIntervalMs: number;
+  /** Goes into the names of the segments this log writes (`….<tag>.wal`), so a reader can tell them from older ones. */
+  tag?: string;
 }
 
 /** The active segment, sealed: what a batch's sink needs of it. */
@@ -134,6 +136,7 @@ export class Wal<T> {
   private readonly sizes = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly syncMs: number;
+  private readonly tag: string;
   /**
    * The group commit's timer, armed by the first row appended after a write (an
    * idle log sets no timer at all, where an interval woke the process 100 times a
@@ -174,6 +177,7 @@ export class Wal<T> {
       this.bytes += size;
     }
     this.syncMs = opts.syncIntervalMs;
+    this.tag = opts.tag ? `.${opts.tag}` : '';
     const fsync = setInterval(() => this.fsync(), opts.fsyncIntervalMs);
     fsync.unref();
     this.timers.push(fsync);
@@ -245,7 +249,7 @@ export class Wal<T> {
 
   private open(): number {
     if (this.fd === null) {
-      this.activeName = `${String(Date.now()).padStart(14, '0')}-${this.prefix}-${this.seq++}${SUFFIX}`;
+      this.activeName = `${String(Date.now()).padStart(14, '0')}-${this.prefix}-${this.seq++}${this.tag}${SUFFIX}`;
       this.fd = openSync(join(this.dir, this.activeName), 'a', 0o600);
     }
     return this.fd;

@@ -363,7 +363,8 @@ const WAKE_STRUCTURE = LOG_FIELDS.slice(0, WAKE_COLUMNS.length)
  * The two INSERT … SELECT statements that load a sealed segment file into the
  * embedded engine: the wakes, and the detail of those that have one. One thread
  * and no parallel parsing, so a retried insert splits into the same blocks and
- * its deduplication token holds.
+ * its deduplication token holds. Used for segments an earlier version wrote (see
+ * LOG_SEGMENT_TAG), whose inserts may have half happened under these tokens.
  */
 export function segmentInserts(db: string, file: string): { wakes: string; details: string } {
   const source = `FROM file(${literal(file)}, 'TabSeparated', ${literal(STRUCTURE)})`;
@@ -375,6 +376,38 @@ export function segmentInserts(db: string, file: string): { wakes: string; detai
     details: `INSERT INTO ${db}.wake_details (${DETAIL_COLUMNS.join(', ')}) SELECT ${DETAIL_COLUMNS.join(', ')} ${source} WHERE has_detail = 1`,
   };
 }
+
+const LOG_COLUMNS = LOG_FIELDS.map(([n]) => n).join(', ');
+
+/**
+ * The log's lines as a table (Null: it keeps nothing) and two views that hand each
+ * line to the wakes and, when it has detail, to wake_details: a segment is then one
+ * insert, its file read and parsed once (two inserts read it twice, and each insert
+ * costs the engine about 3 ms however small). A new field of the log needs a
+ * migration that alters this table and makes the views again, and so does a table
+ * remade under them (a view points at its table's identity, not its name).
+ */
+export const logTableStatements = (db: string): string[] => [
+  `CREATE TABLE IF NOT EXISTS ${db}.wake_log (${STRUCTURE}) ENGINE = Null`,
+  `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_wakes TO ${db}.wakes
+    AS SELECT ${WAKE_COLUMNS.join(', ')} FROM ${db}.wake_log`,
+  `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_details TO ${db}.wake_details
+    AS SELECT ${DETAIL_COLUMNS.join(', ')} FROM ${db}.wake_log WHERE has_detail = 1`,
+];
+
+/**
+ * Marks the name of a wake log segment this version wrote, inserted through the log
+ * table; one without it (an earlier version's, left by a crash) is inserted by the
+ * two statements above, under the tokens its first insert may already have used.
+ */
+export const LOG_SEGMENT_TAG = 'l';
+
+/** The one insert of a segment through the log table (the views deduplicate under its token). */
+export const logSegmentInsert = (db: string, file: string): string =>
+  `INSERT INTO ${db}.wake_log (${LOG_COLUMNS}) SELECT ${LOG_COLUMNS} FROM file(${literal(file)}, 'TabSeparated', ${literal(STRUCTURE)})`;
+
+/** Settings of the insert through the log table: its views' blocks are deduplicated too. */
+export const LOG_INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_views: 1 } as const;
 
 export const SEGMENT_INSERT_SETTINGS = { max_threads: 1, input_format_parallel_parsing: 0 } as const;
 

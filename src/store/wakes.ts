@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
 import type { CapturedDetail, WakeDetail } from './detail-types.js';
@@ -7,6 +8,9 @@ import {
   DETAIL_COLUMNS,
   joinParts,
   type LineParts,
+  LOG_INSERT_SETTINGS,
+  LOG_SEGMENT_TAG,
+  logSegmentInsert,
   SEGMENT_INSERT_SETTINGS,
   segmentInserts,
   splitLog,
@@ -14,7 +18,7 @@ import {
   wakeLogCodec,
 } from './wake-log.js';
 
-export { wakeLogCodec } from './wake-log.js';
+export { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
 
 /** One captured request: SPEC.md's wake plus what the gateway knows about it. */
 export interface Wake {
@@ -77,6 +81,10 @@ export class WakeInserter {
     for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
     if (file && this.store.readsFiles) {
       // The embedded engine reads the segment itself: nothing is serialized again.
+      if (basename(file).endsWith(`.${LOG_SEGMENT_TAG}.wal`)) {
+        await this.command(logSegmentInsert(this.store.db, file), token, LOG_INSERT_SETTINGS);
+        return;
+      }
       const q = segmentInserts(this.store.db, file);
       await this.command(q.wakes, token);
       if (detail) await this.command(q.details, `${token}:d`);
@@ -95,10 +103,15 @@ export class WakeInserter {
       );
   }
 
-  private async command(query: string, token: string): Promise<void> {
+  private async command(query: string, token: string, settings: Record<string, number> = {}): Promise<void> {
     await this.store.client.command({
       query,
-      clickhouse_settings: { ...SEGMENT_INSERT_SETTINGS, insert_deduplication_token: token, insert_deduplicate: 1 },
+      clickhouse_settings: {
+        ...SEGMENT_INSERT_SETTINGS,
+        ...settings,
+        insert_deduplication_token: token,
+        insert_deduplicate: 1,
+      },
     });
   }
 }

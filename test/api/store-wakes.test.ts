@@ -3,7 +3,7 @@ import { newWakeId } from '../../src/ids.js';
 import type { Store } from '../../src/store/client.js';
 import { DETAIL_GRANULE, detailTableSql } from '../../src/store/detail-table.js';
 import { MIGRATIONS, migrate, migrationsApplied } from '../../src/store/migrations.js';
-import { type Wake, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
+import { LOG_SEGMENT_TAG, type Wake, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
 import { tempStore } from '../helpers/store.js';
 
 const base = Date.UTC(2026, 10, 20, 12, 0, 0);
@@ -204,11 +204,11 @@ describe('wakes table', () => {
       wake(3, { environment, detail: captured({ ...detail, request_body: null }) }),
     ];
     /** The rows appended to a fresh log and sealed: the batch's token and file. */
-    const seal = (rows: Wake[], dirName: string) => {
+    const seal = (rows: Wake[], dirName: string, tag = '') => {
       const wal = new Wal<Wake>(
         mkdtempSync(join(tmpdir(), dirName)),
         1_000_000,
-        { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000 },
+        { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000, ...(tag ? { tag } : {}) },
         silentLogger,
         wakeLogCodec(() => 30),
       );
@@ -217,42 +217,54 @@ describe('wakes table', () => {
       wal.close();
       return { token: sealed?.token as string, file: sealed?.file as string };
     };
-    const batch = make('segfile');
-    const sealed = seal(batch, "wg seg'");
-    // Once its line is queued, a wake lets its detail go: the segment holds it.
-    expect(batch[0]?.detail).toBeUndefined();
-    expect(batch[0]?.detail_in_log).toBe(true);
-    expect(store.readsFiles).toBe(true);
-    await ins.insert(batch, sealed.token, sealed.file);
-    await ins.insert(batch, sealed.token, sealed.file);
-    expect(await q.count('segfile')).toBe(3);
-    // Every column of the wake as recorded (the wakes insert reads only the line's first columns).
-    const rs = await store.client.query({
-      query: `SELECT id, path, status, latency_ms, consumer, key_id, retention_days, path_truncated, replay_of, toUnixTimestamp64Milli(captured_at) AS t FROM ${store.db}.wakes WHERE environment = 'segfile' ORDER BY id`,
-      format: 'JSONEachRow',
-    });
-    const stored = await rs.json<Record<string, unknown>>();
-    const expected = [...batch]
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((w) => ({
-        id: w.id,
-        path: w.path,
-        status: w.status,
-        latency_ms: w.latency_ms,
-        consumer: w.consumer,
-        key_id: w.key_id,
-        retention_days: 30,
-        path_truncated: 0,
-        replay_of: '',
-        t: w.captured_at,
-      }));
-    expect(stored).toEqual(expected);
-    expect(await q.detail('segfile', batch[0]?.id as string, batch[0]?.captured_at as number)).toEqual(detail);
-    expect(await q.detail('segfile', batch[1]?.id as string, batch[1]?.captured_at as number)).toBeNull();
-    expect(await q.detail('segfile', batch[2]?.id as string, batch[2]?.captured_at as number)).toEqual({
-      ...detail,
-      request_body: null,
-    });
+    // This version's segments go through the log table; an earlier version's (no tag) by two inserts.
+    for (const tag of ['', LOG_SEGMENT_TAG]) {
+      const env = `segfile${tag}`;
+      const batch = make(env);
+      const sealed = seal(batch, "wg seg'", tag);
+      expect(sealed.file.endsWith(tag ? `.${tag}.wal` : '-0.wal')).toBe(true);
+      // Once its line is queued, a wake lets its detail go: the segment holds it.
+      expect(batch[0]?.detail).toBeUndefined();
+      expect(batch[0]?.detail_in_log).toBe(true);
+      expect(store.readsFiles).toBe(true);
+      if (tag) {
+        // As the capture batcher hands it over: the file, no wake kept in memory.
+        await ins.insert([], sealed.token, sealed.file, true);
+        await ins.insert([], sealed.token, sealed.file, true);
+      } else {
+        await ins.insert(batch, sealed.token, sealed.file);
+        await ins.insert(batch, sealed.token, sealed.file);
+      }
+      expect(await q.count(env)).toBe(3);
+      // Every column of the wake as recorded (the wakes insert reads only the line's first columns).
+      const rs = await store.client.query({
+        query: `SELECT id, path, status, latency_ms, consumer, key_id, retention_days, path_truncated, replay_of, toUnixTimestamp64Milli(captured_at) AS t FROM ${store.db}.wakes WHERE environment = {env:String} ORDER BY id`,
+        query_params: { env },
+        format: 'JSONEachRow',
+      });
+      const stored = await rs.json<Record<string, unknown>>();
+      const expected = [...batch]
+        .sort((a, b) => (a.id < b.id ? -1 : 1))
+        .map((w) => ({
+          id: w.id,
+          path: w.path,
+          status: w.status,
+          latency_ms: w.latency_ms,
+          consumer: w.consumer,
+          key_id: w.key_id,
+          retention_days: 30,
+          path_truncated: 0,
+          replay_of: '',
+          t: w.captured_at,
+        }));
+      expect(stored).toEqual(expected);
+      expect(await q.detail(env, batch[0]?.id as string, batch[0]?.captured_at as number)).toEqual(detail);
+      expect(await q.detail(env, batch[1]?.id as string, batch[1]?.captured_at as number)).toBeNull();
+      expect(await q.detail(env, batch[2]?.id as string, batch[2]?.captured_at as number)).toEqual({
+        ...detail,
+        request_body: null,
+      });
+    }
     // A store that cannot read our files (a ClickHouse server) gets the segment's lines cut per table.
     const server = { ...store, readsFiles: false };
     const viaServer = make('segserver');
