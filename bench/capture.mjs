@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // bench:capture — wakes a second into the embedded store through the real batcher
-// and write-ahead log (Batcher + Wal + WakeInserter, default capture settings), with
-// and without wake detail (1 KB response bodies and headers), and completeness: every
-// wake pushed is stored exactly once. Runs against dist/.
+// and write-ahead log (Batcher + Wal + WakeInserter, default capture settings, set up
+// as the gateway sets them), with and without wake detail (1 KB response bodies and
+// headers), and completeness: every wake pushed is stored exactly once. Runs against dist/.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ const { Batcher } = await import(join(ROOT, 'dist/capture/batcher.js'));
 const { Wal } = await import(join(ROOT, 'dist/capture/wal.js'));
 const { openStore } = await import(join(ROOT, 'dist/store/client.js'));
 const { migrate } = await import(join(ROOT, 'dist/store/migrations.js'));
-const { WakeInserter, WakeQuerier, wakeLogCodec } = await import(join(ROOT, 'dist/store/wakes.js'));
+const { LOG_SEGMENT_TAG, WakeInserter, WakeQuerier, wakeLogCodec } = await import(join(ROOT, 'dist/store/wakes.js'));
 const { newWakeId } = await import(join(ROOT, 'dist/ids.js'));
 const { loadConfig } = await import(join(ROOT, 'dist/config/index.js'));
 const { silentLogger } = await import(join(ROOT, 'dist/log.js'));
@@ -56,12 +56,13 @@ async function round(n, total, withDetail) {
       flushIntervalMs: cfg.capture.flush_interval_ms,
       maxBufferedRows: Math.max(cfg.capture.max_buffered_rows, total),
       maxInflight: cfg.capture.max_inflight_batches,
+      rowsInLog: true,
     },
-    (rows, token, file) => inserter.insert(rows, token, file),
+    (rows, token, file, flagged) => inserter.insert(rows, token, file, flagged),
     new Wal(
       join(dir, 'wal', `${withDetail ? 'd' : 'w'}${n}`),
       1e11,
-      { syncIntervalMs: 10, fsyncIntervalMs: 1000 },
+      { syncIntervalMs: 10, fsyncIntervalMs: 1000, tag: LOG_SEGMENT_TAG },
       silentLogger,
       wakeLogCodec(() => 30),
     ),
