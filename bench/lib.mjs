@@ -111,7 +111,7 @@ export async function startBenchGateway(dir, originUrl, auth = 'required', extra
           cfgFile,
         ],
         {
-          env: { ...process.env, DATA_DIR: dataDir },
+          env: { ...process.env, ...env, DATA_DIR: dataDir },
         },
       ).toString(),
     );
@@ -125,6 +125,24 @@ export async function startBenchGateway(dir, originUrl, auth = 'required', extra
     `http://127.0.0.1:${port}/`,
   );
   return { gateway, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${ops}`, dataDir, headers };
+}
+
+/**
+ * Storage in a process of its own behind ClickHouse's HTTP interface
+ * (scripts/chdb-http.mjs over chDB), for a gateway run with CLICKHOUSE_URL: what the
+ * gateway costs with its storage engine out of its process.
+ */
+export async function startHttpStorage(dir) {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const p = await startProcess(
+    'storage over HTTP',
+    process.execPath,
+    [join(ROOT, 'scripts/chdb-http.mjs')],
+    { PORT: String(port), DATA: join(dir, 'chdb-http') },
+    `${url}/ping`,
+  );
+  return { ...p, url };
 }
 
 /** The route settings that turn wake detail off (the benches' "detail off" gateways). */
@@ -145,9 +163,9 @@ export async function startOrigin(bodyBytes = 1000, name = 'origin') {
 }
 
 /** The benchmark origin and a wakegate with everything on in front of it, each its own process. */
-export async function startFullStack(dir) {
+export async function startFullStack(dir, env = {}) {
   const origin = await startOrigin();
-  return { origin, ...(await startBenchGateway(dir, origin.url)) };
+  return { origin, ...(await startBenchGateway(dir, origin.url, 'required', '', env)) };
 }
 
 /**

@@ -1,17 +1,21 @@
 #!/usr/bin/env node
 // bench:memory — RSS of the gateway (everything on) through 60 s of full load at 50
 // connections, sampled every second, and 15 s after it; and its CPU while idle before.
+// BENCH_STORAGE=http: storage in another process behind ClickHouse's HTTP interface
+// (CLICKHOUSE_URL; scripts/chdb-http.mjs), so the RSS is the gateway's alone.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, cpuSeconds, rssMb, startFullStack, table } from './lib.mjs';
+import { cannon, cpuSeconds, rssMb, startFullStack, startHttpStorage, table } from './lib.mjs';
 
 const SECONDS = Number(process.env.BENCH_MEMORY_SECONDS ?? 60);
 const IDLE_SECONDS = 10;
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-mem-'));
 const procs = [];
 try {
-  const stack = await startFullStack(tmp);
+  const storage = process.env.BENCH_STORAGE === 'http' ? await startHttpStorage(tmp) : null;
+  if (storage) procs.push(storage);
+  const stack = await startFullStack(tmp, storage ? { CLICKHOUSE_URL: storage.url } : {});
   procs.push(stack.origin, stack.gateway);
   const gw = stack.gateway;
   // Idle first (after the start has settled): what the gateway's timers and the
@@ -39,7 +43,7 @@ try {
   const peak = Math.max(...samples);
   const mean = avg(samples);
   console.log(
-    `\nbench:memory — ${SECONDS} s at 50 connections, ${Math.round(r.requests.average)} req/s average, ${r.requests.total} requests\n`,
+    `\nbench:memory — ${SECONDS} s at 50 connections, ${Math.round(r.requests.average)} req/s average, ${r.requests.total} requests${storage ? ', storage over HTTP in another process' : ''}\n`,
   );
   console.log(
     table(
@@ -72,6 +76,8 @@ try {
   );
   console.log(`\nRSS every second (MB): ${samples.map((s) => s.toFixed(0)).join(' ')}`);
   console.log(`CPU while idle (${IDLE_SECONDS} s, from 5 s after the start): ${idleCpu.toFixed(1)}% of a core`);
+  if (storage)
+    console.log(`Storage over HTTP (another process): RSS ${rssMb(storage.proc.pid).toFixed(0)} MB at the end`);
 } finally {
   for (const p of procs.reverse()) await p.stop();
   rmSync(tmp, { recursive: true, force: true });

@@ -16,6 +16,7 @@ import {
   median,
   ROOT,
   startBenchGateway,
+  startHttpStorage,
   startOrigin,
   startProcess,
   table,
@@ -62,6 +63,26 @@ async function main() {
     ops: full.opsUrl,
     loop: fullLd,
   });
+  // BENCH_HTTP_STORAGE=1: the full gateway again, with its storage in another process
+  // behind ClickHouse's HTTP interface (CLICKHOUSE_URL), to show the gateway's own cost.
+  if (process.env.BENCH_HTTP_STORAGE === '1') {
+    const storage = await startHttpStorage(tmp);
+    procs.push(storage);
+    const httpLd = probe('http');
+    const g = await startBenchGateway(join(tmp, 'http'), origin, 'required', '', {
+      ...httpLd.env,
+      CLICKHOUSE_URL: storage.url,
+    });
+    procs.push(g.gateway);
+    targets.push({
+      name: 'wakegate (full, storage over HTTP)',
+      url: g.url,
+      headers: g.headers,
+      pid: g.gateway.proc.pid,
+      loop: httpLd,
+      storagePid: storage.proc.pid,
+    });
+  }
   const passLd = probe('pass');
   const pass = await startBenchGateway(join(tmp, 'pass'), origin, 'none', '', passLd.env);
   procs.push(pass.gateway);
@@ -135,7 +156,10 @@ http {
   }
 
   const results = Object.fromEntries(
-    targets.map((t) => [t.name, { rps: [], cpu: [], p50: [], p99: [], loop: [], ok2xx: 0, errors: 0, non2xx: 0 }]),
+    targets.map((t) => [
+      t.name,
+      { rps: [], cpu: [], storageCpu: [], p50: [], p99: [], loop: [], ok2xx: 0, errors: 0, non2xx: 0 },
+    ]),
   );
   const tally = (t, r) => {
     const s = results[t.name];
@@ -153,6 +177,7 @@ http {
     for (const t of order) {
       process.stderr.write(`round ${round}: throughput ${t.name}\n`);
       const c0 = t.pid ? treeCpuSeconds(t.pid) : 0;
+      const s0 = t.storagePid ? treeCpuSeconds(t.storagePid) : 0;
       const r = await cannon({
         url: `${t.url}/bench/items?id=${round}`,
         connections: CONNECTIONS,
@@ -161,6 +186,8 @@ http {
       });
       // The proxy's own CPU (all threads, and nginx's worker) per request served: not moved by how busy the cores are.
       if (t.pid) results[t.name].cpu.push(((treeCpuSeconds(t.pid) - c0) * 1e6) / Math.max(1, r.requests.total));
+      if (t.storagePid)
+        results[t.name].storageCpu.push(((treeCpuSeconds(t.storagePid) - s0) * 1e6) / Math.max(1, r.requests.total));
       tally(t, r);
       results[t.name].rps.push(r.requests.average);
     }
@@ -249,6 +276,10 @@ http {
       rows,
     ),
   );
+  for (const t of targets.filter((x) => x.storagePid))
+    console.log(
+      `\n${t.name}: the storage process used ${m(t.name, 'storageCpu').toFixed(0)} us of CPU per request besides the gateway's ${m(t.name, 'cpu').toFixed(0)}.`,
+    );
   const fullCpu = m('wakegate (full)', 'cpu');
   const lines = [
     ['full CPU per request <= 1.3x bare undici', `${(fullCpu / bareCpu).toFixed(2)}x`, fullCpu / bareCpu <= 1.3],

@@ -377,7 +377,9 @@ export function segmentInserts(db: string, file: string): { wakes: string; detai
   };
 }
 
-const LOG_COLUMNS = LOG_FIELDS.map(([n]) => n).join(', ');
+/** The log table's columns: every field of a line, in order. */
+export const LOG_COLUMN_NAMES: readonly string[] = LOG_FIELDS.map(([n]) => n);
+const LOG_COLUMNS = LOG_COLUMN_NAMES.join(', ');
 
 /**
  * The log's lines as a table (Null: it keeps nothing) and two views that hand each

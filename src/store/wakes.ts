@@ -1,3 +1,4 @@
+import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Store } from './client.js';
@@ -8,6 +9,7 @@ import {
   DETAIL_COLUMNS,
   joinParts,
   type LineParts,
+  LOG_COLUMN_NAMES,
   LOG_INSERT_SETTINGS,
   LOG_SEGMENT_TAG,
   logSegmentInsert,
@@ -79,15 +81,28 @@ export class WakeInserter {
   async insert(wakes: readonly Wake[], token: string, file: string | null = null, detail = false): Promise<void> {
     if (wakes.length === 0 && file === null) return;
     for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
+    const tagged = file !== null && basename(file).endsWith(`.${LOG_SEGMENT_TAG}.wal`);
     if (file && this.store.readsFiles) {
       // The embedded engine reads the segment itself: nothing is serialized again.
-      if (basename(file).endsWith(`.${LOG_SEGMENT_TAG}.wal`)) {
+      if (tagged) {
         await this.command(logSegmentInsert(this.store.db, file), token, LOG_INSERT_SETTINGS);
         return;
       }
       const q = segmentInserts(this.store.db, file);
       await this.command(q.wakes, token);
       if (detail) await this.command(q.details, `${token}:d`);
+      return;
+    }
+    if (file && tagged) {
+      // A ClickHouse server gets the segment's file as the body of one insert into the
+      // log table: nothing read into memory or cut into lines here.
+      await this.store.client.insert({
+        table: `${this.store.db}.wake_log`,
+        columns: LOG_COLUMN_NAMES as [string, ...string[]],
+        format: 'TabSeparated',
+        values: createReadStream(file),
+        clickhouse_settings: { ...LOG_INSERT_SETTINGS, insert_deduplication_token: token, insert_deduplicate: 1 },
+      });
       return;
     }
     const text = file ? await readFile(file, 'utf8') : wakes.map((w) => lineText(this.codec.encode(w))).join('');
