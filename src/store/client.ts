@@ -45,14 +45,16 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   let client: ClickHouseClient;
   let raw: RawInsert | null = null;
   if (storage.clickhouse_url) {
-    client = createClient({
-      url: storage.clickhouse_url,
-      username: storage.clickhouse_user ?? 'default',
-      password: storage.clickhouse_password ?? '',
-      request_timeout: 10_000,
-      max_open_connections: 16,
-      clickhouse_settings: { date_time_input_format: 'best_effort' },
-    });
+    client = ownTokens(
+      createClient({
+        url: storage.clickhouse_url,
+        username: storage.clickhouse_user ?? 'default',
+        password: storage.clickhouse_password ?? '',
+        request_timeout: 10_000,
+        max_open_connections: 16,
+        clickhouse_settings: { date_time_input_format: 'best_effort' },
+      }),
+    );
   } else {
     // Imported lazily: the native engine is only loaded when it is used.
     const { createChdbConnection } = await import('chdb/connection');
@@ -62,7 +64,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     privateDir(path);
     const connection = createChdbConnection({ path });
     raw = (p) => connection.chdb.rawInsert(p);
-    client = createClient({ connection } as Parameters<typeof createClient>[0]);
+    client = ownTokens(createClient({ connection } as Parameters<typeof createClient>[0]));
   }
   return {
     client,
@@ -85,6 +87,26 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     },
     close: () => client.close(),
   };
+}
+
+/**
+ * chDB's connection SETs a query's settings on its one engine session, where they
+ * stay for every later query: an insert given no deduplication token would carry
+ * the last one given, and a batch could be dropped as a duplicate of another. Every
+ * insert and command names its own token, or none (harmless to a ClickHouse server,
+ * which takes settings per request; the HTTP interface over chDB the tests use keeps
+ * them like chDB does).
+ */
+function ownTokens(client: ClickHouseClient): ClickHouseClient {
+  const own = <P extends { clickhouse_settings?: Record<string, unknown> }>(p: P): P => ({
+    ...p,
+    clickhouse_settings: { insert_deduplication_token: '', ...p.clickhouse_settings },
+  });
+  const insert = client.insert.bind(client);
+  const command = client.command.bind(client);
+  client.insert = ((p: Parameters<typeof insert>[0]) => insert(own(p))) as typeof client.insert;
+  client.command = (p) => command(own(p));
+  return client;
 }
 
 /** Rows of a JSONEachRow query. */

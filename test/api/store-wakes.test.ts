@@ -159,6 +159,22 @@ describe('wakes table', () => {
     expect(await migrate(store)).toEqual([]);
   });
 
+  it('regression: an insert without a deduplication token does not carry the last one given (chDB keeps settings on its session)', async () => {
+    const q = new WakeQuerier(store);
+    await store.client.command({ query: 'SELECT 1', clickhouse_settings: { insert_deduplication_token: 'stale' } });
+    for (const i of [1, 2]) {
+      await store.client.insert({
+        table: `${store.db}.wakes`,
+        values: [
+          { id: `wk_stale_${i}`, environment: 'stale', captured_at: Date.now(), path: `/${i}`, retention_days: 30 },
+        ],
+        format: 'JSONEachRow',
+      });
+    }
+    // Two different blocks: both stored (under the stale token the second was taken for a duplicate).
+    expect(await q.count('stale')).toBe(2);
+  });
+
   it('stores a batch once even when the same batch is inserted twice (dedup token)', async () => {
     const ins = new WakeInserter(store, () => 30);
     const q = new WakeQuerier(store);
