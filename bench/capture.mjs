@@ -58,7 +58,7 @@ async function round(n, total, withDetail) {
       maxInflight: cfg.capture.max_inflight_batches,
       rowsInLog: true,
     },
-    (rows, token, file, flagged) => inserter.insert(rows, token, file, flagged),
+    (rows, token, file) => inserter.insert(rows, token, file),
     new Wal(
       join(dir, 'wal', `${withDetail ? 'd' : 'w'}${n}`),
       1e11,

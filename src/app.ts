@@ -159,7 +159,7 @@ export class Gateway {
     this.keys = new KeyService(cfg, keyTable, this.ring, this.events, this.clock, this.log);
 
     const inserter = new WakeInserter(this.store, (env) => cfg.environments[env]?.wake_retention_days ?? 30);
-    const realSink: Sink<Wake> = (rows, token, file, detail) => inserter.insert(rows, token, file, detail);
+    const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = this.opts.wakeSink ? this.opts.wakeSink(realSink) : realSink;
     // Detail waiting in memory is bounded (the budget); once a wake's line is queued
     // in the log its detail is let go, and its share of the budget comes back.

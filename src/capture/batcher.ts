@@ -34,9 +34,9 @@ export interface BatcherStats {
 /**
  * Writes one batch. `file` is its sealed segment of the log (exactly its rows), for
  * sinks that can read it, or null. `rows` is empty when the rows were not kept in
- * memory (rowsInLog): the file is the batch. `flagged`: the log's codec flagged a row.
+ * memory (rowsInLog): the file is the batch.
  */
-export type Sink<T> = (rows: readonly T[], token: string, file: string | null, flagged: boolean) => Promise<void>;
+export type Sink<T> = (rows: readonly T[], token: string, file: string | null) => Promise<void>;
 
 /** Hears every row once (event rules): as it is pushed, or with its batch; `end` after each batch or a run of rows. */
 export interface RowListener<T> {
@@ -225,9 +225,9 @@ export class Batcher<T> {
       }
       // Behind a backlog, a batch waits its turn on disk, so order holds.
       if (this.wal.length > 0) this.wal.keep(token, sealed.file === null ? rows : null);
-      else if (await this.write(rows, n, token, sealed.file, sealed.flagged)) this.wal.acknowledge(token);
+      else if (await this.write(rows, n, token, sealed.file)) this.wal.acknowledge(token);
       else this.wal.keep(token, sealed.file === null ? rows : null);
-    } else if (!(await this.write(rows, n, token, null, false))) {
+    } else if (!(await this.write(rows, n, token, null))) {
       this.stats.dropped += n;
       this.onDrop(n, 'storage_failed');
       this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: n });
@@ -273,16 +273,10 @@ export class Batcher<T> {
     if (this.wal.length > 0) this.scheduleRetry();
   }
 
-  private async write(
-    rows: readonly T[],
-    n: number,
-    token: string,
-    file: string | null,
-    flagged: boolean,
-  ): Promise<boolean> {
+  private async write(rows: readonly T[], n: number, token: string, file: string | null): Promise<boolean> {
     const t0 = performance.now();
     try {
-      await Promise.race([this.sink(rows, token, file, flagged), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
+      await Promise.race([this.sink(rows, token, file), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
       const ms = performance.now() - t0;
       this.stats.flushed += n;
       this.stats.lastFlushMs = ms;
@@ -317,7 +311,7 @@ export class Batcher<T> {
     this.replaying = true;
     try {
       for (let seg = this.wal.peek(); seg; seg = this.wal.peek()) {
-        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.rows.length, seg.token, seg.file, false))) return;
+        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.rows.length, seg.token, seg.file))) return;
         // A batch a crash cut short may never have reached its listeners (event rules):
         // they see it now. Events they raise have ids derived from the rows', so a batch
         // seen twice raises each event once.

@@ -35,8 +35,6 @@ export interface WalCodec<T> {
    * and nothing else needs (a wake's bodies), so it is not kept until the batch is stored.
    */
   shed?(row: T): void;
-  /** Rows a batch's sink must hear of (a wake with detail): a sealed segment says whether it holds any. */
-  flag?(row: T): boolean;
 }
 
 const JSON_LINES: WalCodec<never> = { encode: (r) => JSON.stringify(r), decode: (l) => JSON.parse(l) as never };
@@ -55,8 +53,6 @@ export interface Sealed<T> {
   token: string;
   /** The segment's file, or null when a write of it failed (the file lacks rows). */
   file: string | null;
-  /** Whether any of its rows is one the codec flags. */
-  flagged: boolean;
   /**
    * When a write failed: every row of the segment, read back from the lines written
    * before the failure and from those kept in memory since (null otherwise).
@@ -125,7 +121,6 @@ export class Wal<T> {
    * of the segment joins them, so its file keeps whole lines only.
    */
   private unwritten: Buffer[] = [];
-  private activeFlagged = false;
   private seq = 0;
   private readonly prefix = `${Date.now().toString(36)}-${randomBase62(6)}`;
   private bytes = 0;
@@ -198,13 +193,12 @@ export class Wal<T> {
    * happens within `syncIntervalMs`). False when the disk budget is spent.
    */
   append(row: T): boolean {
-    const flagged = this.codec.flag?.(row) === true;
     const e = this.codec.encode(row);
     if (typeof e === 'string') {
       const n = Buffer.byteLength(e) + 1;
       if (this.bytes + n > this.maxBytes) return false;
       this.pendingText += `${e}\n`;
-      this.account(n, flagged);
+      this.account(n);
       this.codec.shed?.(row);
       return true;
     }
@@ -218,7 +212,7 @@ export class Wal<T> {
         this.pending.push(part);
       }
     }
-    this.account(n, flagged);
+    this.account(n);
     this.codec.shed?.(row);
     return true;
   }
@@ -230,8 +224,7 @@ export class Wal<T> {
     this.pendingText = '';
   }
 
-  private account(n: number, flagged: boolean): void {
-    if (flagged) this.activeFlagged = true;
+  private account(n: number): void {
     this.bytes += n;
     this.activeRows++;
     this.activeBytes += n;
@@ -324,8 +317,6 @@ export class Wal<T> {
     this.activeRows = 0;
     const broken = this.activeBroken;
     this.activeBroken = false;
-    const flagged = this.activeFlagged;
-    this.activeFlagged = false;
     const written = this.activeWritten;
     this.activeWritten = 0;
     const unwritten = this.unwritten;
@@ -349,8 +340,8 @@ export class Wal<T> {
     }
     this.sizes.set(name, bytes);
     const path = join(this.dir, name);
-    if (!broken) return { token: name, file: path, flagged, rows: null };
-    return { token: name, file: null, flagged, rows: this.recover(path, written, unwritten) };
+    if (!broken) return { token: name, file: path, rows: null };
+    return { token: name, file: null, rows: this.recover(path, written, unwritten) };
   }
 
   /** Storage acknowledged the segment: it goes (unlinked off the event loop: freeing a large file's pages takes a while). */

@@ -222,9 +222,6 @@ export const wakeLogCodec = (
   retentionDays: (environment: string) => number,
   onShed: (d: CapturedDetail) => void = () => {},
 ) => ({
-  /** A wake with detail: its batch's detail is inserted too. */
-  flag: (w: Wake): boolean => w.detail !== undefined,
-
   shed(w: Wake): void {
     if (!w.detail) return;
     onShed(w.detail);

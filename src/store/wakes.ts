@@ -75,11 +75,12 @@ export class WakeInserter {
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
    * ambiguous failure (or replayed from the log) is stored once. `file` is the
    * batch's sealed segment of the write-ahead log, which holds exactly its wakes
-   * (`wakes` is empty when they were not kept in memory); `detail` says that some
-   * of them have detail (it is also seen on the wakes given).
+   * (`wakes` is empty when they were not kept in memory).
    */
-  async insert(wakes: readonly Wake[], token: string, file: string | null = null, detail = false): Promise<void> {
+  async insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
     if (wakes.length === 0 && file === null) return;
+    // Wakes not kept in memory may have detail: an earlier version's segment then takes both inserts.
+    let detail = wakes.length === 0;
     for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
     const tagged = file !== null && basename(file).endsWith(`.${LOG_SEGMENT_TAG}.wal`);
     if (file && this.store.readsFiles) {

@@ -167,7 +167,7 @@ describe('storage over HTTP (CLICKHOUSE_URL)', () => {
       wal.close();
       const file = sealed?.file as string;
       for (let k = 0; k < 2; k++) {
-        if (tag) await ins.insert([], sealed?.token as string, file, true);
+        if (tag) await ins.insert([], sealed?.token as string, file);
         else await ins.insert(rows, sealed?.token as string, file);
       }
       expect(await count('wakes', `environment = '${env}'`)).toBe(2);

@@ -163,8 +163,8 @@ describe('batcher', () => {
   });
 
   describe('rows kept in the log only (rowsInLog)', () => {
-    /** Numbers as lines; odd ones flagged (as a wake with detail is). */
-    const codec: WalCodec<number> = { encode: String, decode: Number, flag: (n) => n % 2 === 1 };
+    /** Numbers as lines. */
+    const codec: WalCodec<number> = { encode: String, decode: Number };
     /** Makes every later write of the log's active segment fail (a bad descriptor), as a failing disk would. */
     const breakWrites = (wal: Wal<number>) => {
       const w = wal as unknown as { fd: number | null };
@@ -174,15 +174,15 @@ describe('batcher', () => {
     const setup = (fail: () => boolean) => {
       const dir = mkdtempSync(join(tmpdir(), 'wg-rows-'));
       const wal = new Wal<number>(dir, 1_000_000, WAL, silentLogger, codec);
-      const batches: { rows: number[]; file: string | null; fromFile: number[]; flagged: boolean }[] = [];
+      const batches: { rows: number[]; file: string | null; fromFile: number[] }[] = [];
       const heard: number[] = [];
       let ends = 0;
       const b = new Batcher<number>(
         { batchRows: 1000, flushIntervalMs: 60_000, maxBufferedRows: 10_000, retryIntervalMs: 20, rowsInLog: true },
-        async (rows, _token, file, flagged) => {
+        async (rows, _token, file) => {
           if (fail()) throw new Error('storage down');
           const fromFile = file ? readFileSync(file, 'utf8').trim().split('\n').map(Number) : [];
-          batches.push({ rows: [...rows], file, fromFile, flagged });
+          batches.push({ rows: [...rows], file, fromFile });
         },
         wal,
         silentLogger,
@@ -199,11 +199,11 @@ describe('batcher', () => {
       expect(ends()).toBe(0);
       expect(b.buffered).toBe(3);
       await b.flush();
-      expect(batches).toEqual([expect.objectContaining({ rows: [], fromFile: [2, 4, 6], flagged: false })]);
+      expect(batches).toEqual([expect.objectContaining({ rows: [], fromFile: [2, 4, 6] })]);
       expect(ends()).toBe(1);
       for (const n of [8, 9]) b.push(n);
       await b.flush();
-      expect(batches[1]).toMatchObject({ rows: [], fromFile: [8, 9], flagged: true });
+      expect(batches[1]).toMatchObject({ rows: [], fromFile: [8, 9] });
       expect(b.stats.flushed).toBe(5);
       expect(b.buffered).toBe(0);
       await b.stop();
@@ -220,7 +220,7 @@ describe('batcher', () => {
       for (let n = 10; n < 12; n++) b.push(n);
       await b.flush();
       expect(batches).toHaveLength(1);
-      expect(batches[0]).toMatchObject({ file: null, flagged: true });
+      expect(batches[0]).toMatchObject({ file: null });
       expect(batches[0]?.rows).toEqual(Array.from({ length: 12 }, (_, i) => i));
       // The next batch has a file of its own again.
       b.push(12);
