@@ -4,7 +4,7 @@
 // (32,000 by default; DETAIL=off turns wake detail off), then each thread's
 // user+system time per request served, grouped by thread name: the main thread
 // (JavaScript), "node" (V8's GC helpers and libuv's pool) and the embedded engine's
-// own threads (inserts, merges). Also the RSS and the JS heap and external memory.
+// own threads (inserts, merges), user and system time apart. Also the RSS and the JS heap and external memory.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +28,10 @@ function threads(pid) {
     const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
     const key = tid === String(pid) ? 'main thread' : name;
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out[key] = (out[key] ?? 0) + Number(f[11]) + Number(f[12]);
+    const t = out[key] ?? { user: 0, sys: 0 };
+    t.user += Number(f[11]);
+    t.sys += Number(f[12]);
+    out[key] = t;
   }
   return out;
 }
@@ -51,18 +54,22 @@ try {
   const metrics = await (await fetch(`${g.opsUrl}/metrics`)).text();
   const metric = (name) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? Number.NaN) / 1048576;
   const n = Math.max(1, r.requests.total);
+  const per = (k, f) => ((after[k][f] - (before[k]?.[f] ?? 0)) * TICK_US) / n;
   const rows = Object.keys(after)
-    .map((k) => [k, ((after[k] - (before[k] ?? 0)) * TICK_US) / n])
+    .map((k) => [k, per(k, 'user') + per(k, 'sys'), per(k, 'user'), per(k, 'sys')])
     .filter(([, us]) => us >= 0.5)
     .sort((a, b) => b[1] - a[1]);
-  const total = rows.reduce((a, [, us]) => a + us, 0);
+  const sum = (i) => rows.reduce((a, r) => a + r[i], 0);
   console.log(
     `\nbench:threads — ${SIZE.toLocaleString('en')}-byte JSON answers, detail ${DETAIL ? 'on' : 'off'}, ${DURATION} s at 50 connections: ${Math.round(r.requests.average).toLocaleString('en')} req/s, ${r.errors + r.non2xx} errors\n`,
   );
   console.log(
     table(
-      ['thread', 'CPU us per request'],
-      [...rows.map(([k, us]) => [k, us.toFixed(1)]), ['all threads', total.toFixed(1)]],
+      ['thread', 'CPU us per request', 'user', 'system'],
+      [
+        ...rows.map(([k, ...us]) => [k, ...us.map((x) => x.toFixed(1))]),
+        ['all threads', ...[1, 2, 3].map((i) => sum(i).toFixed(1))],
+      ],
     ),
   );
   console.log(

@@ -29,6 +29,9 @@ export const detailTableSql = (db: string, name: string, settings: string): stri
 /** A granule of detail holds at most 1 MB (the engine's default is 10 MB, and 8,192 rows). */
 export const DETAIL_GRANULE = 'index_granularity_bytes = 1048576';
 
+/** Detail parts up to 1 GiB are compact: a few files each, not two a column (migration 14). */
+export const DETAIL_COMPACT_PARTS = 'min_bytes_for_wide_part = 1073741824';
+
 const NEXT = 'wake_details_next';
 
 /**
@@ -52,7 +55,7 @@ export async function remakeDetailTable(store: Store): Promise<void> {
     detailTableSql(
       db,
       NEXT,
-      `${DETAIL_GRANULE}, non_replicated_deduplication_window = 10000,
+      `${DETAIL_GRANULE}, non_replicated_deduplication_window = 10000, ${DETAIL_COMPACT_PARTS},
         vertical_merge_algorithm_min_rows_to_activate = 1, vertical_merge_algorithm_min_columns_to_activate = 1`,
     ),
   );

@@ -159,6 +159,33 @@ describe('wakes table', () => {
     expect(await migrate(store)).toEqual([]);
   });
 
+  it('writes a batch of large detail as a compact part (a few files, not two a column)', async () => {
+    const ins = new WakeInserter(store, () => 30);
+    const body = Buffer.from(JSON.stringify({ data: 'x'.repeat(32_000) }));
+    const batch = Array.from({ length: 400 }, (_, i) =>
+      wake(i, {
+        environment: 'compact',
+        detail: {
+          query: '',
+          request_headers: [],
+          response_headers: [],
+          request_body: null,
+          response_body: { data: body, bytes: body.length, truncated: false, encoding: 'utf8' },
+          diff: null,
+        },
+      }),
+    );
+    // 12.8 MB of bodies: past the engine's default of 10 MB for a "wide" part.
+    await ins.insert(batch, 'compact-parts');
+    const rs = await store.client.query({
+      query: `SELECT part_type, rows FROM system.parts WHERE database = {db:String} AND table = 'wake_details' AND active
+        AND name IN (SELECT DISTINCT _part FROM ${store.db}.wake_details WHERE environment = 'compact')`,
+      query_params: { db: store.db },
+      format: 'JSONEachRow',
+    });
+    expect(await rs.json()).toEqual([{ part_type: 'Compact', rows: 400 }]);
+  });
+
   it('regression: an insert without a deduplication token does not carry the last one given (chDB keeps settings on its session)', async () => {
     const q = new WakeQuerier(store);
     await store.client.command({ query: 'SELECT 1', clickhouse_settings: { insert_deduplication_token: 'stale' } });
