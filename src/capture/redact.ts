@@ -16,8 +16,10 @@ export class Redactor {
   private readonly headerNames: Set<string>;
   private readonly fieldNames: Set<string>;
   private readonly fieldRe: RegExp | null;
-  /** Whether a text names any redacted field as a JSON key at all (most bodies do not). */
+  /** Whether a text names any redacted field as a JSON key as written (most bodies do not). */
   private readonly anyField: RegExp | null;
+  /** A JSON escape of a character some field name has: a key written with it may be that name. */
+  private readonly spelled: RegExp | null;
   /**
    * Every field name is ASCII, so a body can be searched as latin1 text (a plain copy
    * of its bytes, where a UTF-8 decode would check them); else it is decoded first.
@@ -36,6 +38,8 @@ export class Redactor {
     const names = fields.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
     // For a JSON body cut short (not parseable): "name": "string" or "name": number.
     this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
+    // An escape that could spell a character of a named key ("pass\u0077ord" is "password").
+    this.spelled = names ? new RegExp(nameEscapes(fields)) : null;
     this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
     this.asciiFields = fields.every((f) => /^[\x20-\x7e]*$/.test(f));
     this.queryNames = fields.map((f) => `${f}=`);
@@ -119,6 +123,15 @@ export class Redactor {
   }
 
   /**
+   * Whether JSON text may hold a named field: a named key as written, or a key with
+   * escapes that could spell one (only text with a backslash is searched for those).
+   */
+  private namesAnyField(text: string): boolean {
+    if (this.anyField === null) return false;
+    return this.anyField.test(text) || (text.indexOf('\\') !== -1 && this.spelled?.test(text) === true);
+  }
+
+  /**
    * A captured body, redacted by its content type. Bodies that hold nothing to
    * redact (most) stay the bytes they arrived as: they are searched, not decoded.
    */
@@ -130,8 +143,7 @@ export class Redactor {
     }
     const ct = (contentType ?? '').toLowerCase();
     // One regex over the body as text (a Buffer search per name was ten times slower).
-    const json =
-      ct.includes('json') && this.anyField?.test(bytes.toString(this.asciiFields ? 'latin1' : 'utf8')) === true;
+    const json = ct.includes('json') && this.namesAnyField(bytes.toString(this.asciiFields ? 'latin1' : 'utf8'));
     const form = !json && ct.includes('application/x-www-form-urlencoded');
     if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
     let text = bytes.toString('utf8');
@@ -145,11 +157,16 @@ export class Redactor {
           // Not JSON after all: the pattern below still finds the named fields.
         }
       }
-      if (!done && this.fieldRe)
-        text = text.replace(
-          this.fieldRe,
-          (_m, head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`,
-        );
+      if (!done && this.fieldRe) {
+        const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
+        text =
+          this.spelled?.test(text) === true
+            ? // Keys may be written with escapes: every key is read as JSON reads it.
+              text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
+                this.fieldNames.has(jsonKey(key)) ? mark(head, v) : m,
+              )
+            : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
+      }
     } else if (form) {
       text = this.query(`?${text}`).slice(1);
     }
@@ -158,6 +175,57 @@ export class Redactor {
 }
 
 const SVC = Buffer.from('svc_');
+
+/** Any key and its value (a string, perhaps cut short, or a number) in JSON text. */
+const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]*)/g;
+
+/** A key's text as JSON reads it (its escapes undone); as written when it is not valid. */
+function jsonKey(raw: string): string {
+  if (raw.indexOf('\\') === -1) return raw;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return raw;
+  }
+}
+
+/** JSON's one-letter escapes, by the character they stand for (as a regex character class holds them). */
+const SHORT_ESCAPES: Record<string, string> = {
+  '"': '"',
+  '\\': '\\\\',
+  '/': '/',
+  '\b': 'b',
+  '\f': 'f',
+  '\n': 'n',
+  '\r': 'r',
+  '\t': 't',
+};
+
+/**
+ * A pattern of the JSON escapes that stand for a character of some field name:
+ * `\uXXXX` of each (hex digits in either case) and the one-letter escapes. Escapes
+ * of other characters (non-ASCII text, a Go encoder's `\u003c`) do not match.
+ */
+function nameEscapes(fields: readonly string[]): string {
+  const codes = new Set<string>();
+  const short = new Set<string>();
+  for (const f of fields)
+    for (let i = 0; i < f.length; i++) {
+      const c = f.charAt(i);
+      codes.add(
+        f
+          .charCodeAt(i)
+          .toString(16)
+          .padStart(4, '0')
+          .replace(/[a-f]/g, (h) => `[${h}${h.toUpperCase()}]`),
+      );
+      const e = SHORT_ESCAPES[c];
+      if (e !== undefined) short.add(e);
+    }
+  const alts = [`u(?:${[...codes].join('|')})`];
+  if (short.size > 0) alts.push(`[${[...short].join('')}]`);
+  return `\\\\(?:${alts.join('|')})`;
+}
 
 /** Drops an incomplete UTF-8 sequence at the end of a body cut short. */
 function trimPartialUtf8(buf: Buffer): Buffer {

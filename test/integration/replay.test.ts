@@ -137,6 +137,22 @@ describe('wake detail and replay', () => {
     }
   });
 
+  it('regression: a password under a key written with JSON escapes ("pass\\u0077ord") is not stored', async () => {
+    const sent = '{"user":{"pass\\u0077ord":"hunter3-escaped","name":"ann"}}';
+    expect(JSON.parse(sent).user.password).toBe('hunter3-escaped');
+    const r = await fetch(`${t.url}/api/orders`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json' },
+      body: sent,
+    });
+    expect(r.status).toBe(201);
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    expect(JSON.parse(w.request.body).user.password).toMatch(/^\[redacted:[0-9a-f]{12}\]$/);
+    const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
+    expect(rows).toContain('ann');
+    expect(rows).not.toContain('hunter3-escaped');
+  });
+
   it('replays a GET whose origin now answers differently: the diff names status and JSON paths; replay.finished is signed', async () => {
     version = 1;
     const r = await fetch(`${t.url}/api/items/1`, { headers: bearer(key) });

@@ -70,6 +70,24 @@ describe('redaction', () => {
     expect(new Redactor(Buffer.alloc(32, 2), [], []).marker('same')).not.toBe(r.marker('same'));
   });
 
+  it('redacts a named field whose key is written with JSON escapes, whole or cut short', () => {
+    // "pass\u0077ord" and "card\u005fnumber" are "password" and "card_number" to any JSON parser.
+    const escaped = '{"user":{"pass\\u0077ord":"hunter3","name":"ann"},"card\\u005Fnumber":4111,"t\\u006fken":"tk"}';
+    const whole = r.body(Buffer.from(escaped), escaped.length, 'application/json').data.toString();
+    expect(whole).not.toContain('hunter3');
+    expect(whole).not.toContain('4111');
+    expect(whole).not.toContain('"tk"');
+    const j = JSON.parse(whole);
+    expect(j.user.password).toMatch(M);
+    expect(j.user.name).toBe('ann');
+    const cut = r.body(Buffer.from(escaped.slice(0, -8)), escaped.length, 'application/json').data.toString();
+    expect(cut).not.toContain('hunter3');
+    expect(cut).not.toContain('4111');
+    // Escapes of other characters (a Go encoder's \u003c for "<") leave a body as it arrived.
+    const go = Buffer.from('{"html":"\\u003cb\\u003e","n":1}');
+    expect(r.body(go, go.length, 'application/json').data).toBe(go);
+  });
+
   it('keeps binary bodies as base64, and only the first max bytes of a stream', () => {
     const tap = new BodyTap(4);
     for (const c of [Buffer.from([0xff, 0xfe]), Buffer.from([1, 2, 3]), Buffer.from([9])]) tap.add(c);
