@@ -73,9 +73,23 @@ export function buildDetail(t: DetailTap, r: Redactor): CapturedDetail {
     query: r.query(t.query),
     request_headers: s.headers ? r.headers(t.reqHeaders) : null,
     response_headers: s.headers && t.resHeaders ? r.headers(t.resHeaders) : null,
-    request_body: t.req ? r.body(t.req.take(), t.req.total, headerValue(t.reqHeaders, 'content-type')) : null,
+    request_body: t.req
+      ? r.body(
+          t.req.take(),
+          t.req.total,
+          headerValue(t.reqHeaders, 'content-type'),
+          headerValue(t.reqHeaders, 'content-encoding'),
+        )
+      : null,
     response_body:
-      t.res && t.resHeaders ? r.body(t.res.take(), t.res.total, headerValue(t.resHeaders, 'content-type')) : null,
+      t.res && t.resHeaders
+        ? r.body(
+            t.res.take(),
+            t.res.total,
+            headerValue(t.resHeaders, 'content-type'),
+            headerValue(t.resHeaders, 'content-encoding'),
+          )
+        : null,
     diff: null,
   };
 }

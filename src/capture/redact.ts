@@ -1,5 +1,14 @@
 import { isUtf8 } from 'node:buffer';
 import { createHmac } from 'node:crypto';
+import {
+  brotliCompressSync,
+  brotliDecompressSync,
+  deflateSync,
+  gunzipSync,
+  gzipSync,
+  inflateSync,
+  type ZlibOptions,
+} from 'node:zlib';
 import type { CapturedBody } from '../store/detail-types.js';
 
 /** A gateway key anywhere in a value (svc_live_ / svc_test_ and its base62 secret). */
@@ -135,11 +144,17 @@ export class Redactor {
    * A captured body, redacted by its content type. Bodies that hold nothing to
    * redact (most) stay the bytes they arrived as: they are searched, not decoded.
    */
-  body(buf: Buffer, total: number, contentType: string | undefined): CapturedBody {
+  body(buf: Buffer, total: number, contentType: string | undefined, contentEncoding?: string): CapturedBody {
     const truncated = total > buf.length;
+    if (contentEncoding !== undefined) {
+      const coding = contentEncoding.trim().toLowerCase();
+      if (coding !== '' && coding !== 'identity') return this.encoded(buf, total, truncated, contentType, coding);
+    }
     const bytes = truncated ? trimPartialUtf8(buf) : buf;
     if (!isUtf8(bytes)) {
-      return { data: Buffer.from(buf.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
+      // Bytes, kept as base64; a gateway key among them is replaced all the same.
+      const kept = buf.indexOf(SVC) === -1 ? buf : Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
+      return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
     const ct = (contentType ?? '').toLowerCase();
     // One regex over the body as text (a Buffer search per name was ten times slower).
@@ -172,7 +187,52 @@ export class Redactor {
     }
     return { data: Buffer.from(this.scrubKeys(text)), bytes: total, truncated, encoding: 'utf8' };
   }
+
+  /**
+   * A body sent compressed (Content-Encoding), redacted inside: decoded, redacted by
+   * its content type, and kept as sent when nothing was replaced, else compressed
+   * again the same way. A body that cannot be read (cut short, an unknown coding,
+   * corrupt, or past MAX_DECODED once decoded) is not kept at all, since it may hold
+   * what must be redacted.
+   */
+  private encoded(
+    buf: Buffer,
+    total: number,
+    truncated: boolean,
+    contentType: string | undefined,
+    coding: string,
+  ): CapturedBody {
+    const codec = CODINGS[coding];
+    const base64 = (b: Buffer): CapturedBody => ({
+      data: Buffer.from(b.toString('base64'), 'latin1'),
+      bytes: total,
+      truncated: false,
+      encoding: 'base64',
+    });
+    if (truncated || codec === undefined) return { data: EMPTY, bytes: total, truncated: true, encoding: 'base64' };
+    let plain: Buffer;
+    try {
+      plain = codec.decode(buf, { maxOutputLength: MAX_DECODED });
+    } catch {
+      return { data: EMPTY, bytes: total, truncated: true, encoding: 'base64' };
+    }
+    const inner = this.body(plain, plain.length, contentType);
+    if (inner.data === plain || (inner.encoding === 'base64' && plain.indexOf(SVC) === -1)) return base64(buf);
+    const redacted = inner.encoding === 'base64' ? Buffer.from(inner.data.toString('latin1'), 'base64') : inner.data;
+    return base64(codec.encode(redacted));
+  }
 }
+
+/** The content codings a body is decoded from to be redacted, and encoded again with. */
+const CODINGS: Record<string, { decode(b: Buffer, o: ZlibOptions): Buffer; encode(b: Buffer): Buffer }> = {
+  gzip: { decode: gunzipSync, encode: (b) => gzipSync(b) },
+  'x-gzip': { decode: gunzipSync, encode: (b) => gzipSync(b) },
+  deflate: { decode: inflateSync, encode: (b) => deflateSync(b) },
+  br: { decode: brotliDecompressSync, encode: (b) => brotliCompressSync(b) },
+};
+/** A compressed body larger than this once decoded is not kept (a bound on the work, and on a zip bomb). */
+const MAX_DECODED = 1 << 20;
+const EMPTY = Buffer.alloc(0);
 
 const SVC = Buffer.from('svc_');
 

@@ -1,3 +1,4 @@
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/store/client.js';
 import { verifySignature } from '../../src/verify.js';
@@ -21,6 +22,11 @@ describe('wake detail and replay', () => {
       req.on('end', () => {
         const body = Buffer.concat(chunks).toString('utf8');
         seen.push({ url: req.url ?? '', headers: req.headers, body });
+        if (req.url?.startsWith('/api/zipped')) {
+          res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+          res.end(gzipSync(JSON.stringify({ ok: true, token: 'tok_zipped_secret' })));
+          return;
+        }
         if (req.url?.startsWith('/api/items/')) {
           res.writeHead(version === 1 ? 200 : 203, { 'content-type': 'application/json', 'x-version': 'same' });
           res.end(
@@ -151,6 +157,55 @@ describe('wake detail and replay', () => {
     const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
     expect(rows).toContain('ann');
     expect(rows).not.toContain('hunter3-escaped');
+  });
+
+  it('regression: compressed bodies are redacted inside (a gzipped password or token is not stored), and kept compressed', async () => {
+    const sent = gzipSync(JSON.stringify({ user: { password: 'hunter4-zipped', name: 'ann' } }));
+    const r = await fetch(`${t.url}/api/zipped`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: sent,
+    });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ ok: true, token: 'tok_zipped_secret' });
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    // Stored as sent (compressed, so base64), with the named field redacted inside.
+    expect(w.request).toMatchObject({ body_encoding: 'base64', body_truncated: false, body_bytes: sent.length });
+    const req = JSON.parse(gunzipSync(Buffer.from(w.request.body, 'base64')).toString());
+    expect(req.user).toEqual({ password: expect.stringMatching(/^\[redacted:[0-9a-f]{12}\]$/), name: 'ann' });
+    const res = JSON.parse(gunzipSync(Buffer.from(w.response.body, 'base64')).toString());
+    expect(res).toEqual({ ok: true, token: expect.stringMatching(/^\[redacted:/) });
+    // A compressed body cut short cannot be read, so nothing of it is kept.
+    const big = gzipSync(JSON.stringify({ password: 'hunter5-cut', pad: 'p'.repeat(2000) }));
+    const c = await fetch(`${t.url}/small/zipped`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: big,
+    });
+    expect(c.status).toBe(201);
+    await c.arrayBuffer();
+    const cw = await wake(c.headers.get('x-wake-id') as string);
+    expect(cw.request).toMatchObject({ body: '', body_truncated: true, body_bytes: big.length });
+    const rows = await queryRows<Record<string, string>>(
+      t.gw.store,
+      `SELECT request_body, request_body_encoding, response_body, response_body_encoding FROM ${t.gw.store.db}.wake_details`,
+    );
+    for (const row of rows)
+      for (const side of ['request', 'response']) {
+        const raw = Buffer.from(
+          row[`${side}_body`] as string,
+          row[`${side}_body_encoding`] === 'base64' ? 'base64' : 'utf8',
+        );
+        let text = raw.toString('latin1');
+        try {
+          text += gunzipSync(raw).toString();
+        } catch {
+          // Not gzip.
+        }
+        expect(text).not.toContain('hunter4-zipped');
+        expect(text).not.toContain('hunter5-cut');
+        expect(text).not.toContain('tok_zipped_secret');
+      }
   });
 
   it('replays a GET whose origin now answers differently: the diff names status and JSON paths; replay.finished is signed', async () => {

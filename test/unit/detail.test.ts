@@ -1,4 +1,4 @@
-import { gzipSync } from 'node:zlib';
+import { brotliCompressSync, brotliDecompressSync, deflateSync, gzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { BodyTap, buildDetail, DetailBudget, newTap } from '../../src/capture/detail.js';
 import { Redactor } from '../../src/capture/redact.js';
@@ -86,6 +86,45 @@ describe('redaction', () => {
     // Escapes of other characters (a Go encoder's \u003c for "<") leave a body as it arrived.
     const go = Buffer.from('{"html":"\\u003cb\\u003e","n":1}');
     expect(r.body(go, go.length, 'application/json').data).toBe(go);
+  });
+
+  it('redacts inside compressed bodies, keeps them compressed, and keeps nothing of one it cannot read', () => {
+    const json = Buffer.from('{"password":"pw-inside","ok":1}');
+    const j = (b: { data: Buffer }, decode: (x: Buffer) => Buffer) =>
+      JSON.parse(decode(Buffer.from(b.data.toString(), 'base64')).toString());
+    const brSent = brotliCompressSync(json);
+    const br = r.body(brSent, brSent.length, 'application/json', 'br');
+    expect(br).toMatchObject({ encoding: 'base64', truncated: false, bytes: brSent.length });
+    expect(j(br, brotliDecompressSync)).toEqual({ password: expect.stringMatching(M), ok: 1 });
+    const deflated = r.body(deflateSync(json), deflateSync(json).length, 'application/json', ' Deflate ');
+    expect(j(deflated, inflateSync).password).toMatch(M);
+    // Nothing to redact: the bytes as sent.
+    const plain = gzipSync('{"ok":1}');
+    expect(Buffer.from(r.body(plain, plain.length, 'application/json', 'gzip').data.toString(), 'base64')).toEqual(
+      plain,
+    );
+    expect(r.body(json, json.length, 'application/json', 'identity').data.toString()).not.toContain('pw-inside');
+    // Unreadable: an unknown coding, corrupt bytes, a body cut short, or one too large once decoded.
+    const bomb = gzipSync(Buffer.alloc(4 << 20));
+    for (const [b, total, coding] of [
+      [json, json.length, 'zstd'],
+      [Buffer.from('not gzip'), 8, 'gzip'],
+      [gzipSync(json).subarray(0, 10), 60, 'gzip'],
+      [bomb, bomb.length, 'gzip'],
+    ] as const)
+      expect(r.body(b, total, 'application/json', coding), coding).toEqual({
+        data: Buffer.alloc(0),
+        bytes: total,
+        truncated: true,
+        encoding: 'base64',
+      });
+    // A gateway key among bytes that are not text is replaced too.
+    const key = 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const bin = Buffer.concat([Buffer.from([0xff, 0xfe, 0x00]), Buffer.from(key), Buffer.from([0xc3])]);
+    const kept = Buffer.from(r.body(bin, bin.length, 'application/octet-stream').data.toString(), 'base64');
+    expect(kept.toString('latin1')).not.toContain(key);
+    expect(kept.subarray(0, 3)).toEqual(bin.subarray(0, 3));
+    expect(kept.subarray(3).toString('latin1')).toMatch(/^\[redacted:[0-9a-f]{12}\]\xc3$/);
   });
 
   it('keeps binary bodies as base64, and only the first max bytes of a stream', () => {
