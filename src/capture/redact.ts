@@ -27,14 +27,17 @@ export class Redactor {
   private readonly fieldRe: RegExp | null;
   /** Whether a text names any redacted field as a JSON key as written (most bodies do not). */
   private readonly anyField: RegExp | null;
-  /** A JSON escape of a character some field name has: a key written with it may be that name. */
-  private readonly spelled: RegExp | null;
+  /**
+   * A JSON escape of a character some field name or a gateway key has: a key written
+   * with it may be that name, a string written with it may be a gateway key.
+   */
+  private readonly spelled: RegExp;
   /**
    * Every field name is ASCII, so a body can be searched as latin1 text (a plain copy
    * of its bytes, where a UTF-8 decode would check them); else it is decoded first.
    */
   private readonly asciiFields: boolean;
-  /** `name=` of each field, to see whether a plain query string names one at all. */
+  /** `name=`, `name[` and `name]` of each field, to see whether a plain query string names one at all. */
   private readonly queryNames: string[];
 
   constructor(
@@ -47,11 +50,11 @@ export class Redactor {
     const names = fields.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
     // For a JSON body cut short (not parseable): "name": "string" or "name": number.
     this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
-    // An escape that could spell a character of a named key ("pass\u0077ord" is "password").
-    this.spelled = names ? new RegExp(nameEscapes(fields)) : null;
+    // An escape that could spell a character of a named key ("pass\u0077ord" is "password") or of a gateway key.
+    this.spelled = new RegExp(nameEscapes([...fields, KEY_CHARS]));
     this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
     this.asciiFields = fields.every((f) => /^[\x20-\x7e]*$/.test(f));
-    this.queryNames = fields.map((f) => `${f}=`);
+    this.queryNames = fields.flatMap((f) => [`${f}=`, `${f}[`, `${f}]`]);
   }
 
   /** Recent markers: the same Authorization or cookie arrives again and again, and an HMAC costs microseconds. */
@@ -93,6 +96,19 @@ export class Redactor {
     return false;
   }
 
+  /**
+   * Whether a parameter's (decoded) name is a named field: the name itself, or one
+   * of its bracketed parts (`user[password]`, `a[b][token]`, as Rails and PHP nest).
+   */
+  private namedParam(name: string): boolean {
+    if (this.fieldNames.has(name)) return true;
+    const open = name.indexOf('[');
+    if (open === -1) return false;
+    if (this.fieldNames.has(name.slice(0, open))) return true;
+    for (const m of name.slice(open).matchAll(BRACKETED)) if (this.fieldNames.has(m[1] as string)) return true;
+    return false;
+  }
+
   /** A query string (with its `?`, or '') with named parameters replaced. */
   query(q: string): string {
     if (q.length <= 1) return q;
@@ -112,7 +128,7 @@ export class Redactor {
           // Left as sent.
         }
       }
-      if (eq !== -1 && this.fieldNames.has(decoded))
+      if (eq !== -1 && this.namedParam(decoded))
         parts[i] = `${name}=${encodeURIComponent(this.marker(p.slice(eq + 1)))}`;
       else parts[i] = this.scrubKeys(p);
     }
@@ -132,12 +148,13 @@ export class Redactor {
   }
 
   /**
-   * Whether JSON text may hold a named field: a named key as written, or a key with
-   * escapes that could spell one (only text with a backslash is searched for those).
+   * Whether JSON text may hold a named field: a named key as written, or escapes
+   * that could spell one or a gateway key (only text with a backslash is searched
+   * for those). Such text is parsed, so every key and value is read as JSON reads it.
    */
   private namesAnyField(text: string): boolean {
-    if (this.anyField === null) return false;
-    return this.anyField.test(text) || (text.indexOf('\\') !== -1 && this.spelled?.test(text) === true);
+    if (this.anyField?.test(text) === true) return true;
+    return text.indexOf('\\') !== -1 && this.spelled.test(text);
   }
 
   /**
@@ -174,13 +191,12 @@ export class Redactor {
       }
       if (!done && this.fieldRe) {
         const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
-        text =
-          this.spelled?.test(text) === true
-            ? // Keys may be written with escapes: every key is read as JSON reads it.
-              text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
-                this.fieldNames.has(jsonKey(key)) ? mark(head, v) : m,
-              )
-            : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
+        text = this.spelled.test(text)
+          ? // Keys may be written with escapes: every key is read as JSON reads it.
+            text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
+              this.fieldNames.has(jsonKey(key)) ? mark(head, v) : m,
+            )
+          : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
       }
     } else if (form) {
       text = this.query(`?${text}`).slice(1);
@@ -235,6 +251,12 @@ const MAX_DECODED = 1 << 20;
 const EMPTY = Buffer.alloc(0);
 
 const SVC = Buffer.from('svc_');
+
+/** The characters of a gateway key (svc_live_ / svc_test_ and base62). */
+const KEY_CHARS = 'svc_livetsABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** The parts of a nested parameter name after its first: `[b]` and `[c]` of `a[b][c]`. */
+const BRACKETED = /\[([^\]]*)\]/g;
 
 /** Any key and its value (a string, perhaps cut short, or a number) in JSON text. */
 const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]*)/g;

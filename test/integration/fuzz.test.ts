@@ -241,6 +241,49 @@ describe('fuzzing', () => {
     }
   });
 
+  it('a named form or query field is never stored, however its name is nested or percent-encoded', async () => {
+    // The name nested as Rails and PHP write it, each character as is or percent-encoded.
+    const encodeSome = (text: string, how: boolean[]) =>
+      [...text]
+        .map((c, i) => (how[i % how.length] ? `%${c.charCodeAt(0).toString(16).padStart(2, '0').toUpperCase()}` : c))
+        .join('');
+    const param = fc
+      .tuple(
+        fc.constantFrom('password', 'card_number', 'token', 'api_key'),
+        fc.constantFrom('{}', 'user[{}]', 'a[b][{}]', '{}[]', 'x[{}][0]'),
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 12 }),
+      )
+      .map(([name, shape, how]) => encodeSome(shape.replace('{}', name), how));
+    let n = 0;
+    const secrets: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(param, fc.boolean(), async (name, inQuery) => {
+        n++;
+        const secret = `f0rm-s3cr3t-${n}-x`;
+        secrets.push(secret);
+        const pair = `a=1&${name}=${secret}&z=2`;
+        const r = await fetch(`${t.url}/open/ff${inQuery ? `?${pair}` : ''}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: inQuery ? 'a=1' : pair,
+        });
+        expect(r.status).toBe(200);
+        await r.arrayBuffer();
+      }),
+      { numRuns: Math.min(RUNS, 60) },
+    );
+    await flushed(t.gw);
+    const rows = await queryRows<{ q: string; b: string }>(
+      t.gw.store,
+      `SELECT query AS q, request_body AS b FROM ${t.gw.store.db}.wake_details
+        WHERE id IN (SELECT id FROM ${t.gw.store.db}.wakes WHERE path = '/open/ff')`,
+    );
+    expect(rows.length).toBe(n);
+    const stored = rows.map((x) => `${x.q}\n${x.b}`).join('\n');
+    for (const secret of secrets) expect(stored).not.toContain(secret);
+    for (const x of rows) expect(`${x.q}${x.b}`).toMatch(/%5Bredacted%3A[0-9a-f]{12}%5D/);
+  });
+
   it('the proxy answers any request line and headers without a 5xx, a hang or a crash', async () => {
     const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/);
     const target = fc.oneof(

@@ -159,6 +159,23 @@ describe('wake detail and replay', () => {
     expect(rows).not.toContain('hunter3-escaped');
   });
 
+  it('regression: a nested form or query field ("user[password]", Rails and PHP style) is redacted', async () => {
+    const r = await fetch(`${t.url}/api/orders?user%5Btoken%5D=tok-nested-q&page=2`, {
+      method: 'POST',
+      headers: { ...bearer(key), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'user[name]=ann&user[password]=hunter6-nested&items[][qty]=2',
+    });
+    expect(r.status).toBe(201);
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    expect(w.request.query).toMatch(/^\?user%5Btoken%5D=%5Bredacted%3A[0-9a-f]{12}%5D&page=2$/);
+    expect(w.request.body).toMatch(
+      /^user\[name\]=ann&user\[password\]=%5Bredacted%3A[0-9a-f]{12}%5D&items\[\]\[qty\]=2$/,
+    );
+    const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
+    expect(rows).not.toContain('hunter6-nested');
+    expect(rows).not.toContain('tok-nested-q');
+  });
+
   it('regression: compressed bodies are redacted inside (a gzipped password or token is not stored), and kept compressed', async () => {
     const sent = gzipSync(JSON.stringify({ user: { password: 'hunter4-zipped', name: 'ann' } }));
     const r = await fetch(`${t.url}/api/zipped`, {

@@ -83,6 +83,15 @@ describe('redaction', () => {
     const cut = r.body(Buffer.from(escaped.slice(0, -8)), escaped.length, 'application/json').data.toString();
     expect(cut).not.toContain('hunter3');
     expect(cut).not.toContain('4111');
+    // A gateway key written with escapes is found as JSON reads it.
+    const key = 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const hidden = `{"note":"${key.replace('v', '\\u0076').replace('A', '\\u0041')}"}`;
+    const found = r.body(Buffer.from(hidden), hidden.length, 'application/json').data.toString();
+    expect(JSON.parse(found).note).toMatch(M);
+    const noFields = new Redactor(Buffer.alloc(32, 1), [], []);
+    expect(noFields.body(Buffer.from(hidden), hidden.length, 'application/json').data.toString()).not.toContain(
+      'AAAAAAAAAA',
+    );
     // Escapes of other characters (a Go encoder's \u003c for "<") leave a body as it arrived.
     const go = Buffer.from('{"html":"\\u003cb\\u003e","n":1}');
     expect(r.body(go, go.length, 'application/json').data).toBe(go);
