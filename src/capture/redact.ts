@@ -161,19 +161,20 @@ export class Redactor {
    * A captured body, redacted by its content type. Bodies that hold nothing to
    * redact (most) stay the bytes they arrived as: they are searched, not decoded.
    */
-  body(buf: Buffer, total: number, contentType: string | undefined, contentEncoding?: string): CapturedBody {
-    const truncated = total > buf.length;
+  body(sent: Buffer, total: number, contentType: string | undefined, contentEncoding?: string): CapturedBody {
+    const truncated = total > sent.length;
     if (contentEncoding !== undefined) {
       const coding = contentEncoding.trim().toLowerCase();
-      if (coding !== '' && coding !== 'identity') return this.encoded(buf, total, truncated, contentType, coding);
+      if (coding !== '' && coding !== 'identity') return this.encoded(sent, total, truncated, contentType, coding);
     }
+    const ct = (contentType ?? '').toLowerCase();
+    const buf = ct.includes('multipart/form-data') ? this.multipart(sent, contentType as string) : sent;
     const bytes = truncated ? trimPartialUtf8(buf) : buf;
     if (!isUtf8(bytes)) {
       // Bytes, kept as base64; a gateway key among them is replaced all the same.
       const kept = buf.indexOf(SVC) === -1 ? buf : Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
-    const ct = (contentType ?? '').toLowerCase();
     // One regex over the body as text (a Buffer search per name was ten times slower).
     const json = ct.includes('json') && this.namesAnyField(bytes.toString(this.asciiFields ? 'latin1' : 'utf8'));
     const form = !json && ct.includes('application/x-www-form-urlencoded');
@@ -202,6 +203,38 @@ export class Redactor {
       text = this.query(`?${text}`).slice(1);
     }
     return { data: Buffer.from(this.scrubKeys(text)), bytes: total, truncated, encoding: 'utf8' };
+  }
+
+  /**
+   * A multipart/form-data body with the content of each named field's part replaced
+   * (the part's name as `namedParam` reads it); the same Buffer when none is named.
+   * Worked on as latin1 text, so the bytes of other parts (files) stay as they are.
+   */
+  private multipart(buf: Buffer, contentType: string): Buffer {
+    const b = BOUNDARY.exec(contentType);
+    if (b === null) return buf;
+    const delimiter = `--${b[1] ?? b[2]}`;
+    const text = buf.toString('latin1');
+    let at = text.indexOf(delimiter);
+    if (at === -1) return buf;
+    let out = text.slice(0, at);
+    let changed = false;
+    for (;;) {
+      const next = text.indexOf(`\r\n${delimiter}`, at + delimiter.length);
+      // A part runs to the next delimiter, or to the end of a body cut short.
+      const part = text.slice(at, next === -1 ? text.length : next);
+      const sep = part.indexOf('\r\n\r\n');
+      const disposition = sep === -1 ? null : DISPOSITION.exec(part.slice(0, sep));
+      const name = disposition === null ? null : PART_NAME.exec(disposition[0]);
+      if (name !== null && this.namedParam(partName(name[1] ?? name[2] ?? ''))) {
+        out += `${part.slice(0, sep + 4)}${this.marker(part.slice(sep + 4))}`;
+        changed = true;
+      } else out += part;
+      if (next === -1) break;
+      out += '\r\n';
+      at = next + 2;
+    }
+    return changed ? Buffer.from(out, 'latin1') : buf;
   }
 
   /**
@@ -251,6 +284,15 @@ const MAX_DECODED = 1 << 20;
 const EMPTY = Buffer.alloc(0);
 
 const SVC = Buffer.from('svc_');
+
+/** A multipart body's boundary, from its Content-Type (quoted or not). */
+const BOUNDARY = /boundary\s*=\s*(?:"([^"]+)"|([^\s;]+))/i;
+const DISPOSITION = /content-disposition:[^\r\n]*/i;
+/** A part's field name in its Content-Disposition (`name`, not `filename`). */
+const PART_NAME = /\bname\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/i;
+/** A part's name as sent: browsers percent-encode quotes and line breaks, older senders escape with backslashes. */
+const partName = (raw: string): string =>
+  raw.replace(/\\(.)/g, '$1').replace(/%22/gi, '"').replace(/%0d/gi, '\r').replace(/%0a/gi, '\n');
 
 /** The characters of a gateway key (svc_live_ / svc_test_ and base62). */
 const KEY_CHARS = 'svc_livetsABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

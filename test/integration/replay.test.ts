@@ -176,6 +176,25 @@ describe('wake detail and replay', () => {
     expect(rows).not.toContain('tok-nested-q');
   });
 
+  it('regression: multipart form fields are redacted (a browser FormData login), beside a binary file part', async () => {
+    const form = new FormData();
+    form.append('user', 'ann');
+    form.append('password', 'hunter7-multi');
+    form.append('account[token]', 'tok-multi-nested');
+    form.append('avatar', new Blob([Buffer.from([0xff, 0xd8, 0xff, 0x00, 0x81])]), 'a.jpg');
+    const r = await fetch(`${t.url}/api/orders`, { method: 'POST', headers: bearer(key), body: form });
+    expect(r.status).toBe(201);
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    const kept = Buffer.from(w.request.body, w.request.body_encoding === 'base64' ? 'base64' : 'utf8').toString(
+      'latin1',
+    );
+    expect(kept).toMatch(/name="user"\r\n\r\nann\r\n/);
+    expect(kept).toMatch(/name="password"\r\n\r\n\[redacted:[0-9a-f]{12}\]\r\n/);
+    expect(kept).toContain('\xff\xd8\xff\x00\x81');
+    expect(kept).not.toContain('hunter7-multi');
+    expect(kept).not.toContain('tok-multi-nested');
+  });
+
   it('regression: compressed bodies are redacted inside (a gzipped password or token is not stored), and kept compressed', async () => {
     const sent = gzipSync(JSON.stringify({ user: { password: 'hunter4-zipped', name: 'ann' } }));
     const r = await fetch(`${t.url}/api/zipped`, {
