@@ -69,27 +69,15 @@ const headerValue = (raw: readonly string[] | null, name: string): string | unde
 /** Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding path. */
 export function buildDetail(t: DetailTap, r: Redactor): CapturedDetail {
   const s = t.settings;
+  // A body is redacted by its own headers' content type and coding.
+  const body = (tap: BodyTap, headers: readonly string[]) =>
+    r.body(tap.take(), tap.total, headerValue(headers, 'content-type'), headerValue(headers, 'content-encoding'));
   return {
     query: r.query(t.query),
     request_headers: s.headers ? r.headers(t.reqHeaders) : null,
     response_headers: s.headers && t.resHeaders ? r.headers(t.resHeaders) : null,
-    request_body: t.req
-      ? r.body(
-          t.req.take(),
-          t.req.total,
-          headerValue(t.reqHeaders, 'content-type'),
-          headerValue(t.reqHeaders, 'content-encoding'),
-        )
-      : null,
-    response_body:
-      t.res && t.resHeaders
-        ? r.body(
-            t.res.take(),
-            t.res.total,
-            headerValue(t.resHeaders, 'content-type'),
-            headerValue(t.resHeaders, 'content-encoding'),
-          )
-        : null,
+    request_body: t.req ? body(t.req, t.reqHeaders) : null,
+    response_body: t.res && t.resHeaders ? body(t.res, t.resHeaders) : null,
     diff: null,
   };
 }

@@ -8,6 +8,7 @@ import {
   gzipSync,
   inflateSync,
   type ZlibOptions,
+  constants as zlibConstants,
 } from 'node:zlib';
 import type { CapturedBody } from '../store/detail-types.js';
 
@@ -272,12 +273,17 @@ export class Redactor {
   }
 }
 
-/** The content codings a body is decoded from to be redacted, and encoded again with. */
+/**
+ * The content codings a body is decoded from to be redacted, and encoded again with,
+ * at the fastest level: brotli's default (quality 11) took 875 ms for 1 MiB of JSON on
+ * the main thread, quality 1 takes 1.5 ms; gzip 4.7 ms at its default, 1.7 at level 1.
+ */
+const FAST_BROTLI = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } };
 const CODINGS: Record<string, { decode(b: Buffer, o: ZlibOptions): Buffer; encode(b: Buffer): Buffer }> = {
-  gzip: { decode: gunzipSync, encode: (b) => gzipSync(b) },
-  'x-gzip': { decode: gunzipSync, encode: (b) => gzipSync(b) },
-  deflate: { decode: inflateSync, encode: (b) => deflateSync(b) },
-  br: { decode: brotliDecompressSync, encode: (b) => brotliCompressSync(b) },
+  gzip: { decode: gunzipSync, encode: (b) => gzipSync(b, { level: 1 }) },
+  'x-gzip': { decode: gunzipSync, encode: (b) => gzipSync(b, { level: 1 }) },
+  deflate: { decode: inflateSync, encode: (b) => deflateSync(b, { level: 1 }) },
+  br: { decode: brotliDecompressSync, encode: (b) => brotliCompressSync(b, FAST_BROTLI) },
 };
 /** A compressed body larger than this once decoded is not kept (a bound on the work, and on a zip bomb). */
 const MAX_DECODED = 1 << 20;

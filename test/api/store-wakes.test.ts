@@ -179,8 +179,8 @@ describe('wakes table', () => {
     await ins.insert(batch, 'compact-parts');
     const rs = await store.client.query({
       query: `SELECT part_type, rows FROM system.parts WHERE database = {db:String} AND table = 'wake_details' AND active
-        AND name IN (SELECT DISTINCT _part FROM ${store.db}.wake_details WHERE environment = 'compact')`,
-      query_params: { db: store.db },
+        AND name IN (SELECT DISTINCT _part FROM ${store.db}.wake_details WHERE environment = {env:String})`,
+      query_params: { db: store.db, env: 'compact' },
       format: 'JSONEachRow',
     });
     expect(await rs.json()).toEqual([{ part_type: 'Compact', rows: 400 }]);

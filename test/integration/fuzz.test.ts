@@ -36,6 +36,17 @@ describe('fuzzing', () => {
     await origin.close();
   });
 
+  /** The stored detail of every request to a path, once everything served is stored. */
+  const storedDetail = async <T>(path: string, columns: string): Promise<T[]> => {
+    await flushed(t.gw);
+    return queryRows<T>(
+      t.gw.store,
+      `SELECT ${columns} FROM ${t.gw.store.db}.wake_details
+        WHERE id IN (SELECT id FROM ${t.gw.store.db}.wakes WHERE path = {path:String})`,
+      { path },
+    );
+  };
+
   const expectErrorBody = (status: number, text: string, what: string) => {
     expect(status, what).toBeLessThan(500);
     if (status >= 400) {
@@ -216,11 +227,9 @@ describe('fuzzing', () => {
       ),
       { numRuns: Math.min(RUNS, 60) },
     );
-    await flushed(t.gw);
-    const rows = await queryRows<{ b: string; enc: string; state: number }>(
-      t.gw.store,
-      `SELECT request_body AS b, request_body_encoding AS enc, request_body_state AS state FROM ${t.gw.store.db}.wake_details
-        WHERE id IN (SELECT id FROM ${t.gw.store.db}.wakes WHERE path = '/open/fz')`,
+    const rows = await storedDetail<{ b: string; enc: string; state: number }>(
+      '/open/fz',
+      'request_body AS b, request_body_encoding AS enc, request_body_state AS state',
     );
     expect(rows.length).toBe(n);
     expect(rows.some((x) => Number(x.state) === 1)).toBe(true);
@@ -272,12 +281,7 @@ describe('fuzzing', () => {
       }),
       { numRuns: Math.min(RUNS, 60) },
     );
-    await flushed(t.gw);
-    const rows = await queryRows<{ q: string; b: string }>(
-      t.gw.store,
-      `SELECT query AS q, request_body AS b FROM ${t.gw.store.db}.wake_details
-        WHERE id IN (SELECT id FROM ${t.gw.store.db}.wakes WHERE path = '/open/ff')`,
-    );
+    const rows = await storedDetail<{ q: string; b: string }>('/open/ff', 'query AS q, request_body AS b');
     expect(rows.length).toBe(n);
     const stored = rows.map((x) => `${x.q}\n${x.b}`).join('\n');
     for (const secret of secrets) expect(stored).not.toContain(secret);
@@ -321,11 +325,9 @@ describe('fuzzing', () => {
       ),
       { numRuns: Math.min(RUNS, 60) },
     );
-    await flushed(t.gw);
-    const rows = await queryRows<{ b: string; enc: string }>(
-      t.gw.store,
-      `SELECT request_body AS b, request_body_encoding AS enc FROM ${t.gw.store.db}.wake_details
-        WHERE id IN (SELECT id FROM ${t.gw.store.db}.wakes WHERE path = '/open/mp')`,
+    const rows = await storedDetail<{ b: string; enc: string }>(
+      '/open/mp',
+      'request_body AS b, request_body_encoding AS enc',
     );
     expect(rows.length).toBe(n);
     for (const x of rows) {
