@@ -60,9 +60,13 @@ export function newTap(settings: DetailSettings, query: string, reqHeaders: read
   };
 }
 
+/** A header's value from raw headers (`name` in lower case); only names of its length are lowered. */
 const headerValue = (raw: readonly string[] | null, name: string): string | undefined => {
   if (!raw) return undefined;
-  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === name) return raw[i + 1];
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i] as string;
+    if (n.length === name.length && n.toLowerCase() === name) return raw[i + 1];
+  }
   return undefined;
 };
 
