@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import { codingOf } from '../capture/codings.js';
 import type { StoredBody, WakeDiff } from '../store/detail-types.js';
 
 /**
@@ -47,16 +47,14 @@ function headerMap(h: [string, string][] | null): Map<string, string> {
 /** The body's bytes, decompressed when it was sent compressed and kept whole. */
 function bytesOf(b: StoredBody, encoding: string | undefined): Buffer {
   const raw = Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8');
-  if (b.truncated || !encoding) return raw;
+  const coding = codingOf(encoding);
+  if (b.truncated || !coding) return raw;
   try {
-    const o = { maxOutputLength: MAX_DECODED };
-    if (encoding === 'gzip' || encoding === 'x-gzip') return gunzipSync(raw, o);
-    if (encoding === 'deflate') return inflateSync(raw, o);
-    if (encoding === 'br') return brotliDecompressSync(raw, o);
+    return coding.decode(raw, MAX_DECODED);
   } catch {
     // Compared as sent.
+    return raw;
   }
-  return raw;
 }
 
 const pathOf = (base: string, key: string | number): string =>

@@ -4,11 +4,12 @@ import type { Wake } from './wakes.js';
 /**
  * How a wake is written to the write-ahead log, and how the log's segments reach
  * storage. A wake is one TabSeparated line: its table row, then what the table
- * does not hold (refused, whether it has detail), then its detail's cells. The
- * embedded engine inserts a sealed segment straight from its file, one INSERT …
- * SELECT per table (the engine parses files many times faster than inline data,
- * and nothing is serialized twice); a ClickHouse server gets each table's columns
- * cut from the lines (splitLog).
+ * does not hold (refused, whether it has detail), then its detail's cells. A sealed
+ * segment is one insert into the log table (`wake_log`), whose views fill the wakes
+ * and detail tables: the embedded engine reads the file itself (it parses files many
+ * times faster than inline data, and nothing is serialized twice), a ClickHouse
+ * server gets the file streamed as the insert's body. An earlier version's segment
+ * takes one insert per table (segmentInserts, or splitLog's cut for a server).
  */
 
 /** The wakes table's columns, in the order a log line starts with. */
