@@ -139,6 +139,17 @@ export class Redactor {
     return typeof v === 'string' ? this.scrubKeys(v) : v;
   }
 
+  /** A JSON string literal (perhaps cut short) whose escapes spell a gateway key, with the key replaced; else as written. */
+  private escapedKey(literal: string, inner: string, close: string): string {
+    if (inner.indexOf('\\') === -1) return literal;
+    const text = jsonUnescape(inner);
+    if (!text.includes('svc_')) return literal;
+    const scrubbed = this.scrubKeys(text);
+    if (scrubbed === text) return literal;
+    const out = JSON.stringify(scrubbed);
+    return close === '' ? out.slice(0, -1) : out;
+  }
+
   /**
    * Whether JSON text may hold a named field: a named key as written, or escapes
    * that could spell one or a gateway key (only text with a backslash is searched
@@ -165,9 +176,15 @@ export class Redactor {
       const kept = buf.indexOf(SVC) === -1 ? buf : Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
+    const formType = ct.includes('application/x-www-form-urlencoded');
     // One regex over the body as text (a Buffer search per name was ten times slower).
-    const json = ct.includes('json') && this.namesAnyField(bytes.toString(this.asciiFields ? 'latin1' : 'utf8'));
-    const form = !json && ct.includes('application/x-www-form-urlencoded');
+    // Any text but a form is searched for JSON's named keys, whatever its type: clients
+    // send JSON as text/plain (sendBeacon, a fetch of a string) or untyped, and pages
+    // carry it (an HTML page's embedded state).
+    const searched = formType ? '' : bytes.toString(this.asciiFields ? 'latin1' : 'utf8');
+    const json = !formType && this.namesAnyField(searched);
+    // A form sent as text/plain or untyped: its named fields are found as a form's.
+    const form = formType || (!json && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
     if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
     let text = bytes.toString('utf8');
     if (json) {
@@ -177,17 +194,23 @@ export class Redactor {
           text = JSON.stringify(this.walk(JSON.parse(text)));
           done = true;
         } catch {
-          // Not JSON after all: the pattern below still finds the named fields.
+          // Not JSON after all (or text around it): the patterns below still find the named fields.
         }
       }
-      if (!done && this.fieldRe) {
-        const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
-        text = this.spelled.test(text)
-          ? // Keys may be written with escapes: every key is read as JSON reads it.
-            text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
-              this.fieldNames.has(jsonKey(key)) ? mark(head, v) : m,
-            )
-          : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
+      if (!done) {
+        const escaped = text.indexOf('\\') !== -1 && this.spelled.test(text);
+        if (this.fieldRe) {
+          const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
+          text = escaped
+            ? // Keys may be written with escapes: every key is read as JSON reads it.
+              text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
+                this.fieldNames.has(jsonUnescape(key)) ? mark(head, v) : m,
+              )
+            : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
+        }
+        // A gateway key may be written with escapes too: strings holding escapes are read as JSON reads them.
+        if (escaped)
+          text = text.replace(JSON_STRING, (m, inner: string, close: string) => this.escapedKey(m, inner, close));
       }
     } else if (form) {
       text = this.query(`?${text}`).slice(1);
@@ -286,14 +309,22 @@ const BRACKETED = /\[([^\]]*)\]/g;
 /** Any key and its value (a string, perhaps cut short, or a number) in JSON text. */
 const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]*)/g;
 
-/** A key's text as JSON reads it (its escapes undone); as written when it is not valid. */
-function jsonKey(raw: string): string {
+/** A JSON string literal (perhaps cut short): its text, and its closing quote ('' when cut off). */
+const JSON_STRING = /"((?:[^"\\]|\\.)*)("?)/g;
+
+const UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+/**
+ * A JSON string's text as JSON reads it, its escapes undone; lenient, so a string
+ * cut short (or not quite valid) is read as far as it can be: an escape cut off at
+ * the end is dropped, and an unknown one stands for its character.
+ */
+export function jsonUnescape(raw: string): string {
   if (raw.indexOf('\\') === -1) return raw;
-  try {
-    return JSON.parse(`"${raw}"`) as string;
-  } catch {
-    return raw;
-  }
+  return raw.replace(
+    /\\(?:u([0-9a-fA-F]{4})|u[0-9a-fA-F]{0,3}$|(.)|$)/g,
+    (_m, hex: string | undefined, c: string | undefined) =>
+      hex !== undefined ? String.fromCharCode(Number.parseInt(hex, 16)) : c === undefined ? '' : (UNESCAPES[c] ?? c),
+  );
 }
 
 /** JSON's one-letter escapes, by the character they stand for (as a regex character class holds them). */

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -179,7 +179,7 @@ describe('fuzzing', () => {
     );
   }, 120_000);
 
-  it('a named JSON field is never stored, however its key is escaped or spaced, its body compressed, whole or cut short', async () => {
+  it('a named JSON field or a gateway key is never stored, however escaped or spaced, whatever the content type, compressed, whole or cut short', async () => {
     // Each character of the key as it is, or as a \uXXXX escape in either case.
     const spelled = fc.constantFrom('password', 'card_number', 'token', 'api_key').chain((name) =>
       fc
@@ -202,6 +202,16 @@ describe('fuzzing', () => {
     };
     let n = 0;
     const secrets: string[] = [];
+    // A gateway key's characters (svc_live_ and 32 more), each as it is or escaped.
+    const keySpelling = fc.array(fc.constantFrom('as is', 'lower', 'upper'), { minLength: 41, maxLength: 41 });
+    const spell = (text: string, how: readonly string[]) =>
+      [...text]
+        .map((c, i) => {
+          if (how[i] === 'as is') return c;
+          const hex = c.charCodeAt(0).toString(16).padStart(4, '0');
+          return `\\u${how[i] === 'upper' ? hex.toUpperCase() : hex}`;
+        })
+        .join('');
     await fc.assert(
       fc.asyncProperty(
         spelled,
@@ -209,16 +219,23 @@ describe('fuzzing', () => {
         fc.boolean(),
         fc.boolean(),
         fc.constantFrom(...Object.keys(codings)),
-        async (key, ws, number, cut, coding) => {
+        // JSON is sent as text/plain (sendBeacon), untyped, or inside a page, as well as JSON.
+        fc.constantFrom('application/json', 'text/plain;charset=UTF-8', undefined, 'text/html'),
+        keySpelling,
+        async (key, ws, number, cut, coding, type, how) => {
           n++;
           const secret = number ? `${90_000_000 + n}` : `"s3cr3t-${n}-fz"`;
           secrets.push(secret.replaceAll('"', ''));
-          // Past max_body_bytes (32 KiB) the detail keeps the body cut short, secret included.
+          const gatewayKey = `svc_live_${createHash('sha256').update(`fz-key-${n}`).digest('hex').slice(0, 32)}`;
+          secrets.push(gatewayKey.slice(9));
+          // Past max_body_bytes (32 KiB) the detail keeps the body cut short, secrets included.
           const pad = cut ? randomBytes(45_000).toString('base64') : 'y';
-          const body = Buffer.from(`{"user":{"name":"ann","${key}"${ws}:${ws}${secret}},"pad":"${pad}"}`);
+          const body = Buffer.from(
+            `{"note":"${spell(gatewayKey, how)}","user":{"name":"ann","${key}"${ws}:${ws}${secret}},"pad":"${pad}"}`,
+          );
           const r = await fetch(`${t.url}/open/fz`, {
             method: 'POST',
-            headers: { 'content-type': 'application/json', 'content-encoding': coding },
+            headers: { ...(type ? { 'content-type': type } : {}), 'content-encoding': coding },
             body: (codings[coding] as (b: Buffer) => Buffer)(body),
           });
           expect(r.status).toBe(200);
@@ -243,6 +260,8 @@ describe('fuzzing', () => {
         } catch {
           // Not this coding.
         }
+      // ... and with JSON's escapes undone.
+      text += text.replace(/\\u([0-9a-fA-F]{4})/g, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
       for (const secret of secrets) expect(text).not.toContain(secret);
       // Kept and redacted, or (compressed and cut short, so unreadable) not kept at all.
       if (raw.length > 0) expect(text).toMatch(/\[redacted:[0-9a-f]{12}\]/);

@@ -61,6 +61,13 @@ describe('wake detail and replay', () => {
           capture: { detail: { max_body_bytes: 16 } },
         },
         {
+          name: 'mid',
+          prefix: '/mid',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { max_body_bytes: 400 } },
+        },
+        {
           name: 'bare',
           prefix: '/bare',
           auth: 'none',
@@ -157,6 +164,57 @@ describe('wake detail and replay', () => {
     const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
     expect(rows).toContain('ann');
     expect(rows).not.toContain('hunter3-escaped');
+  });
+
+  it('regression: JSON and form bodies sent as text/plain or with no content type are redacted all the same', async () => {
+    const send = async (body: string | Uint8Array, contentType?: string) => {
+      const r = await fetch(`${t.url}/api/orders`, {
+        method: 'POST',
+        headers: { ...bearer(key), ...(contentType ? { 'content-type': contentType } : {}) },
+        body,
+      });
+      expect(r.status).toBe(201);
+      return wake(r.headers.get('x-wake-id') as string);
+    };
+    // navigator.sendBeacon and fetch with a string body send JSON as text/plain.
+    const plain = await send('{"user":"ann","password":"hunter8-plain"}', 'text/plain;charset=UTF-8');
+    expect(plain.request.body).toMatch(/^\{"user":"ann","password":"\[redacted:[0-9a-f]{12}\]"\}$/);
+    const untyped = await send(new TextEncoder().encode('{"card_number":"4242-untyped"}'));
+    expect(untyped.request.headers.some(([n]: [string, string]) => n.toLowerCase() === 'content-type')).toBe(false);
+    expect(untyped.request.body).toMatch(/^\{"card_number":"\[redacted:[0-9a-f]{12}\]"\}$/);
+    const form = await send('user=ann&password=hunter8-form', 'text/plain');
+    expect(form.request.body).toMatch(/^user=ann&password=%5Bredacted%3A[0-9a-f]{12}%5D$/);
+    // JSON inside an HTML page (a framework's embedded state) is text like any other.
+    const html = await send('<script>window.__STATE__={"token":"tok-in-html","n":1}</script>', 'text/html');
+    expect(html.request.body).toMatch(
+      /^<script>window.__STATE__=\{"token":"\[redacted:[0-9a-f]{12}\]","n":1\}<\/script>$/,
+    );
+    const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
+    for (const s of ['hunter8-plain', '4242-untyped', 'hunter8-form', 'tok-in-html']) expect(rows).not.toContain(s);
+  });
+
+  it('regression: a gateway key written with JSON escapes in a body cut short is not stored', async () => {
+    const escaped = [...key]
+      .map((c, i) => (i % 2 ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : c))
+      .join('');
+    // Past the route's 400-byte cap: the body is kept cut short, so it cannot be parsed.
+    const sent = `{"note":"${escaped}","pad":"${'x'.repeat(600)}"}`;
+    expect(JSON.parse(sent).note).toBe(key);
+    const r = await fetch(`${t.url}/mid/notes`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: sent,
+    });
+    expect(r.status).toBe(201);
+    const w = await wake(r.headers.get('x-wake-id') as string);
+    expect(w.request.body_truncated).toBe(true);
+    expect(w.request.body).toMatch(/^\{"note":"\[redacted:[0-9a-f]{12}\]","pad":"x+$/);
+    const secretPart = key.slice('svc_live_'.length);
+    const rows = JSON.stringify(await queryRows(t.gw.store, `SELECT * FROM ${t.gw.store.db}.wake_details`));
+    const decoded = rows.replace(/\\+u([0-9a-fA-F]{4})/g, (_m, h: string) =>
+      String.fromCharCode(Number.parseInt(h, 16)),
+    );
+    expect(decoded).not.toContain(secretPart.slice(0, 20));
   });
 
   it('regression: a nested form or query field ("user[password]", Rails and PHP style) is redacted', async () => {

@@ -97,6 +97,40 @@ describe('redaction', () => {
     expect(r.body(go, go.length, 'application/json').data).toBe(go);
   });
 
+  it('finds a gateway key written with escapes in JSON cut short, even cut inside the key or an escape', () => {
+    const key = 'svc_live_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB';
+    const spelled = [...key].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    const text = `{"note":"${spelled}","n":1,"pad":"xxxx`;
+    const noFields = new Redactor(Buffer.alloc(32, 1), [], []);
+    for (const red of [r, noFields]) {
+      const out = red.body(Buffer.from(text), text.length + 100, 'application/json').data.toString();
+      expect(out).toMatch(/^\{"note":"\[redacted:[0-9a-f]{12}\]","n":1,"pad":"xxxx$/);
+      // Cut after 30 of the key's characters, in the middle of an escape: still a key (20 base62 and more).
+      const cut = text.slice(0, '{"note":"'.length + 30 * 6 + 3);
+      const kept = red.body(Buffer.from(cut), text.length, 'application/json').data.toString();
+      expect(kept).toMatch(/^\{"note":"\[redacted:[0-9a-f]{12}\]$/);
+    }
+    // Strings with other escapes, and escapes unknown to JSON, are left as written.
+    const other = '{"a":"\\u00e9t\\u00e9 \\q","svc":"svc\\u005fno",';
+    expect(r.body(Buffer.from(other), other.length + 9, 'text/plain').data.toString()).toBe(other);
+  });
+
+  it('searches JSON and forms sent as text/plain or untyped, and JSON inside other text', () => {
+    const plain = r.body(Buffer.from('{"password":"p1"}'), 17, 'text/plain; charset=utf-8').data.toString();
+    expect(JSON.parse(plain).password).toMatch(M);
+    const untyped = r.body(Buffer.from('[{"token":"t1"}]'), 16, undefined).data.toString();
+    expect(JSON.parse(untyped)[0].token).toMatch(M);
+    const form = r.body(Buffer.from('a=1&card_number=4111'), 20, undefined).data.toString();
+    expect(form).toMatch(/^a=1&card_number=%5Bredacted%3A[0-9a-f]{12}%5D$/);
+    const page = '<p>{"token": "t2", "x": 1}</p>';
+    expect(r.body(Buffer.from(page), page.length, 'text/html').data.toString()).toMatch(
+      /^<p>\{"token": "\[redacted:[0-9a-f]{12}\]", "x": 1\}<\/p>$/,
+    );
+    // Prose with an equals sign is not a form with named fields: kept as it arrived.
+    const prose = Buffer.from('the password = secret is not a form field');
+    expect(r.body(prose, prose.length, 'text/plain').data.toString()).toBe(prose.toString());
+  });
+
   it('redacts inside compressed bodies, keeps them compressed, and keeps nothing of one it cannot read', () => {
     const json = Buffer.from('{"password":"pw-inside","ok":1}');
     const j = (b: { data: Buffer }, decode: (x: Buffer) => Buffer) =>
