@@ -318,7 +318,7 @@ const UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', 
  * cut short (or not quite valid) is read as far as it can be: an escape cut off at
  * the end is dropped, and an unknown one stands for its character.
  */
-export function jsonUnescape(raw: string): string {
+function jsonUnescape(raw: string): string {
   if (raw.indexOf('\\') === -1) return raw;
   return raw.replace(
     /\\(?:u([0-9a-fA-F]{4})|u[0-9a-fA-F]{0,3}$|(.)|$)/g,
