@@ -9,11 +9,12 @@
 //   BENCH_ROUNDS (2), BENCH_SECONDS (8), BODY_BYTES (1000), BENCH_CONNECTIONS (50),
 //   BENCH_TOP (25: functions listed by self time for the full gateway), BENCH_KEEP_PROFILES
 //   (a directory to keep the profiles in, for Chrome's DevTools or speedscope).
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   cannon,
+  cpuSeconds,
   DETAIL_OFF_YAML,
   freePort,
   ROOT,
@@ -39,16 +40,6 @@ function mainThreadCpu(pid) {
   const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
   return { user: Number(rest[11]) / 100, sys: Number(rest[12]) / 100 };
 }
-function allThreadsCpu(pid) {
-  let t = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    t += (Number(rest[11]) + Number(rest[12])) / 100;
-  }
-  return t;
-}
-
 /** The category of a frame's own code, or null for a native function (charged to its caller). */
 function codeOf(url, fn) {
   if (!url) {
@@ -157,7 +148,7 @@ for (let round = 0; round < ROUNDS; round++) {
     process.kill(pid, 'SIGUSR2');
     await new Promise((r) => setTimeout(r, 200));
     const c0 = mainThreadCpu(pid);
-    const a0 = allThreadsCpu(pid);
+    const a0 = cpuSeconds(pid);
     const r = await cannon({
       url: `${t.url}/bench/x`,
       connections: CONNECTIONS,
@@ -165,7 +156,7 @@ for (let round = 0; round < ROUNDS; round++) {
       headers: t.headers,
     });
     const c1 = mainThreadCpu(pid);
-    const a1 = allThreadsCpu(pid);
+    const a1 = cpuSeconds(pid);
     process.kill(pid, 'SIGUSR2');
     for (let i = 0; i < 100 && !existsSync(t.file); i++) await new Promise((res) => setTimeout(res, 50));
     await new Promise((res) => setTimeout(res, 100));
