@@ -156,7 +156,11 @@ export class Redactor {
    * for those). Such text is parsed, so every key and value is read as JSON reads it.
    */
   private namesAnyField(text: string): boolean {
-    if (this.anyField?.test(text) === true) return true;
+    return this.anyField?.test(text) === true || this.holdsSpelling(text);
+  }
+
+  /** Whether text holds an escape that could spell a named field's or a gateway key's character. */
+  private holdsSpelling(text: string): boolean {
     return text.indexOf('\\') !== -1 && this.spelled.test(text);
   }
 
@@ -198,7 +202,7 @@ export class Redactor {
         }
       }
       if (!done) {
-        const escaped = text.indexOf('\\') !== -1 && this.spelled.test(text);
+        const escaped = this.holdsSpelling(text);
         if (this.fieldRe) {
           const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
           text = escaped
