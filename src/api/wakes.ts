@@ -98,7 +98,14 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
     {
       config: {
         auth: { scope: 'wakes:read' },
-        doc: { summary: 'Read one wake', query: byIdQuery, success: 200, object: 'wake', errors: [401, 403, 404] },
+        doc: {
+          summary:
+            'Read one wake with its exchange: request and response are null when it kept no detail (its route keeps none, or capture.detail.max_per_second was spent)',
+          query: byIdQuery,
+          success: 200,
+          object: 'wake',
+          errors: [401, 403, 404],
+        },
       },
     },
     async (request) => {

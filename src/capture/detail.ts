@@ -6,6 +6,46 @@ export interface DetailSettings {
   headers: boolean;
   bodies: boolean;
   maxBodyBytes: number;
+  /** How many of the route's exchanges a second keep their detail (failed and others apart). */
+  rate: DetailRate;
+}
+
+/** Tokens of one bucket: `tokens` at clock time `t` (ms). */
+interface Tokens {
+  tokens: number;
+  t: number;
+}
+
+/**
+ * At most `perSecond` exchanges a second keep their detail (0: every one), so what
+ * detail costs (redaction, the log, the engine's inserts and merges, the disk) is
+ * bounded whatever the traffic. Failed exchanges (status 400 and up, or no answer)
+ * draw from a bucket of their own: a flood of successes never crowds out the
+ * failures one replays, nor the other way round. Each bucket holds a second's worth.
+ */
+export class DetailRate {
+  private readonly ok: Tokens;
+  private readonly failed: Tokens;
+
+  constructor(readonly perSecond: number) {
+    this.ok = { tokens: perSecond, t: Number.NEGATIVE_INFINITY };
+    this.failed = { tokens: perSecond, t: Number.NEGATIVE_INFINITY };
+  }
+
+  /** Whether an exchange that ended at `now` (ms) with `status` keeps its detail; takes a token if so. */
+  take(now: number, status: number): boolean {
+    const n = this.perSecond;
+    if (n === 0) return true;
+    const b = status === 0 || status >= 400 ? this.failed : this.ok;
+    if (now > b.t) {
+      const t = b.tokens + ((now - b.t) * n) / 1000;
+      b.tokens = Math.min(t, n);
+      b.t = now;
+    }
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
 }
 
 /**

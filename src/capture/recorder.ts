@@ -53,8 +53,8 @@ export type RequestInfo = Pick<IncomingMessage, 'method' | 'url' | 'headers'> & 
 export interface DetailDeps {
   redactor: Redactor;
   budget: DetailBudget;
-  /** A wake kept only its summary because the budget was spent. */
-  onSkip: () => void;
+  /** A wake kept only its summary: its route's detail rate was spent, or the memory budget. */
+  onSkip: (reason: 'rate' | 'memory') => void;
 }
 
 const MAX_UA = 512;
@@ -137,11 +137,19 @@ export class Recorder {
     const cut = path.length > MAX_PATH;
     let detail: CapturedDetail | undefined;
     if ((x.tap !== null || x.prebuilt !== null) && this.detail !== null) {
-      const d = x.prebuilt ?? buildDetail(x.tap as DetailTap, this.detail.redactor);
+      // A replay's detail (prebuilt) is always kept; an exchange's, while its route's rate allows.
+      let d = x.prebuilt;
+      if (d === null) {
+        const tap = x.tap as DetailTap;
+        if (tap.settings.rate.take(this.clock.now(), x.status)) d = buildDetail(tap, this.detail.redactor);
+        else this.detail.onSkip('rate');
+      }
       x.tap = null;
       x.prebuilt = null;
-      if (this.detail.budget.take(detailSize(d))) detail = d;
-      else this.detail.onSkip();
+      if (d !== null) {
+        if (this.detail.budget.take(detailSize(d))) detail = d;
+        else this.detail.onSkip('memory');
+      }
     }
     const w: Wake = {
       id: x.id,

@@ -35,7 +35,8 @@ const bodyView = (b: StoredBody | null) =>
  * One wake with its exchange (GET /v2/wakes/{id}): the summary, then `request` and
  * `response` (headers as [name, value] pairs in order, bodies as kept), `replay_of`,
  * and on a replay's wake the `diff`. `request` and `response` are null when the wake
- * kept no detail.
+ * kept no detail (its route keeps none, its route's detail rate was spent, or the
+ * memory budget).
  */
 export function wakeDetailView(w: Wake, d: WakeDetail | null) {
   return {

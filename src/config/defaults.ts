@@ -39,7 +39,7 @@ export const defaults = {
     flush_interval_ms: 500,
     max_buffered_rows: 200_000,
     max_inflight_batches: 2,
-    detail: { headers: true, bodies: true, max_body_bytes: 32_768 },
+    detail: { headers: true, bodies: true, max_body_bytes: 32_768, max_per_second: 1000 },
     redact_headers: ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'],
     redact_fields: ['password', 'secret', 'token', 'access_token', 'refresh_token', 'api_key', 'card_number', 'cvc'],
     detail_max_buffered_bytes: 67_108_864,

@@ -25,6 +25,8 @@ export const detailSchema = z.strictObject({
   headers: z.boolean(),
   bodies: z.boolean(),
   max_body_bytes: z.number().int().min(0).max(16_777_216),
+  /** Exchanges a second that keep their detail, per route (failed ones counted apart); 0 keeps every one. */
+  max_per_second: z.number().int().min(0).max(1_000_000),
 });
 
 export const routeSchema = z.strictObject({

@@ -71,7 +71,8 @@ export function createMetrics() {
   });
   const detailsSkipped = new Counter({
     name: 'wakegate_wake_details_skipped_total',
-    help: 'Wakes that kept only their summary because detail waiting to be written was over its memory budget',
+    help: "Wakes that kept only their summary, by reason: rate (over their route's capture.detail.max_per_second) or memory (detail waiting to be written was over its budget)",
+    labelNames: ['reason'] as const,
     registers: [registry],
   });
   const flushDuration = new Histogram({

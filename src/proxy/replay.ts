@@ -1,5 +1,5 @@
 import type { KeyRing } from '../auth/keyring.js';
-import { buildDetail, newTap } from '../capture/detail.js';
+import { buildDetail, DetailRate, newTap } from '../capture/detail.js';
 import type { Exchange, Recorder, RequestInfo } from '../capture/recorder.js';
 import type { Redactor } from '../capture/redact.js';
 import type { Clock } from '../clock.js';
@@ -16,6 +16,8 @@ import { Upstreams } from './upstream.js';
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REDACTED = /^\[redacted:[0-9a-f]{12}\]$/;
+/** What a replay keeps when its route no longer keeps detail (its own detail is never rate limited). */
+const REPLAY_DETAIL = { headers: true, bodies: true, maxBodyBytes: 32_768, rate: new DetailRate(0) };
 
 export interface ReplayDeps {
   wakes: WakeQuerier;
@@ -66,7 +68,7 @@ export class Replayer {
     if (!detail) {
       throw new GatewayError(
         'conflict',
-        'this wake kept no detail (its route captures none, or detail was over its memory budget), so it cannot be replayed',
+        'this wake kept no detail (its route captures none, its route had more exchanges that second than capture.detail.max_per_second, or detail was over its memory budget), so it cannot be replayed',
       );
     }
     if (w.request_bytes > 0 && (!detail.request_body || detail.request_body.truncated)) {
@@ -124,7 +126,7 @@ export class Replayer {
     });
     headers.push('x-wakegate-replay-of', w.id);
     if (body) headers.push('content-length', String(body.length));
-    const tap = newTap(settings ?? { headers: true, bodies: true, maxBodyBytes: 32_768 }, detail.query, raw);
+    const tap = newTap(settings ?? REPLAY_DETAIL, detail.query, raw);
     if (body) tap.req?.add(body);
     x.reqBytes = body?.length ?? 0;
     x.tUp = performance.now();

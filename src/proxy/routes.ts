@@ -1,4 +1,4 @@
-import type { DetailSettings } from '../capture/detail.js';
+import { DetailRate, type DetailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
 
 export interface Origin {
@@ -59,7 +59,12 @@ export class RouteTable {
           cfg,
           detail:
             d && (d.headers || d.bodies)
-              ? { headers: d.headers, bodies: d.bodies, maxBodyBytes: d.max_body_bytes }
+              ? {
+                  headers: d.headers,
+                  bodies: d.bodies,
+                  maxBodyBytes: d.max_body_bytes,
+                  rate: new DetailRate(d.max_per_second),
+                }
               : null,
           name: cfg.name,
           prefix: cfg.prefix,

@@ -1,6 +1,6 @@
 import { brotliCompressSync, brotliDecompressSync, deflateSync, gzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { BodyTap, buildDetail, DetailBudget, newTap } from '../../src/capture/detail.js';
+import { BodyTap, buildDetail, DetailBudget, DetailRate, newTap } from '../../src/capture/detail.js';
 import { Redactor } from '../../src/capture/redact.js';
 import { diffAnswers } from '../../src/replay/diff.js';
 
@@ -181,12 +181,36 @@ describe('redaction', () => {
       truncated: true,
       encoding: 'base64',
     });
-    const t = newTap({ headers: false, bodies: true, maxBodyBytes: 8 }, '', ['content-type', 'text/plain']);
+    const t = newTap({ headers: false, bodies: true, maxBodyBytes: 8, rate: new DetailRate(0) }, '', [
+      'content-type',
+      'text/plain',
+    ]);
     t.req?.add(Buffer.from('hello'));
     expect(buildDetail(t, r)).toMatchObject({
       request_headers: null,
       request_body: { data: Buffer.from('hello'), truncated: false },
     });
+  });
+
+  it("keeps at most max_per_second exchanges' detail a second, failed ones apart, refilled over time", () => {
+    const r = new DetailRate(3);
+    const t0 = Date.UTC(2026, 0, 1);
+    // A full second's worth at first, then nothing until time passes.
+    expect([1, 2, 3, 4].map(() => r.take(t0, 200))).toEqual([true, true, true, false]);
+    // Failed exchanges (400 and up, or no answer) have their own tokens: successes did not spend them.
+    expect([1, 2, 3, 4].map((i) => r.take(t0, i === 4 ? 0 : 502))).toEqual([true, true, true, false]);
+    expect(r.take(t0, 404)).toBe(false);
+    // A third of a second earns one token back (3 a second), not more.
+    expect(r.take(t0 + 333, 200)).toBe(false);
+    expect(r.take(t0 + 334, 200)).toBe(true);
+    expect(r.take(t0 + 334, 200)).toBe(false);
+    // A long pause refills to a second's worth, no more.
+    expect([1, 2, 3, 4].map(() => r.take(t0 + 60_000, 201))).toEqual([true, true, true, false]);
+    // A clock that steps back earns nothing and takes nothing extra.
+    expect(r.take(t0, 200)).toBe(false);
+    // 0 keeps every exchange.
+    const all = new DetailRate(0);
+    expect(Array.from({ length: 10_000 }, () => all.take(t0, 200)).every(Boolean)).toBe(true);
   });
 
   it('bounds detail waiting in memory', () => {
