@@ -325,20 +325,22 @@ export function WakePage({ id, env }: { id: string; env: string }) {
           </>
         ) : null}
       </dl>
-      <div class="toolbar">
-        {w.request ? <Copy text={curlOf(w)} label="Copy as curl" /> : null}
-        <label>
-          Ignore
-          <input
-            value={ignore}
-            placeholder="updated_at, $.meta.id"
-            onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
-          />
-        </label>
-        <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
-          Replay
-        </button>
-      </div>
+      {w.request ? (
+        <div class="toolbar">
+          <Copy text={curlOf(w)} label="Copy as curl" />
+          <label>
+            Ignore
+            <input
+              value={ignore}
+              placeholder="updated_at, $.meta.id"
+              onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
+            />
+          </label>
+          <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
+            Replay
+          </button>
+        </div>
+      ) : null}
       {confirmUnsafe ? (
         <div class="confirm" role="alertdialog" aria-label="Replay an unsafe method">
           <p>
@@ -367,7 +369,12 @@ export function WakePage({ id, env }: { id: string; env: string }) {
           <DiffView diff={w.diff} />
         </Panel>
       ) : null}
-      {w.request === null ? <p class="note">This wake kept no detail (its route captures none).</p> : null}
+      {w.request === null ? (
+        <p class="note">
+          This wake kept no detail: its route keeps none, more of its route's exchanges than
+          capture.detail.max_per_second came that second, or detail waiting to be written was over its memory budget.
+        </p>
+      ) : null}
       {w.request ? (
         <div class="grid2">
           <Panel title="Request">

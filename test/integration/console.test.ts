@@ -43,6 +43,13 @@ describe('the console, in a real headless Chromium against a real gateway', () =
           scopes: { read: 'payments:read', write: 'payments:write' },
           origins: { production: origin.url, sandbox: origin.url },
         },
+        {
+          name: 'plain',
+          prefix: '/plain',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { headers: false, bodies: false } },
+        },
       ],
       webhooks: { allow_insecure_http: true, allow_private_networks: true, retry_schedule_s: [] },
     });
@@ -135,6 +142,22 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await page.locator('.diff code', { hasText: '$.price' }).waitFor();
     await shot('wake-replay');
     price = 10;
+  });
+
+  it('says why a wake has no request or response to show', async () => {
+    const r = await fetch(`${t.url}/plain/nothing-kept`);
+    await r.arrayBuffer();
+    await flushed(t.gw);
+    await page.getByRole('link', { name: 'Wakes', exact: true }).click();
+    await page.getByRole('link', { name: '/plain/nothing-kept' }).first().click();
+    const note = page.locator('p.note', { hasText: 'This wake kept no detail' });
+    await note.waitFor();
+    expect(await note.textContent()).toContain('capture.detail.max_per_second');
+    expect(await page.getByRole('heading', { name: 'Request' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Copy as curl' }).count()).toBe(0);
+    // Nothing to replay: no Replay button that could only be refused.
+    expect(await page.getByRole('button', { name: 'Replay' }).count()).toBe(0);
+    await shot('wake-no-detail');
   });
 
   it('creates a key and shows its secret once; its last use appears; it can be revoked', async () => {
