@@ -99,8 +99,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       config: {
         auth: { scope: 'wakes:read' },
         doc: {
-          summary:
-            'Read one wake with its exchange: request and response are null when it kept no detail (its route keeps none, or capture.detail.max_per_second was spent)',
+          summary: 'Read one wake with its exchange (request and response are null when it kept no detail)',
           query: byIdQuery,
           success: 200,
           object: 'wake',
