@@ -78,7 +78,13 @@ const server = createServer(async (req, res) => {
     );
   }
   const chunks = [];
-  for await (const c of req) chunks.push(c);
+  try {
+    for await (const c of req) chunks.push(c);
+  } catch {
+    // The client went away mid-request (a gateway killed mid-insert): nothing to answer.
+    res.destroy();
+    return;
+  }
   const body = Buffer.concat(chunks).toString('utf8');
   const params = {};
   const settings = [];

@@ -26,7 +26,14 @@ export async function startHttpStorage(timeoutMs = 30_000): Promise<HttpStorage>
   proc.stderr?.on('data', (c) => {
     err += c;
   });
-  const exited = new Promise<void>((r) => proc.on('exit', () => r()));
+  let stopping = false;
+  const exited = new Promise<void>((r) =>
+    proc.on('exit', (code, signal) => {
+      // Dying mid-test shows up as refused connections: say why, with what it printed.
+      if (!stopping) console.error(`storage over HTTP exited (code ${code}, signal ${signal}):\n${err}`);
+      r();
+    }),
+  );
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`storage over HTTP did not start:\n${err}`)), timeoutMs);
     proc.stdout?.on('data', (c) => {
@@ -46,7 +53,8 @@ export async function startHttpStorage(timeoutMs = 30_000): Promise<HttpStorage>
     url: `http://127.0.0.1:${port}`,
     proc,
     stop: async () => {
-      if (proc.exitCode === null) {
+      stopping = true;
+      if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill('SIGTERM');
         await exited;
       }

@@ -62,6 +62,21 @@ describe('storage over HTTP (CLICKHOUSE_URL)', () => {
     return v;
   }
 
+  it('regression: the storage process survives a client that goes away mid-request (a gateway killed mid-insert)', async () => {
+    const { request } = await import('node:http');
+    const { port } = new URL(storage.url);
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/?query=SELECT%201' });
+    const gone = new Promise<void>((r) => req.on('error', () => r()));
+    req.write('x\t'.repeat(10_000));
+    await new Promise((r) => setTimeout(r, 100));
+    req.destroy();
+    await gone;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(storage.proc.exitCode).toBeNull();
+    expect(storage.proc.signalCode).toBeNull();
+    expect(await (await fetch(`${storage.url}/ping`)).text()).toBe('Ok.\n');
+  });
+
   it('stores every wake once with its detail, through a kill and a restart, and replays one', async () => {
     const env = {
       DATA_DIR: join(dir, 'data'),
