@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // bench:detail — what keeping the exchange (wake detail) costs the proxy: the full
 // gateway with detail as configured by default (at most capture.detail.max_per_second
-// exchanges a second per route keep it), with detail kept for every exchange
-// (max_per_second: 0), and with detail off, against 1 KB and 32 KB JSON answers, side
+// exchanges and max_bytes_per_second bytes of bodies a second per route keep it), with
+// detail kept for every exchange (both limits 0), and with detail off, against 1 KB and 32 KB JSON answers, side
 // by side in one run (interleaved rounds, medians): req/s at 50 connections, the
 // gateway process's CPU per request, the share of wakes that kept detail, and the
 // bytes each wake and each detail take on disk.
@@ -16,8 +16,8 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** The gateways compared at each answer size: their name and the config they add. */
 const MODES = [
-  ['detail on (default: 1,000 a second a route)', ''],
-  ['detail on, every exchange', 'capture: { detail: { max_per_second: 0 } }\n'],
+  ['detail on (default limits)', ''],
+  ['detail on, every exchange', 'capture: { detail: { max_per_second: 0, max_bytes_per_second: 0 } }\n'],
   ['detail off', DETAIL_OFF_YAML],
 ];
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-bench-detail-'));

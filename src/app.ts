@@ -206,13 +206,11 @@ export class Gateway {
     this.limiter.start(() => this.clock.now());
     // One instance key seals signing secrets and keys the redaction HMAC (domain-separated).
     this.sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
+    // Both series are shown from the start, at 0.
     const skipped = {
       rate: this.metrics.detailsSkipped.labels('rate'),
       memory: this.metrics.detailsSkipped.labels('memory'),
     };
-    // Both series are shown from the start, at 0.
-    skipped.rate.inc(0);
-    skipped.memory.inc(0);
     const detailDeps = {
       redactor: new Redactor(
         createHmac('sha256', this.sealingKey).update('wakegate redaction v1').digest(),

@@ -371,8 +371,8 @@ export function WakePage({ id, env }: { id: string; env: string }) {
       ) : null}
       {w.request === null ? (
         <p class="note">
-          This wake kept no detail: its route keeps none, more of its route's exchanges than
-          capture.detail.max_per_second came that second, or detail waiting to be written was over its memory budget.
+          This wake kept no detail: its route keeps none, its route was over capture.detail.max_per_second or
+          max_bytes_per_second that second, or detail waiting to be written was over its memory budget.
         </p>
       ) : null}
       {w.request ? (

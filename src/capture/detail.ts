@@ -6,44 +6,57 @@ export interface DetailSettings {
   headers: boolean;
   bodies: boolean;
   maxBodyBytes: number;
-  /** How many of the route's exchanges a second keep their detail (failed and others apart). */
+  /** How many of the route's exchanges, and bytes of their bodies, a second keep their detail. */
   rate: DetailRate;
 }
 
-/** Tokens of one bucket: `tokens` at clock time `t` (ms). */
+/** One bucket pair at clock time `t` (ms): exchanges, and bytes of bodies. */
 interface Tokens {
-  tokens: number;
+  exchanges: number;
+  bytes: number;
   t: number;
 }
 
 /**
- * At most `perSecond` exchanges a second keep their detail (0: every one), so what
- * detail costs (redaction, the log, the engine's inserts and merges, the disk) is
- * bounded whatever the traffic. Failed exchanges (status 400 and up, or no answer)
- * draw from a bucket of their own: a flood of successes never crowds out the
- * failures one replays, nor the other way round. Each bucket holds a second's worth.
+ * At most `perSecond` exchanges a second, and `bytesPerSecond` bytes of their bodies,
+ * keep their detail (0: no limit), so what detail costs (redaction, the log, the
+ * engine's inserts and merges, the disk) is bounded whatever the traffic. Failed
+ * exchanges (status 400 and up, or no answer) draw from buckets of their own: a flood
+ * of successes never crowds out the failures one replays, nor the other way round.
+ * Each bucket holds a second's worth. Bytes may go into debt by one exchange (a body
+ * larger than a second's worth is kept once the bucket is full), and nothing more is
+ * kept until it is paid back.
  */
 export class DetailRate {
   private readonly ok: Tokens;
   private readonly failed: Tokens;
 
-  constructor(readonly perSecond: number) {
-    this.ok = { tokens: perSecond, t: Number.NEGATIVE_INFINITY };
-    this.failed = { tokens: perSecond, t: Number.NEGATIVE_INFINITY };
+  constructor(
+    readonly perSecond: number,
+    readonly bytesPerSecond = 0,
+  ) {
+    this.ok = { exchanges: perSecond, bytes: bytesPerSecond, t: Number.NEGATIVE_INFINITY };
+    this.failed = { exchanges: perSecond, bytes: bytesPerSecond, t: Number.NEGATIVE_INFINITY };
   }
 
-  /** Whether an exchange that ended at `now` (ms) with `status` keeps its detail; takes a token if so. */
-  take(now: number, status: number): boolean {
+  /**
+   * Whether an exchange that ended at `now` (ms) with `status`, having kept `bytes`
+   * of its bodies, keeps its detail; takes its share of the buckets if so.
+   */
+  take(now: number, status: number, bytes: number): boolean {
     const n = this.perSecond;
-    if (n === 0) return true;
+    const nb = this.bytesPerSecond;
+    if (n === 0 && nb === 0) return true;
     const b = status === 0 || status >= 400 ? this.failed : this.ok;
     if (now > b.t) {
-      const t = b.tokens + ((now - b.t) * n) / 1000;
-      b.tokens = Math.min(t, n);
+      const ms = now - b.t;
+      b.exchanges = Math.min(n, b.exchanges + (ms * n) / 1000);
+      b.bytes = Math.min(nb, b.bytes + (ms * nb) / 1000);
       b.t = now;
     }
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
+    if ((n !== 0 && b.exchanges < 1) || (nb !== 0 && b.bytes <= 0)) return false;
+    if (n !== 0) b.exchanges -= 1;
+    if (nb !== 0) b.bytes -= bytes;
     return true;
   }
 }

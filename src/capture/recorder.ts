@@ -141,7 +141,8 @@ export class Recorder {
       let d = x.prebuilt;
       if (d === null) {
         const tap = x.tap as DetailTap;
-        if (tap.settings.rate.take(this.clock.now(), x.status)) d = buildDetail(tap, this.detail.redactor);
+        const kept = (tap.req?.kept ?? 0) + (tap.res?.kept ?? 0);
+        if (tap.settings.rate.take(this.clock.now(), x.status, kept)) d = buildDetail(tap, this.detail.redactor);
         else this.detail.onSkip('rate');
       }
       x.tap = null;

@@ -27,6 +27,8 @@ export const detailSchema = z.strictObject({
   max_body_bytes: z.number().int().min(0).max(16_777_216),
   /** Exchanges a second that keep their detail, per route (failed ones counted apart); 0 keeps every one. */
   max_per_second: z.number().int().min(0).max(1_000_000),
+  /** Bytes of bodies a second that detail keeps, per route (failed exchanges counted apart); 0: no limit. */
+  max_bytes_per_second: z.number().int().min(0).max(1_099_511_627_776),
 });
 
 export const routeSchema = z.strictObject({

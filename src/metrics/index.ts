@@ -69,12 +69,13 @@ export function createMetrics() {
     help: 'Refusals of a flood of refused keys past the unauthenticated limit, counted but not stored as wakes',
     registers: [registry],
   });
-  const detailsSkipped = new Counter({
+  // Touched by every exchange past its route's detail rate: hot too.
+  const detailsSkipped = new HotCounter({
     name: 'wakegate_wake_details_skipped_total',
-    help: "Wakes that kept only their summary, by reason: rate (over their route's capture.detail.max_per_second) or memory (detail waiting to be written was over its budget)",
+    help: "Wakes that kept only their summary, by reason: rate (over their route's capture.detail.max_per_second or max_bytes_per_second) or memory (detail waiting to be written was over its budget)",
     labelNames: ['reason'] as const,
-    registers: [registry],
   });
+  registry.registerMetric(detailsSkipped as unknown as Metric);
   const flushDuration = new Histogram({
     name: 'wakegate_flush_duration_seconds',
     help: 'Duration of one batched insert of wakes',

@@ -68,7 +68,7 @@ export class Replayer {
     if (!detail) {
       throw new GatewayError(
         'conflict',
-        'this wake kept no detail (its route captures none, its route had more exchanges that second than capture.detail.max_per_second, or detail was over its memory budget), so it cannot be replayed',
+        'this wake kept no detail (its route captures none, its route was over capture.detail.max_per_second or max_bytes_per_second that second, or detail was over its memory budget), so it cannot be replayed',
       );
     }
     if (w.request_bytes > 0 && (!detail.request_body || detail.request_body.truncated)) {

@@ -63,7 +63,7 @@ export class RouteTable {
                   headers: d.headers,
                   bodies: d.bodies,
                   maxBodyBytes: d.max_body_bytes,
-                  rate: new DetailRate(d.max_per_second),
+                  rate: new DetailRate(d.max_per_second, d.max_bytes_per_second),
                 }
               : null,
           name: cfg.name,

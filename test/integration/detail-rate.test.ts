@@ -4,7 +4,7 @@ import { queryRows } from '../../src/store/client.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
-describe('capture.detail.max_per_second: how many exchanges a second keep their detail', () => {
+describe('capture.detail.max_per_second and max_bytes_per_second: how many exchanges a second keep their detail', () => {
   const clock = new ManualClock(Date.now());
   let origin: TestServer;
   let t: TestGateway;
@@ -15,7 +15,9 @@ describe('capture.detail.max_per_second: how many exchanges a second keep their 
       req.on('end', () => {
         const failed = req.url?.includes('/fail') === true;
         res.writeHead(failed ? 500 : 200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ ok: !failed, url: req.url }));
+        // Under /big: 600 bytes of JSON.
+        const pad = req.url?.startsWith('/big') ? 'x'.repeat(600 - 29 - (req.url?.length ?? 0)) : '';
+        res.end(JSON.stringify({ ok: !failed, url: req.url, ...(pad ? { pad } : {}) }));
       });
     });
     t = await startGateway(
@@ -29,6 +31,13 @@ describe('capture.detail.max_per_second: how many exchanges a second keep their 
             auth: 'none',
             origins: { production: origin.url },
             capture: { detail: { max_per_second: 0 } },
+          },
+          {
+            name: 'big',
+            prefix: '/big',
+            auth: 'none',
+            origins: { production: origin.url },
+            capture: { detail: { max_per_second: 0, max_bytes_per_second: 1000 } },
           },
         ],
       },
@@ -100,6 +109,24 @@ describe('capture.detail.max_per_second: how many exchanges a second keep their 
     expect(await skipped('rate')).toBe(4);
   });
 
+  it('keeps at most max_bytes_per_second of bodies a second per route', async () => {
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await send(`/big/${i}`));
+    await flushed(t.gw);
+    const kept = [];
+    for (const id of ids) {
+      const d = await detailOf(id);
+      if (d.response) expect(d.response.body.length).toBe(600);
+      kept.push(d.request !== null);
+    }
+    // 600 bytes, then 600 more with 400 left (the bucket goes into debt), then nothing.
+    expect(kept).toEqual([true, true, false]);
+    clock.advance(1000); // 1,000 bytes earned: the 200 of debt paid, 800 left
+    const later = await send('/big/later');
+    await flushed(t.gw);
+    expect((await detailOf(later)).request).not.toBeNull();
+  });
+
   it('a replay keeps its detail and diff while its route has no tokens left', async () => {
     clock.advance(1000);
     const source = await send('/api/items/r1');
@@ -125,6 +152,6 @@ describe('capture.detail.max_per_second: how many exchanges a second keep their 
     for (let i = 0; i < 100 && !replay?.diff; i++) replay = await replayWake();
     expect(replay?.request).not.toBeNull();
     expect(replay?.diff?.identical).toBe(true);
-    expect(await skipped('rate')).toBe(5);
+    expect(await skipped('rate')).toBe(6);
   });
 });

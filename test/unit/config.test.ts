@@ -22,7 +22,13 @@ describe('config', () => {
     expect(c.rate_limits.default).toEqual({ limit: 6000, burst: 9000, window: 'minute', shared: false });
     expect(c.rate_limits.sandbox?.shared).toBe(true);
     expect(c.webhooks.retry_schedule_s).toHaveLength(7);
-    expect(c.capture.detail).toEqual({ headers: true, bodies: true, max_body_bytes: 32_768, max_per_second: 1000 });
+    expect(c.capture.detail).toEqual({
+      headers: true,
+      bodies: true,
+      max_body_bytes: 32_768,
+      max_per_second: 1000,
+      max_bytes_per_second: 8_388_608,
+    });
     expect(c.routes[0]?.prefix).toBe('/v2/payments');
     expect(Object.isFrozen(c.server)).toBe(true);
   });
@@ -80,6 +86,9 @@ describe('config', () => {
     expect(fail(() => loadConfig({ values: { bogus: 1 } }))).toMatch(/config: \(root\): .*bogus/);
     expect(fail(() => loadConfig({ values: { capture: { detail: { max_per_second: -1 } } } }))).toMatch(
       /^config: capture\.detail\.max_per_second: /,
+    );
+    expect(fail(() => loadConfig({ values: { capture: { detail: { max_bytes_per_second: 'lots' } } } }))).toMatch(
+      /^config: capture\.detail\.max_bytes_per_second: /,
     );
     const badRate = [
       { name: 'r', prefix: '/x', origins: { production: 'http://a' }, capture: { detail: { max_per_second: 1.5 } } },

@@ -196,21 +196,39 @@ describe('redaction', () => {
     const r = new DetailRate(3);
     const t0 = Date.UTC(2026, 0, 1);
     // A full second's worth at first, then nothing until time passes.
-    expect([1, 2, 3, 4].map(() => r.take(t0, 200))).toEqual([true, true, true, false]);
+    expect([1, 2, 3, 4].map(() => r.take(t0, 200, 100))).toEqual([true, true, true, false]);
     // Failed exchanges (400 and up, or no answer) have their own tokens: successes did not spend them.
-    expect([1, 2, 3, 4].map((i) => r.take(t0, i === 4 ? 0 : 502))).toEqual([true, true, true, false]);
-    expect(r.take(t0, 404)).toBe(false);
+    expect([1, 2, 3, 4].map((i) => r.take(t0, i === 4 ? 0 : 502, 100))).toEqual([true, true, true, false]);
+    expect(r.take(t0, 404, 100)).toBe(false);
     // A third of a second earns one token back (3 a second), not more.
-    expect(r.take(t0 + 333, 200)).toBe(false);
-    expect(r.take(t0 + 334, 200)).toBe(true);
-    expect(r.take(t0 + 334, 200)).toBe(false);
+    expect(r.take(t0 + 333, 200, 100)).toBe(false);
+    expect(r.take(t0 + 334, 200, 100)).toBe(true);
+    expect(r.take(t0 + 334, 200, 100)).toBe(false);
     // A long pause refills to a second's worth, no more.
-    expect([1, 2, 3, 4].map(() => r.take(t0 + 60_000, 201))).toEqual([true, true, true, false]);
+    expect([1, 2, 3, 4].map(() => r.take(t0 + 60_000, 201, 100))).toEqual([true, true, true, false]);
     // A clock that steps back earns nothing and takes nothing extra.
-    expect(r.take(t0, 200)).toBe(false);
+    expect(r.take(t0, 200, 100)).toBe(false);
     // 0 keeps every exchange.
     const all = new DetailRate(0);
-    expect(Array.from({ length: 10_000 }, () => all.take(t0, 200)).every(Boolean)).toBe(true);
+    expect(Array.from({ length: 10_000 }, () => all.take(t0, 200, 1e9)).every(Boolean)).toBe(true);
+  });
+
+  it('keeps at most max_bytes_per_second of bodies a second, a body larger than that once the bucket is full', () => {
+    const r = new DetailRate(0, 1000);
+    const t0 = Date.UTC(2026, 0, 1);
+    // 400 + 400 + 400: the third goes into debt (200 short), and nothing more is kept until it is paid back.
+    expect([1, 2, 3, 4].map(() => r.take(t0, 200, 400))).toEqual([true, true, true, false]);
+    expect(r.take(t0 + 200, 200, 1)).toBe(false); // 200 ms earn 200 bytes: the debt is paid, no more
+    expect(r.take(t0 + 201, 200, 1)).toBe(true);
+    // Failed exchanges have their own bytes.
+    expect(r.take(t0 + 201, 503, 900)).toBe(true);
+    // A body larger than a second's worth is kept once the bucket is full again, not never.
+    expect(r.take(t0 + 10_000, 200, 50_000)).toBe(true);
+    expect(r.take(t0 + 20_000, 200, 1)).toBe(false);
+    expect(r.take(t0 + 60_000, 200, 1)).toBe(true);
+    // Both limits at once: whichever is spent first refuses.
+    const both = new DetailRate(2, 1_000_000);
+    expect([1, 2, 3].map(() => both.take(t0, 200, 10))).toEqual([true, true, false]);
   });
 
   it('bounds detail waiting in memory', () => {
