@@ -10,7 +10,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, cpuSeconds, DETAIL_OFF_YAML, median, ROOT, startBenchGateway, startOrigin, table } from './lib.mjs';
+import {
+  cannon,
+  cpuSeconds,
+  DETAIL_OFF_YAML,
+  median,
+  ROOT,
+  settle,
+  startBenchGateway,
+  startOrigin,
+  table,
+} from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -57,6 +67,8 @@ async function main() {
   for (let round = 1; round <= ROUNDS; round++) {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
     for (const t of order) {
+      // The gateways measured before may still be merging what they stored: wait for quiet.
+      await settle(targets.map((x) => x.gateway.proc.pid));
       process.stderr.write(`round ${round}: ${t.name}\n`);
       const c0 = cpuSeconds(t.gateway.proc.pid);
       const r = await cannon({

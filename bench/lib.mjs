@@ -192,6 +192,22 @@ export function cpuSeconds(pid) {
   return (Number(rest[11]) + Number(rest[12])) / 100;
 }
 
+/**
+ * Waits (at most `maxMs`) until the processes use less than `share` of a core each
+ * on average over `windowMs` (an idle gateway uses about 4%): a gateway's storage
+ * engine goes on merging after its load ends, and would otherwise slow whichever
+ * target is measured next.
+ */
+export async function settle(pids, { share = 0.08, windowMs = 500, maxMs = 15_000 } = {}) {
+  const total = () => pids.reduce((a, pid) => a + treeCpuSeconds(pid), 0);
+  const end = Date.now() + maxMs;
+  while (Date.now() < end) {
+    const c0 = total();
+    await new Promise((r) => setTimeout(r, windowMs));
+    if ((total() - c0) / (windowMs / 1000) < share * pids.length) return;
+  }
+}
+
 /** CPU seconds of a process and all its descendants (nginx's workers, for one). */
 export function treeCpuSeconds(pid) {
   let total = 0;
