@@ -9,6 +9,15 @@ describe('capture.detail.max_per_second and max_bytes_per_second: how many excha
   let origin: TestServer;
   let t: TestGateway;
 
+  /** An unkeyed route at /<name> whose detail limits are `detail` over the defaults given below. */
+  const route = (name: string, detail: Record<string, number>) => ({
+    name,
+    prefix: `/${name}`,
+    auth: 'none',
+    origins: { production: origin.url },
+    capture: { detail },
+  });
+
   beforeAll(async () => {
     origin = await startServer((req, res) => {
       req.resume();
@@ -24,21 +33,9 @@ describe('capture.detail.max_per_second and max_bytes_per_second: how many excha
       {
         capture: { detail: { max_per_second: 2 } },
         routes: [
-          { name: 'api', prefix: '/api', auth: 'none', origins: { production: origin.url } },
-          {
-            name: 'all',
-            prefix: '/all',
-            auth: 'none',
-            origins: { production: origin.url },
-            capture: { detail: { max_per_second: 0 } },
-          },
-          {
-            name: 'big',
-            prefix: '/big',
-            auth: 'none',
-            origins: { production: origin.url },
-            capture: { detail: { max_per_second: 0, max_bytes_per_second: 1000 } },
-          },
+          route('api', {}),
+          route('all', { max_per_second: 0 }),
+          route('big', { max_per_second: 0, max_bytes_per_second: 1000 }),
         ],
       },
       { clock },
