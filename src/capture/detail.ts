@@ -1,3 +1,4 @@
+import { type Refillable, refill } from '../ratelimit/buckets.js';
 import type { CapturedDetail } from '../store/detail-types.js';
 import type { Redactor } from './redact.js';
 
@@ -10,12 +11,12 @@ export interface DetailSettings {
   rate: DetailRate;
 }
 
-/** One bucket pair at clock time `t` (ms): exchanges, and bytes of bodies. */
-interface Tokens {
-  exchanges: number;
-  bytes: number;
-  t: number;
-}
+/** A bucket holding a second's worth of `perSecond`, full from the start. */
+const bucket = (perSecond: number): Refillable => ({
+  tokens: perSecond,
+  t: 0,
+  p: { rate: perSecond / 1000, burst: perSecond },
+});
 
 /**
  * At most `perSecond` exchanges a second, and `bytesPerSecond` bytes of their bodies,
@@ -28,15 +29,15 @@ interface Tokens {
  * kept until it is paid back.
  */
 export class DetailRate {
-  private readonly ok: Tokens;
-  private readonly failed: Tokens;
+  private readonly ok: { exchanges: Refillable; bytes: Refillable };
+  private readonly failed: { exchanges: Refillable; bytes: Refillable };
 
   constructor(
     readonly perSecond: number,
     readonly bytesPerSecond = 0,
   ) {
-    this.ok = { exchanges: perSecond, bytes: bytesPerSecond, t: Number.NEGATIVE_INFINITY };
-    this.failed = { exchanges: perSecond, bytes: bytesPerSecond, t: Number.NEGATIVE_INFINITY };
+    this.ok = { exchanges: bucket(perSecond), bytes: bucket(bytesPerSecond) };
+    this.failed = { exchanges: bucket(perSecond), bytes: bucket(bytesPerSecond) };
   }
 
   /**
@@ -48,15 +49,11 @@ export class DetailRate {
     const nb = this.bytesPerSecond;
     if (n === 0 && nb === 0) return true;
     const b = status === 0 || status >= 400 ? this.failed : this.ok;
-    if (now > b.t) {
-      const ms = now - b.t;
-      b.exchanges = Math.min(n, b.exchanges + (ms * n) / 1000);
-      b.bytes = Math.min(nb, b.bytes + (ms * nb) / 1000);
-      b.t = now;
-    }
-    if ((n !== 0 && b.exchanges < 1) || (nb !== 0 && b.bytes <= 0)) return false;
-    if (n !== 0) b.exchanges -= 1;
-    if (nb !== 0) b.bytes -= bytes;
+    refill(b.exchanges, now);
+    refill(b.bytes, now);
+    if ((n !== 0 && b.exchanges.tokens < 1) || (nb !== 0 && b.bytes.tokens <= 0)) return false;
+    if (n !== 0) b.exchanges.tokens -= 1;
+    if (nb !== 0) b.bytes.tokens -= bytes;
     return true;
   }
 }

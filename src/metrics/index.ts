@@ -69,7 +69,7 @@ export function createMetrics() {
     help: 'Refusals of a flood of refused keys past the unauthenticated limit, counted but not stored as wakes',
     registers: [registry],
   });
-  // Touched by every exchange past its route's detail rate: hot too.
+  // Touched by every exchange past its route's detail limits: hot too.
   const detailsSkipped = new HotCounter({
     name: 'wakegate_wake_details_skipped_total',
     help: "Wakes that kept only their summary, by reason: rate (over their route's capture.detail.max_per_second or max_bytes_per_second) or memory (detail waiting to be written was over its budget)",
