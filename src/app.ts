@@ -258,6 +258,7 @@ export class Gateway {
     };
     this.replayer = new Replayer({
       wakes: this.wakes,
+      limiter: this.limiter,
       routes: proxyDeps.routes,
       recorder,
       redactor: detailDeps.redactor,

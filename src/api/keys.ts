@@ -69,7 +69,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const body = parseInput(createKeyBody, request.body, 'body');
       const { rate_limit, ...rest } = body;
       const input = { ...rest, ...(rate_limit !== undefined ? { rate_limit: deps.keys.ratePolicy(rate_limit) } : {}) };
-      const { key, secret } = await deps.keys.create(input, request.key.environment, request.key.scopes);
+      const { key, secret } = await deps.keys.create(input, request.key.environment, request.key);
       reply.code(201).header('cache-control', 'no-store');
       return deps.keys.view(key, secret);
     },
@@ -167,7 +167,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const env = actingEnvironment(deps, request, environment);
       if (!key_id.startsWith('key_')) throw missing('key');
       const at = body.revoke_at !== undefined ? Date.parse(body.revoke_at) : undefined;
-      const k = await deps.keys.revoke(key_id, env, at);
+      const k = await deps.keys.revoke(key_id, env, at, request.key);
       return deps.keys.view(k);
     },
   );

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import type { KeyRecord } from '../store/keys.js';
 import type { ApiDeps } from './context.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { parseInput } from './parse.js';
@@ -10,6 +11,7 @@ export interface ReplayService {
     env: string,
     wakeId: string,
     o: { allowUnsafe: boolean; ignore: string[] },
+    caller: KeyRecord,
   ): Promise<{ wake: { id: string }; replayWakeId: string }>;
 }
 
@@ -44,10 +46,12 @@ export function replayPlugin(replayer: ReplayService) {
         const q = parseInput(query, request.query, 'query');
         const body = parseInput(replayBody, request.body, 'body');
         const env = actingEnvironment(deps, request, q.environment);
-        const r = await replayer.start(env, wake_id, {
-          allowUnsafe: body.allow_unsafe ?? false,
-          ignore: body.ignore ?? [],
-        });
+        const r = await replayer.start(
+          env,
+          wake_id,
+          { allowUnsafe: body.allow_unsafe ?? false, ignore: body.ignore ?? [] },
+          request.key,
+        );
         reply.code(202);
         return { object: 'replay', wake_id: r.wake.id, replay_wake_id: r.replayWakeId, status: 'pending' };
       },

@@ -36,6 +36,8 @@ export interface KeyView {
   secret?: string;
 }
 
+const WINDOW_S = { second: 1, minute: 60, hour: 3600, day: 86_400 } as const;
+
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** Key lifecycle: issue, read, revoke (now or scheduled), and the scheduled-revocation sweep. */
@@ -114,13 +116,15 @@ export class KeyService {
 
   /**
    * Validates values (shapes are the API's job) and issues a key; the secret is
-   * returned once. With `callerScopes` (a key asking through the API), every scope
-   * asked for must be one the caller holds: a key can never mint a stronger one.
+   * returned once. With `caller` (a key asking through the API), the new key can do
+   * nothing the caller cannot (scopes, rate limit, environment: `mayManage`), it
+   * replaces only a key the caller may manage, and its consumer is no identity that
+   * a key beyond the caller already speaks for (origins trust x-wakegate-consumer).
    */
   async create(
     input: CreateKeyInput,
     callerEnv: string,
-    callerScopes?: readonly string[],
+    caller?: KeyRecord,
   ): Promise<{ key: KeyRecord; secret: string }> {
     const env = this.visibleEnvironment(callerEnv, input.environment);
     const cls = this.envClass(env) as 'live' | 'test';
@@ -130,16 +134,6 @@ export class KeyService {
       if (!this.scopes.has(s)) throw unprocessable(`scopes[${i}]`, `unknown scope ${JSON.stringify(s)}`);
       if (seen.has(s)) throw unprocessable(`scopes[${i}]`, `duplicate scope ${JSON.stringify(s)}`);
       seen.add(s);
-    }
-    if (callerScopes) {
-      const lacking = input.scopes.find((s) => !callerScopes.includes(s));
-      if (lacking !== undefined) {
-        throw new GatewayError(
-          'insufficient_scope',
-          `this key lacks the scope ${lacking}, so it cannot issue a key that holds it`,
-          'scopes',
-        );
-      }
     }
     if (input.rate_limit && input.rate_limit.burst < 1) throw unprocessable('rate_limit.burst', 'must be at least 1');
     let replaced: KeyRecord | null = null;
@@ -157,6 +151,22 @@ export class KeyService {
         throw new GatewayError('conflict', `key ${replaced.id} has already been replaced`, 'replaces');
       }
     }
+    const consumer = input.consumer ?? replaced?.consumer ?? input.label;
+    const rateLimit = input.rate_limit ?? replaced?.rate_limit ?? null;
+    if (caller) {
+      this.mustManage(caller, { scopes: input.scopes, rate_limit: rateLimit, environment: env }, 'issue');
+      if (replaced) this.mustManage(caller, replaced, 'replace', 'replaces');
+      const holder = [...this.ring.all()].find(
+        (k) => k.consumer === consumer && !isRevoked(k, this.clock.now()) && this.beyond(caller, k) !== null,
+      );
+      if (holder) {
+        throw new GatewayError(
+          'insufficient_scope',
+          `consumer ${JSON.stringify(consumer)} is the identity of a key this key cannot manage (${holder.id}); choose another consumer`,
+          'consumer',
+        );
+      }
+    }
     const now = this.clock.now();
     const secret = newKeySecret(cls);
     const key: KeyRecord = {
@@ -164,9 +174,9 @@ export class KeyService {
       environment: env,
       label: input.label,
       // A replacement carries the old key's identity on unless told otherwise.
-      consumer: input.consumer ?? replaced?.consumer ?? input.label,
+      consumer,
       scopes: [...input.scopes],
-      rate_limit: input.rate_limit ?? replaced?.rate_limit ?? null,
+      rate_limit: rateLimit,
       replaces: replaced?.id ?? null,
       secret_hash: hashSecret(secret),
       created_at: now,
@@ -181,6 +191,44 @@ export class KeyService {
     }
     this.log.info('key issued', { key_id: key.id, environment: key.environment, scopes: key.scopes });
     return { key, secret };
+  }
+
+  /** A key's own limit: its rate_limit, else the `default` policy it is held to. */
+  private ownLimit(k: Pick<KeyRecord, 'rate_limit'>): KeyRateLimit {
+    return k.rate_limit ?? this.ratePolicy('default');
+  }
+
+  /**
+   * What `target` could do that `caller` cannot, or null when nothing: a scope the
+   * caller lacks, a higher rate (per second) or burst, an environment the caller may
+   * not name. A key may issue, replace and revoke only keys it could be (DESIGN.md).
+   */
+  beyond(caller: KeyRecord, target: Pick<KeyRecord, 'scopes' | 'rate_limit' | 'environment'>): string | null {
+    const lacking = target.scopes.find((s) => !caller.scopes.includes(s));
+    if (lacking !== undefined) return `the scope ${lacking}`;
+    const a = this.ownLimit(caller);
+    const b = this.ownLimit(target);
+    if (b.limit / WINDOW_S[b.window] > a.limit / WINDOW_S[a.window] || b.burst > a.burst)
+      return `a rate limit above its own (${a.limit}/${a.window}, burst ${a.burst})`;
+    if (target.environment !== caller.environment && this.envClass(caller.environment) !== 'live')
+      return `the environment ${target.environment}`;
+    return null;
+  }
+
+  private mustManage(
+    caller: KeyRecord,
+    target: Pick<KeyRecord, 'scopes' | 'rate_limit' | 'environment'> & { id?: string },
+    act: string,
+    param = 'scopes',
+  ): void {
+    const why = this.beyond(caller, target);
+    if (why === null) return;
+    const what = target.id ? `key ${target.id}, which has ${why}` : `a key with ${why}`;
+    throw new GatewayError(
+      'insufficient_scope',
+      `this key cannot ${act} ${what}: it lacks that itself`,
+      why.startsWith('a rate') && param === 'scopes' ? 'rate_limit' : param,
+    );
   }
 
   /** A key of this environment, or 404. */
@@ -198,8 +246,9 @@ export class KeyService {
    * Revokes now (no revokeAt) or at a future instant. Revocation cannot be undone:
    * a key already revoked, or already scheduled, is returned unchanged.
    */
-  async revoke(id: string, env: string, revokeAt?: number): Promise<KeyRecord> {
+  async revoke(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
     const k = this.get(id, env);
+    if (caller && caller.id !== k.id) this.mustManage(caller, k, 'revoke', 'key_id');
     const now = this.clock.now();
     if (revokeAt !== undefined && revokeAt <= now) throw unprocessable('revoke_at', 'revoke_at must be in the future');
     if (isRevoked(k, now)) return k;

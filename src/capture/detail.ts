@@ -1,6 +1,7 @@
 import { type Refillable, refill } from '../ratelimit/buckets.js';
 import type { CapturedDetail } from '../store/detail-types.js';
-import type { Redactor } from './redact.js';
+import { budgetFor } from './budget.js';
+import type { BodyOptions, Redactor } from './redact.js';
 
 /** What a route keeps of its exchanges (capture.detail, narrowed or widened per route). */
 export interface DetailSettings {
@@ -9,7 +10,18 @@ export interface DetailSettings {
   maxBodyBytes: number;
   /** How many of the route's exchanges, and bytes of their bodies, a second keep their detail. */
   rate: DetailRate;
+  /** How a body is read: its budget, and whether bodies the redactor cannot read are kept. */
+  body: BodyOptions;
 }
+
+/** A route's detail settings, its bodies' budget made from max_body_bytes. */
+export const detailSettings = (s: Omit<DetailSettings, 'body'> & { keepOpaque: boolean }): DetailSettings => ({
+  headers: s.headers,
+  bodies: s.bodies,
+  maxBodyBytes: s.maxBodyBytes,
+  rate: s.rate,
+  body: { budget: budgetFor(s.maxBodyBytes), keepOpaque: s.keepOpaque },
+});
 
 /** A bucket holding a second's worth of `perSecond`, full from the start. */
 const bucket = (perSecond: number): Refillable => ({
@@ -120,12 +132,22 @@ const headerValue = (raw: readonly string[] | null, name: string): string | unde
   return undefined;
 };
 
-/** Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding path. */
-export function buildDetail(t: DetailTap, r: Redactor): CapturedDetail {
+/**
+ * Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding
+ * path. `salt` salts the markers: the wake's id, or for a replay the wake it replays.
+ */
+export function buildDetail(t: DetailTap, r: Redactor, salt: string): CapturedDetail {
   const s = t.settings;
+  r.forWake(salt);
   // A body is redacted by its own headers' content type and coding.
   const body = (tap: BodyTap, headers: readonly string[]) =>
-    r.body(tap.take(), tap.total, headerValue(headers, 'content-type'), headerValue(headers, 'content-encoding'));
+    r.body(
+      tap.take(),
+      tap.total,
+      headerValue(headers, 'content-type'),
+      headerValue(headers, 'content-encoding'),
+      s.body,
+    );
   return {
     query: r.query(t.query),
     request_headers: s.headers ? r.headers(t.reqHeaders) : null,

@@ -142,7 +142,7 @@ export class Recorder {
       if (d === null) {
         const tap = x.tap as DetailTap;
         const kept = (tap.req?.kept ?? 0) + (tap.res?.kept ?? 0);
-        if (tap.settings.rate.take(this.clock.now(), x.status, kept)) d = buildDetail(tap, this.detail.redactor);
+        if (tap.settings.rate.take(this.clock.now(), x.status, kept)) d = buildDetail(tap, this.detail.redactor, x.id);
         else this.detail.onSkip('rate');
       }
       x.tap = null;

@@ -1,36 +1,41 @@
 import { isUtf8 } from 'node:buffer';
 import { createHmac } from 'node:crypto';
 import type { CapturedBody } from '../store/detail-types.js';
+import { type BodyBudget, budgetFor, OverBudget, omittedBody, Work } from './budget.js';
 import { type Coding, codingOf } from './codings.js';
+import { FieldNames } from './field-names.js';
+import { boundaryOf, eachPart } from './multipart.js';
+import { gatewayKeyIn, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
 
-/** A gateway key anywhere in a value (svc_live_ / svc_test_ and its base62 secret). */
-const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]{20,128}/g;
+/** How one body is read: its budget, and whether a body the redactor cannot read is kept all the same. */
+export interface BodyOptions {
+  budget: BodyBudget;
+  /** `capture.detail.opaque_bodies: keep`: XML, base64 and binary bodies kept (gateway keys still replaced). */
+  keepOpaque: boolean;
+}
+
+const DEFAULT_OPTIONS: BodyOptions = { budget: budgetFor(32_768), keepOpaque: false };
 
 /**
- * Redaction before anything is stored. Named headers, JSON fields of the named
- * names at any depth, form fields and query parameters, and any gateway key
- * wherever it appears, are replaced by `[redacted:<12 hex>]`: an HMAC of the value
- * under the instance's key, so equal values stay equal (diffs still see a change)
- * and nothing can be recovered.
+ * Redaction before anything is stored. Named headers, named fields (JSON at any
+ * depth, forms, queries, multipart parts; in any casing and with any separators;
+ * inside JSON that is itself a string, a form value or a query value), and any
+ * gateway key wherever it appears, are replaced by `[redacted:<12 hex>]`: an HMAC
+ * of the value under the instance's key and the wake's own salt, so equal values
+ * within a wake (and a replay and the wake it replays, which share the salt) stay
+ * equal, while equal values in unrelated wakes get unrelated markers: nobody can
+ * build a dictionary by sending guesses. Reading a body has a budget (budget.ts).
  */
 export class Redactor {
   private readonly headerNames: Set<string>;
-  private readonly fieldNames: Set<string>;
-  private readonly fieldRe: RegExp | null;
-  /** Whether a text names any redacted field as a JSON key as written (most bodies do not). */
-  private readonly anyField: RegExp | null;
-  /**
-   * A JSON escape of a character some field name or a gateway key has: a key written
-   * with it may be that name, a string written with it may be a gateway key.
-   */
+  private readonly fields: FieldNames;
+  /** An escape that could spell a character of some field name or of a gateway key. */
   private readonly spelled: RegExp;
-  /**
-   * Every field name is ASCII, so a body can be searched as latin1 text (a plain copy
-   * of its bytes, where a UTF-8 decode would check them); else it is decoded first.
-   */
-  private readonly asciiFields: boolean;
-  /** `name=`, `name[` and `name]` of each field, to see whether a plain query string names one at all. */
-  private readonly queryNames: string[];
+  private salt = '';
+  /** Markers made for this salt: the same value often stands several times in one wake. */
+  private readonly recent = new Map<string, string>();
+  /** The budget of the body being read (null outside one: a fresh budget per call). */
+  private work: Work | null = null;
 
   constructor(
     private readonly key: Buffer,
@@ -38,33 +43,35 @@ export class Redactor {
     fields: readonly string[],
   ) {
     this.headerNames = new Set(headers.map((h) => h.toLowerCase()));
-    this.fieldNames = new Set(fields);
-    const names = fields.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
-    // For a JSON body cut short (not parseable): "name": "string" or "name": number.
-    this.fieldRe = names ? new RegExp(`("(?:${names})"\\s*:\\s*)("(?:[^"\\\\]|\\\\.)*"?|-?\\d[\\d.eE+-]*)`, 'g') : null;
-    // An escape that could spell a character of a named key ("pass\u0077ord" is "password") or of a gateway key.
-    this.spelled = new RegExp(nameEscapes([...fields, KEY_CHARS]));
-    this.anyField = names ? new RegExp(`"(?:${names})"\\s*:`) : null;
-    this.asciiFields = fields.every((f) => /^[\x20-\x7e]*$/.test(f));
-    this.queryNames = fields.flatMap((f) => [`${f}=`, `${f}[`, `${f}]`]);
+    this.fields = new FieldNames(fields);
+    this.spelled = new RegExp(nameEscapes([...fields, ...fields.map((f) => f.toUpperCase()), KEY_CHARS]));
   }
 
-  /** Recent markers: the same Authorization or cookie arrives again and again, and an HMAC costs microseconds. */
-  private readonly recent = new Map<string, string>();
+  /**
+   * Markers from here on are salted with `salt`: the wake's id, or for a replay the
+   * id of the wake it replays (so the two diff equal for equal values).
+   */
+  forWake(salt: string): this {
+    if (salt !== this.salt) {
+      this.salt = salt;
+      this.recent.clear();
+    }
+    return this;
+  }
 
   marker(value: string): string {
     let m = this.recent.get(value);
     if (m !== undefined) return m;
-    m = `[redacted:${createHmac('sha256', this.key).update(value).digest('hex').slice(0, 12)}]`;
-    if (value.length <= 512) {
-      if (this.recent.size >= 4096) this.recent.clear();
-      this.recent.set(value, m);
-    }
+    this.work?.marker();
+    const h = createHmac('sha256', this.key).update(this.salt).update('\0').update(value);
+    m = `[redacted:${h.digest('hex').slice(0, 12)}]`;
+    if (value.length <= 512 && this.recent.size < 1024) this.recent.set(value, m);
     return m;
   }
 
-  private scrubKeys(s: string): string {
-    return s.includes('svc_') ? s.replace(GATEWAY_KEY, (k) => this.marker(k)) : s;
+  /** Any gateway key in text (also with `_` percent-encoded or JSON-escaped) replaced by a marker. */
+  scrubKeys(s: string): string {
+    return s.indexOf('svc') === -1 ? s : s.replace(GATEWAY_KEYS, (k) => this.marker(k));
   }
 
   isRedactedHeader(name: string): boolean {
@@ -82,184 +89,260 @@ export class Redactor {
     return out;
   }
 
-  /** Whether a plain (unescaped) query string names any redacted field as a parameter. */
-  private namesAny(q: string): boolean {
-    for (const n of this.queryNames) if (q.indexOf(n) !== -1) return true;
-    return false;
-  }
-
   /**
-   * Whether a parameter's (decoded) name is a named field: the name itself, or one
-   * of its bracketed parts (`user[password]`, `a[b][token]`, as Rails and PHP nest).
+   * A query string (with its `?`, or '') with named parameters replaced; `&` and `;`
+   * both separate (as some servers read them). Past its budget the whole query is one marker.
    */
-  private namedParam(name: string): boolean {
-    if (this.fieldNames.has(name)) return true;
-    const open = name.indexOf('[');
-    if (open === -1) return false;
-    if (this.fieldNames.has(name.slice(0, open))) return true;
-    for (const m of name.slice(open).matchAll(BRACKETED)) if (this.fieldNames.has(m[1] as string)) return true;
-    return false;
-  }
-
-  /** A query string (with its `?`, or '') with named parameters replaced. */
   query(q: string): string {
     if (q.length <= 1) return q;
-    // Names need decoding only when the query holds an escape or a plus.
     const plain = q.indexOf('%') === -1 && q.indexOf('+') === -1;
-    if (plain && !q.includes('svc_') && !this.namesAny(q)) return q;
-    const parts = q.slice(1).split('&');
-    for (let i = 0; i < parts.length; i++) {
+    if (plain && q.indexOf('svc') === -1 && !this.fields.mentions(q)) return q;
+    const own = this.work === null;
+    if (own) this.work = new Work(DEFAULT_OPTIONS.budget);
+    try {
+      return `?${this.params(q.slice(1), 0)}`;
+    } catch (e) {
+      if (e instanceof OverBudget) return `?${encodeURIComponent(this.marker(q))}`;
+      throw e;
+    } finally {
+      if (own) this.work = null;
+    }
+  }
+
+  /** Form or query parameters: a named one's value replaced; JSON in a value followed. */
+  private params(text: string, depth: number): string {
+    const w = this.work as Work;
+    const parts = text.split(PARAM_SEPARATORS);
+    for (let i = 0; i < parts.length; i += 2) {
       const p = parts[i] as string;
+      if (p === '') continue;
+      w.match();
       const eq = p.indexOf('=');
       const name = eq === -1 ? p : p.slice(0, eq);
-      let decoded = name;
-      if (!plain) {
-        try {
-          decoded = decodeURIComponent(name.replace(/\+/g, ' '));
-        } catch {
-          // Left as sent.
-        }
+      const value = eq === -1 ? '' : p.slice(eq + 1);
+      if (eq !== -1 && this.fields.has(formDecode(name))) {
+        parts[i] = `${name}=${encodeURIComponent(this.marker(value))}`;
+        continue;
       }
-      if (eq !== -1 && this.namedParam(decoded))
-        parts[i] = `${name}=${encodeURIComponent(this.marker(p.slice(eq + 1)))}`;
+      const decoded = value.indexOf('%') === -1 && value.indexOf('+') === -1 ? value : formDecode(value);
+      const inner = this.nested(decoded, depth + 1);
+      if (inner !== decoded) parts[i] = `${this.scrubKeys(name)}=${encodeURIComponent(inner)}`;
       else parts[i] = this.scrubKeys(p);
     }
-    return `?${parts.join('&')}`;
-  }
-
-  private walk(v: unknown): unknown {
-    if (Array.isArray(v)) return v.map((x) => this.walk(x));
-    if (v !== null && typeof v === 'object') {
-      const o: Record<string, unknown> = {};
-      for (const [k, x] of Object.entries(v)) {
-        o[k] = this.fieldNames.has(k) && (x === null || typeof x !== 'object') ? this.marker(String(x)) : this.walk(x);
-      }
-      return o;
-    }
-    return typeof v === 'string' ? this.scrubKeys(v) : v;
-  }
-
-  /** A JSON string literal (perhaps cut short) whose escapes spell a gateway key, with the key replaced; else as written. */
-  private escapedKey(literal: string, inner: string, close: string): string {
-    if (inner.indexOf('\\') === -1) return literal;
-    const text = jsonUnescape(inner);
-    if (!text.includes('svc_')) return literal;
-    const scrubbed = this.scrubKeys(text);
-    if (scrubbed === text) return literal;
-    const out = JSON.stringify(scrubbed);
-    return close === '' ? out.slice(0, -1) : out;
+    return parts.join('');
   }
 
   /**
-   * Whether JSON text may hold a named field: a named key as written, or escapes
-   * that could spell one or a gateway key (only text with a backslash is searched
-   * for those). Such text is parsed, so every key and value is read as JSON reads it.
+   * A value that may itself be a document an application parses again: JSON (an SNS
+   * `Message`, Slack's `payload=`, `{"request_body":"{\"password\":…}"}`), with its
+   * named fields replaced; GraphQL literals (`login(password: "…")`) likewise. Else
+   * the value with any gateway key replaced.
    */
-  private namesAnyField(text: string): boolean {
-    return this.anyField?.test(text) === true || this.holdsSpelling(text);
+  private nested(v: string, depth: number): string {
+    if (v.length < 2 || !this.fields.mentions(v)) return this.scrubKeys(v);
+    const c = v.charCodeAt(firstNonSpace(v));
+    if (c === 123 || c === 91) {
+      const w = this.work as Work;
+      w.match();
+      w.depth(depth);
+      try {
+        return JSON.stringify(this.walk(JSON.parse(v), depth));
+      } catch (e) {
+        if (e instanceof OverBudget) throw e;
+        // Not JSON after all: the patterns below.
+      }
+      return this.jsonText(v, false);
+    }
+    return this.scrubKeys(v.replace(this.graphqlArgs, (m, head: string, lit: string) => this.namedArg(m, head, lit)));
   }
 
-  /** Whether text holds an escape that could spell a named field's or a gateway key's character. */
-  private holdsSpelling(text: string): boolean {
-    return text.indexOf('\\') !== -1 && this.spelled.test(text);
+  /** A GraphQL argument `name: "literal"` (or a bare number or word). */
+  private readonly graphqlArgs = /(\b([A-Za-z_][\w-]*)\s*:\s*)("(?:[^"\\]|\\.)*"|-?[\w.]+)/g;
+  private namedArg(m: string, head: string, lit: string): string {
+    (this.work as Work).match();
+    const name = head.replace(/\s*:\s*$/, '');
+    return this.fields.has(name) ? `${head}"${this.marker(lit.replace(/^"|"$/g, ''))}"` : m;
+  }
+
+  private walk(v: unknown, depth: number): unknown {
+    if (typeof v === 'string') return this.nested(v, depth + 1);
+    if (v === null || typeof v !== 'object') return v;
+    (this.work as Work).depth(depth);
+    if (Array.isArray(v)) return v.map((x) => this.walk(x, depth + 1));
+    const o: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      o[k] =
+        this.fields.has(k) && (x === null || typeof x !== 'object') ? this.marker(String(x)) : this.walk(x, depth + 1);
+    }
+    return o;
+  }
+
+  /**
+   * JSON text that does not parse (cut short, or JSON among other text): named keys
+   * and their values found by pattern, keys written with escapes read as JSON reads
+   * them, and gateway keys written with escapes found too.
+   */
+  private jsonText(text: string, escapedOnly: boolean): string {
+    const w = this.work as Work;
+    const escaped = text.indexOf('\\') !== -1 && this.spelled.test(text);
+    let out = escapedOnly
+      ? text
+      : text.replace(KEY_VALUE, (m, head: string, key: string, v: string) => {
+          if (key.indexOf('\\') !== -1) {
+            w.match();
+            key = jsonUnescape(key);
+          }
+          if (!this.fields.has(key)) return m;
+          return `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
+        });
+    if (escaped) {
+      out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
+        if (inner.indexOf('\\') === -1) return m;
+        w.match();
+        const t = jsonUnescape(inner);
+        if (t.indexOf('svc') === -1) return m;
+        const scrubbed = this.scrubKeys(t);
+        if (scrubbed === t) return m;
+        const s = JSON.stringify(scrubbed);
+        return close === '' ? s.slice(0, -1) : s;
+      });
+    }
+    return out;
   }
 
   /**
    * A captured body, redacted by its content type. Bodies that hold nothing to
    * redact (most) stay the bytes they arrived as: they are searched, not decoded.
+   * A body over its budget, or one the redactor cannot read (unless kept by
+   * `opaque_bodies: keep`), is kept as its size and SHA-256 only, with the reason.
    */
-  body(sent: Buffer, total: number, contentType: string | undefined, contentEncoding?: string): CapturedBody {
+  body(
+    sent: Buffer,
+    total: number,
+    contentType: string | undefined,
+    contentEncoding?: string,
+    o: BodyOptions = DEFAULT_OPTIONS,
+  ): CapturedBody {
     const truncated = total > sent.length;
-    const coding = codingOf(contentEncoding);
-    if (coding !== null) return this.encoded(sent, total, truncated, contentType, coding);
+    this.work = new Work(o.budget);
+    try {
+      const coding = codingOf(contentEncoding);
+      if (coding === null) return this.plain(sent, total, truncated, contentType, o);
+      return this.encoded(sent, total, truncated, contentType, coding, o);
+    } catch (e) {
+      if (e instanceof OverBudget) return omittedBody(sent, total, truncated, e.reason);
+      // A stack too deep for JSON.parse or the walk: over budget all the same.
+      if (e instanceof RangeError) return omittedBody(sent, total, truncated, 'nested too deeply');
+      throw e;
+    } finally {
+      this.work = null;
+    }
+  }
+
+  private plain(
+    sent: Buffer,
+    total: number,
+    truncated: boolean,
+    contentType: string | undefined,
+    o: BodyOptions,
+  ): CapturedBody {
     const ct = (contentType ?? '').toLowerCase();
-    const buf = ct.includes('multipart/form-data') ? this.multipart(sent, contentType as string) : sent;
+    let buf = sent;
+    if (ct.includes('multipart/form-data')) {
+      const b = boundaryOf(contentType as string);
+      if (b !== null) buf = this.multipart(sent, b);
+    }
     const bytes = truncated ? trimPartialUtf8(buf) : buf;
-    if (!isUtf8(bytes)) {
-      // Bytes, kept as base64; a gateway key among them is replaced all the same.
+    const wide = utf16Of(bytes, ct);
+    if (wide !== null) return this.utf16(bytes, total, truncated, ct, wide);
+    const utf8 = isUtf8(bytes);
+    if (!o.keepOpaque) {
+      const why = opaqueReason(bytes, ct, utf8);
+      if (why !== null) return omittedBody(sent, total, truncated, why);
+    }
+    if (!utf8) {
+      // Bytes kept (opaque_bodies: keep) as base64; a gateway key among them is replaced all the same.
       const kept = buf.indexOf(SVC) === -1 ? buf : Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
+    const text = this.text(bytes, ct, truncated);
+    return { data: text === null ? bytes : Buffer.from(text), bytes: total, truncated, encoding: 'utf8' };
+  }
+
+  /** A UTF-16 body (a byte-order mark, or charset=utf-16): read as text, kept as base64 of its bytes. */
+  private utf16(bytes: Buffer, total: number, truncated: boolean, ct: string, order: 'le' | 'be'): CapturedBody {
+    const swap = (b: Buffer) => (order === 'be' ? Buffer.from(b).swap16() : b);
+    const even = bytes.subarray(0, bytes.length & ~1);
+    const decoded = swap(even).toString('utf16le');
+    const bom = decoded.charCodeAt(0) === 0xfeff ? '\ufeff' : '';
+    const text = this.text(Buffer.from(decoded.slice(bom.length)), ct, truncated);
+    const kept = text === null ? bytes : swap(Buffer.from(bom + text, 'utf16le'));
+    return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
+  }
+
+  /** UTF-8 text redacted by its type, or null when nothing in it needed replacing. */
+  private text(bytes: Buffer, ct: string, truncated: boolean): string | null {
     const formType = ct.includes('application/x-www-form-urlencoded');
-    // One regex over the body as text (a Buffer search per name was ten times slower).
-    // Any text but a form is searched for JSON's named keys, whatever its type: clients
-    // send JSON as text/plain (sendBeacon, a fetch of a string) or untyped, and pages
-    // carry it (an HTML page's embedded state).
-    const searched = formType ? '' : bytes.toString(this.asciiFields ? 'latin1' : 'utf8');
-    const json = !formType && this.namesAnyField(searched);
-    // A form sent as text/plain or untyped: its named fields are found as a form's.
+    // One regex over the body as text. Any text but a form is searched for JSON's named
+    // keys, whatever its type: clients send JSON as text/plain (sendBeacon, a fetch of
+    // a string) or untyped, and pages carry it (an HTML page's embedded state).
+    const searched = bytes.toString(this.fields.ascii ? 'latin1' : 'utf8');
+    const escaped = searched.indexOf('\\') !== -1 && this.spelled.test(searched);
+    // A body typed as a form may be JSON all the same (a mislabelled client): read as both.
+    const json = this.fields.keyed(searched) || escaped || (GRAPHQL.test(searched) && this.fields.mentions(searched));
     const form = formType || (!json && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
-    if (!json && !form && bytes.indexOf(SVC) === -1) return { data: bytes, bytes: total, truncated, encoding: 'utf8' };
+    if (!json && !form && !searched.includes('svc')) return null;
     let text = bytes.toString('utf8');
+    let done = false;
     if (json) {
-      let done = false;
       if (!truncated) {
         try {
-          text = JSON.stringify(this.walk(JSON.parse(text)));
+          text = JSON.stringify(this.walk(JSON.parse(text), 0));
           done = true;
-        } catch {
+        } catch (e) {
+          if (e instanceof OverBudget) throw e;
           // Not JSON after all (or text around it): the patterns below still find the named fields.
         }
       }
-      if (!done) {
-        const escaped = this.holdsSpelling(text);
-        if (this.fieldRe) {
-          const mark = (head: string, v: string) => `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
-          text = escaped
-            ? // Keys may be written with escapes: every key is read as JSON reads it.
-              text.replace(KEY_VALUE, (m, head: string, key: string, v: string) =>
-                this.fieldNames.has(jsonUnescape(key)) ? mark(head, v) : m,
-              )
-            : text.replace(this.fieldRe, (_m, head: string, v: string) => mark(head, v));
-        }
-        // A gateway key may be written with escapes too: strings holding escapes are read as JSON reads them.
-        if (escaped)
-          text = text.replace(JSON_STRING, (m, inner: string, close: string) => this.escapedKey(m, inner, close));
-      }
-    } else if (form) {
-      text = this.query(`?${text}`).slice(1);
+      if (!done) text = this.jsonText(text, false);
     }
-    return { data: Buffer.from(this.scrubKeys(text)), bytes: total, truncated, encoding: 'utf8' };
+    // A form is read as one unless it was JSON after all (parsed whole, or not typed a form).
+    if (form && !done && (formType || !json)) {
+      if (!formType && !this.fields.mentions(text) && text.indexOf('%') === -1) text = this.scrubKeys(text);
+      else text = this.params(text, 0);
+    }
+    const out = this.scrubKeys(text);
+    return out === searched && out === bytes.toString('utf8') ? null : out;
   }
 
-  /**
-   * A multipart/form-data body with the content of each named field's part replaced
-   * (the part's name as `namedParam` reads it); the same Buffer when none is named.
-   * Worked on as latin1 text, so the bytes of other parts (files) stay as they are.
-   */
-  private multipart(buf: Buffer, contentType: string): Buffer {
-    const b = BOUNDARY.exec(contentType);
-    if (b === null) return buf;
-    const delimiter = `--${b[1] ?? b[2]}`;
+  /** A multipart body with each named part's content replaced, and JSON in other parts followed. */
+  private multipart(buf: Buffer, boundary: string): Buffer {
+    const w = this.work as Work;
     const text = buf.toString('latin1');
-    let at = text.indexOf(delimiter);
-    if (at === -1) return buf;
-    let out = text.slice(0, at);
-    let changed = false;
-    for (;;) {
-      const next = text.indexOf(`\r\n${delimiter}`, at + delimiter.length);
-      // A part runs to the next delimiter, or to the end of a body cut short.
-      const part = text.slice(at, next === -1 ? text.length : next);
-      const sep = part.indexOf('\r\n\r\n');
-      const disposition = sep === -1 ? null : DISPOSITION.exec(part.slice(0, sep));
-      const name = disposition === null ? null : PART_NAME.exec(disposition[0]);
-      if (name !== null && this.namedParam(partName(name[1] ?? name[2] ?? ''))) {
-        out += `${part.slice(0, sep + 4)}${this.marker(part.slice(sep + 4))}`;
-        changed = true;
-      } else out += part;
-      if (next === -1) break;
-      out += '\r\n';
-      at = next + 2;
-    }
-    return changed ? Buffer.from(out, 'latin1') : buf;
+    let out = '';
+    let last = 0;
+    eachPart(text, boundary, (p) => {
+      w.match();
+      const content = text.slice(p.start, p.end);
+      let next = content;
+      if (p.name !== null && this.fields.has(p.name)) next = this.marker(content);
+      else if (this.fields.keyed(content)) {
+        const utf8 = Buffer.from(content, 'latin1');
+        if (isUtf8(utf8)) next = Buffer.from(this.jsonText(this.nested(utf8.toString(), 1), false)).toString('latin1');
+      }
+      if (next !== content) {
+        out += text.slice(last, p.start) + next;
+        last = p.end;
+      }
+    });
+    return last === 0 ? buf : Buffer.from(out + text.slice(last), 'latin1');
   }
 
   /**
-   * A body sent compressed (Content-Encoding), redacted inside: decoded, redacted by
-   * its content type, and kept as sent when nothing was replaced, else compressed
-   * again the same way. A body that cannot be read (cut short, an unknown coding,
-   * corrupt, or past MAX_DECODED once decoded) is not kept at all, since it may hold
-   * what must be redacted.
+   * A body sent compressed (Content-Encoding), redacted inside: decoded within its
+   * budget (bytes and ratio), redacted by its content type, and kept as sent when
+   * nothing was replaced, else compressed again the same way. A body that cannot be
+   * read (cut short, an unknown coding, corrupt, over budget) is kept as size and hash.
    */
   private encoded(
     buf: Buffer,
@@ -267,48 +350,49 @@ export class Redactor {
     truncated: boolean,
     contentType: string | undefined,
     coding: Coding | undefined,
+    o: BodyOptions,
   ): CapturedBody {
-    const base64 = (b: Buffer): CapturedBody => ({
-      data: Buffer.from(b.toString('base64'), 'latin1'),
+    const b = o.budget;
+    if (truncated) return omittedBody(buf, total, true, 'compressed and cut short at max_body_bytes: cannot be read');
+    if (coding === undefined) return omittedBody(buf, total, false, 'content coding not known: cannot be read');
+    let plain: Buffer;
+    try {
+      plain = coding.decode(buf, b.maxDecoded);
+    } catch (e) {
+      const over = (e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE';
+      return omittedBody(
+        buf,
+        total,
+        false,
+        over ? `decodes to more than ${b.maxDecoded} bytes` : 'corrupt compressed body',
+      );
+    }
+    if (plain.length > 8192 && plain.length > b.maxRatio * buf.length)
+      return omittedBody(buf, total, false, `compressed more than ${b.maxRatio} to 1`);
+    const inner = this.plain(plain, plain.length, false, contentType, o);
+    if (inner.encoding === 'omitted') return omittedBody(buf, total, false, reasonOf(inner));
+    const base64 = (x: Buffer): CapturedBody => ({
+      data: Buffer.from(x.toString('base64'), 'latin1'),
       bytes: total,
       truncated: false,
       encoding: 'base64',
     });
-    const unreadable: CapturedBody = { data: EMPTY, bytes: total, truncated: true, encoding: 'base64' };
-    if (truncated || coding === undefined) return unreadable;
-    let plain: Buffer;
-    try {
-      plain = coding.decode(buf, MAX_DECODED);
-    } catch {
-      return unreadable;
-    }
-    const inner = this.body(plain, plain.length, contentType);
     if (inner.data === plain || (inner.encoding === 'base64' && plain.indexOf(SVC) === -1)) return base64(buf);
     const redacted = inner.encoding === 'base64' ? Buffer.from(inner.data.toString('latin1'), 'base64') : inner.data;
     return base64(coding.encode(redacted));
   }
 }
 
-/** A compressed body larger than this once decoded is not kept (a bound on the work, and on a zip bomb). */
-const MAX_DECODED = 1 << 20;
-const EMPTY = Buffer.alloc(0);
+const reasonOf = (b: CapturedBody): string => (JSON.parse(b.data.toString()) as { reason: string }).reason;
 
-const SVC = Buffer.from('svc_');
-
-/** A multipart body's boundary, from its Content-Type (quoted or not). */
-const BOUNDARY = /boundary\s*=\s*(?:"([^"]+)"|([^\s;]+))/i;
-const DISPOSITION = /content-disposition:[^\r\n]*/i;
-/** A part's field name in its Content-Disposition (`name`, not `filename`). */
-const PART_NAME = /\bname\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/i;
-/** A part's name as sent: browsers percent-encode quotes and line breaks, older senders escape with backslashes. */
-const partName = (raw: string): string =>
-  raw.replace(/\\(.)/g, '$1').replace(/%22/gi, '"').replace(/%0d/gi, '\r').replace(/%0a/gi, '\n');
+const SVC = Buffer.from('svc');
+/** A GraphQL request sent as JSON: its document's literals are read too. */
+const GRAPHQL = /"(?:query|mutation)"\s*:/;
+const GATEWAY_KEYS = gatewayKeyIn('g');
+const PARAM_SEPARATORS = /([&;])/;
 
 /** The characters of a gateway key (svc_live_ / svc_test_ and base62). */
 const KEY_CHARS = 'svc_livetsABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-
-/** The parts of a nested parameter name after its first: `[b]` and `[c]` of `a[b][c]`. */
-const BRACKETED = /\[([^\]]*)\]/g;
 
 /** Any key and its value (a string, perhaps cut short, or a number) in JSON text. */
 const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]*)/g;
@@ -316,68 +400,18 @@ const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]
 /** A JSON string literal (perhaps cut short): its text, and its closing quote ('' when cut off). */
 const JSON_STRING = /"((?:[^"\\]|\\.)*)("?)/g;
 
-const UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-/**
- * A JSON string's text as JSON reads it, its escapes undone; lenient, so a string
- * cut short (or not quite valid) is read as far as it can be: an escape cut off at
- * the end is dropped, and an unknown one stands for its character.
- */
-function jsonUnescape(raw: string): string {
-  if (raw.indexOf('\\') === -1) return raw;
-  return raw.replace(
-    /\\(?:u([0-9a-fA-F]{4})|u[0-9a-fA-F]{0,3}$|(.)|$)/g,
-    (_m, hex: string | undefined, c: string | undefined) =>
-      hex !== undefined ? String.fromCharCode(Number.parseInt(hex, 16)) : c === undefined ? '' : (UNESCAPES[c] ?? c),
-  );
-}
-
-/** JSON's one-letter escapes, by the character they stand for (as a regex character class holds them). */
-const SHORT_ESCAPES: Record<string, string> = {
-  '"': '"',
-  '\\': '\\\\',
-  '/': '/',
-  '\b': 'b',
-  '\f': 'f',
-  '\n': 'n',
-  '\r': 'r',
-  '\t': 't',
-};
-
-/**
- * A pattern of the JSON escapes that stand for a character of some field name:
- * `\uXXXX` of each (hex digits in either case) and the one-letter escapes. Escapes
- * of other characters (non-ASCII text, a Go encoder's `\u003c`) do not match.
- */
-function nameEscapes(fields: readonly string[]): string {
-  const codes = new Set<string>();
-  const short = new Set<string>();
-  for (const f of fields)
-    for (let i = 0; i < f.length; i++) {
-      const c = f.charAt(i);
-      codes.add(
-        f
-          .charCodeAt(i)
-          .toString(16)
-          .padStart(4, '0')
-          .replace(/[a-f]/g, (h) => `[${h}${h.toUpperCase()}]`),
-      );
-      const e = SHORT_ESCAPES[c];
-      if (e !== undefined) short.add(e);
-    }
-  const alts = [`u(?:${[...codes].join('|')})`];
-  if (short.size > 0) alts.push(`[${[...short].join('')}]`);
-  return `\\\\(?:${alts.join('|')})`;
-}
-
-/** Drops an incomplete UTF-8 sequence at the end of a body cut short. */
-function trimPartialUtf8(buf: Buffer): Buffer {
-  let end = buf.length;
-  for (let i = 1; i <= 3 && end - i >= 0; i++) {
-    const b = buf[end - i] as number;
-    if ((b & 0xc0) === 0x80) continue;
-    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-    if (need > i) end -= i;
-    break;
+/** A form or query name or value as a server decodes it (`+` a space); left as sent when not valid. */
+function formDecode(s: string): string {
+  if (s.indexOf('%') === -1 && s.indexOf('+') === -1) return s;
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
   }
-  return buf.subarray(0, end);
+}
+
+function firstNonSpace(s: string): number {
+  let i = 0;
+  while (i < s.length && (s.charCodeAt(i) === 32 || s.charCodeAt(i) === 9 || s.charCodeAt(i) === 10)) i++;
+  return i;
 }

@@ -1,5 +1,6 @@
 import type { StoredBody, WakeDetail } from '../store/detail-types.js';
 import type { Wake } from '../store/wakes.js';
+import { omittedInfo } from './budget.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -26,10 +27,17 @@ export function wakeView(w: Wake) {
   };
 }
 
-const bodyView = (b: StoredBody | null) =>
-  b === null
-    ? { body: null, body_bytes: null, body_truncated: null, body_encoding: null }
-    : { body: b.body, body_bytes: b.bytes, body_truncated: b.truncated, body_encoding: b.encoding };
+/**
+ * A body as shown: its text (or base64), or for a body kept only as size and hash
+ * (`body_encoding: omitted`) `body: null` with `body_sha256` and `body_omitted_reason`.
+ */
+const bodyView = (b: StoredBody | null) => {
+  if (b === null) return { body: null, body_bytes: null, body_truncated: null, body_encoding: null };
+  const base = { body: b.body, body_bytes: b.bytes, body_truncated: b.truncated, body_encoding: b.encoding };
+  if (b.encoding !== 'omitted') return base;
+  const info = omittedInfo(b.body);
+  return { ...base, body: null, body_sha256: info?.sha256 ?? null, body_omitted_reason: info?.reason ?? null };
+};
 
 /**
  * One wake with its exchange (GET /v2/wakes/{id}): the summary, then `request` and

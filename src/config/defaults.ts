@@ -45,6 +45,7 @@ export const defaults = {
       max_body_bytes: 32_768,
       max_per_second: 1000,
       max_bytes_per_second: 8_388_608,
+      opaque_bodies: 'hash',
     },
     redact_headers: ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'],
     redact_fields: ['password', 'secret', 'token', 'access_token', 'refresh_token', 'api_key', 'card_number', 'cvc'],

@@ -29,6 +29,8 @@ export const detailSchema = z.strictObject({
   max_per_second: z.number().int().min(0).max(1_000_000),
   /** Bytes of bodies a second that detail keeps, per route (failed exchanges counted apart); 0: no limit. */
   max_bytes_per_second: z.number().int().min(0).max(1_099_511_627_776),
+  /** Bodies the redactor cannot read (XML, base64, binary, GraphQL): `hash` keeps size and SHA-256 only. */
+  opaque_bodies: z.enum(['hash', 'keep']),
 });
 
 export const routeSchema = z.strictObject({

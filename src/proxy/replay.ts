@@ -1,5 +1,6 @@
+import { hasScope, isRevoked } from '../auth/authorize.js';
 import type { KeyRing } from '../auth/keyring.js';
-import { buildDetail, DetailRate, newTap } from '../capture/detail.js';
+import { buildDetail, DetailRate, detailSettings, newTap } from '../capture/detail.js';
 import type { Exchange, Recorder, RequestInfo } from '../capture/recorder.js';
 import type { Redactor } from '../capture/redact.js';
 import type { Clock } from '../clock.js';
@@ -7,8 +8,10 @@ import { GatewayError, missing, unprocessable } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { idTime } from '../ids.js';
 import type { Logger } from '../log.js';
+import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Answer, diffAnswers } from '../replay/diff.js';
 import { storedBody, type WakeDetail } from '../store/detail-types.js';
+import type { KeyRecord } from '../store/keys.js';
 import type { Wake, WakeQuerier } from '../store/wakes.js';
 import { forwardRequestHeaders } from './headers.js';
 import { type RouteTable, upstreamPath } from './routes.js';
@@ -17,10 +20,18 @@ import { Upstreams } from './upstream.js';
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REDACTED = /^\[redacted:[0-9a-f]{12}\]$/;
 /** What a replay keeps when its route no longer keeps detail (its own detail is never rate limited). */
-const REPLAY_DETAIL = { headers: true, bodies: true, maxBodyBytes: 32_768, rate: new DetailRate(0) };
+const REPLAY_DETAIL = detailSettings({
+  headers: true,
+  bodies: true,
+  maxBodyBytes: 32_768,
+  rate: new DetailRate(0),
+  keepOpaque: false,
+});
 
 export interface ReplayDeps {
   wakes: WakeQuerier;
+  /** A replay is charged to the replaying key's bucket (and the route's policy), as a request it sent. */
+  limiter: RequestLimiter | null;
   routes: RouteTable;
   recorder: Recorder;
   redactor: Redactor;
@@ -54,10 +65,36 @@ export class Replayer {
 
   constructor(private readonly d: ReplayDeps) {}
 
-  async start(env: string, wakeId: string, o: ReplayOptions): Promise<{ wake: Wake; replayWakeId: string }> {
+  /**
+   * Checks, then starts, a replay by `caller`. The caller must be able to send the
+   * request itself: it holds the route scope the original needed, and is charged to
+   * its own bucket. A wake whose key has since been revoked, or whose path was cut
+   * short, is refused (409): the origin would get a request nobody may send.
+   */
+  async start(
+    env: string,
+    wakeId: string,
+    o: ReplayOptions,
+    caller: KeyRecord,
+  ): Promise<{ wake: Wake; replayWakeId: string }> {
     const t = wakeId.startsWith('wk_') ? idTime(wakeId) : null;
     const w = t === null ? null : await this.d.wakes.get(env, wakeId, t);
     if (!w || t === null) throw missing('wake', 'wake_id');
+    if (w.path_truncated) {
+      throw new GatewayError(
+        'conflict',
+        "this wake's path was cut at 2,048 characters, so it cannot be replayed",
+        'wake_id',
+      );
+    }
+    const original = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
+    if (w.key_id && (original === null || isRevoked(original, this.d.clock.now()))) {
+      throw new GatewayError(
+        'conflict',
+        `the key that sent this wake (${w.key_id}) has been revoked, so it cannot be replayed as that key`,
+        'wake_id',
+      );
+    }
     if (!SAFE.has(w.method) && !o.allowUnsafe) {
       throw unprocessable(
         'allow_unsafe',
@@ -71,10 +108,13 @@ export class Replayer {
         'this wake kept no detail (its route captures none, its route was over capture.detail.max_per_second or max_bytes_per_second that second, or detail was over its memory budget), so it cannot be replayed',
       );
     }
-    if (w.request_bytes > 0 && (!detail.request_body || detail.request_body.truncated)) {
+    if (
+      w.request_bytes > 0 &&
+      (!detail.request_body || detail.request_body.truncated || detail.request_body.encoding === 'omitted')
+    ) {
       throw new GatewayError(
         'conflict',
-        'the request body was not captured whole (over capture.detail.max_body_bytes, or bodies are not kept), so it cannot be replayed faithfully',
+        'the request body was not captured whole (over capture.detail.max_body_bytes, bodies are not kept, or it was kept only as size and SHA-256: over its reading budget, or a format opaque_bodies: keep would keep), so it cannot be replayed faithfully',
       );
     }
     const route = this.d.routes.byName(w.route);
@@ -85,6 +125,23 @@ export class Replayer {
         `route ${JSON.stringify(w.route)} no longer has an origin for ${w.environment}`,
       );
     }
+    const scopes = route.cfg.scopes;
+    if (scopes) {
+      const needed = SAFE.has(w.method) ? scopes.read : scopes.write;
+      if (!hasScope(caller, needed)) {
+        throw new GatewayError(
+          'insufficient_scope',
+          `this key lacks the scope ${needed}, which the replayed ${w.method} on route ${route.name} needs`,
+        );
+      }
+    }
+    if (this.d.limiter) {
+      const policy = route.cfg.rate_limit !== 'default' ? route.cfg.rate_limit : null;
+      const decision = this.d.limiter.check(caller, '', policy, this.d.clock.now());
+      if (!decision.allowed) {
+        throw new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter);
+      }
+    }
     const x = this.d.recorder.begin();
     x.route = route.name;
     x.environment = w.environment;
@@ -92,7 +149,10 @@ export class Replayer {
     x.key = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
     x.path = w.path;
     x.replayOf = w.id;
-    const p = this.send(w, detail, x, route.detail, upstreamPath(route, origin, w.path, detail.query), origin, o)
+    const p = this.send(w, detail, x, route.detail, upstreamPath(route, origin, w.path, detail.query), origin, {
+      ...o,
+      by: caller.id,
+    })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => this.running.delete(p));
     this.running.add(p);
@@ -106,7 +166,7 @@ export class Replayer {
     settings: Parameters<typeof newTap>[0] | null,
     path: string,
     origin: Parameters<Upstreams['pool']>[0],
-    o: ReplayOptions,
+    o: ReplayOptions & { by: string },
   ): Promise<void> {
     // The captured headers, less the redacted ones (their values are gone) and hop-by-hop ones.
     const raw: string[] = [];
@@ -124,7 +184,7 @@ export class Replayer {
       originHost: origin.host,
       identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
     });
-    headers.push('x-wakegate-replay-of', w.id);
+    headers.push('x-wakegate-replay-of', w.id, 'x-wakegate-replayed-by', o.by);
     if (body) headers.push('content-length', String(body.length));
     const tap = newTap(settings ?? REPLAY_DETAIL, detail.query, raw);
     if (body) tap.req?.add(body);
@@ -149,13 +209,13 @@ export class Replayer {
         x.resBytes += (c as Buffer).length;
         tap.res?.add(c as Buffer);
       }
-      const built = buildDetail(tap, this.d.redactor);
+      const built = buildDetail(tap, this.d.redactor, w.id);
       answer = { status: x.status, headers: built.response_headers, body: storedBody(built.response_body) };
       x.prebuilt = built;
     } catch (e) {
       x.status = 502;
       answer = { status: 502, headers: null, body: null };
-      x.prebuilt = { ...buildDetail(tap, this.d.redactor), response_headers: null, response_body: null };
+      x.prebuilt = { ...buildDetail(tap, this.d.redactor, w.id), response_headers: null, response_body: null };
       this.d.log.warn('replay could not reach the origin', { wake_id: w.id, err: e as Error });
     }
     const before: Answer = { status: w.status, headers: detail.response_headers, body: detail.response_body };

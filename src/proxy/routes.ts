@@ -1,4 +1,4 @@
-import { DetailRate, type DetailSettings } from '../capture/detail.js';
+import { DetailRate, type DetailSettings, detailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
 
 export interface Origin {
@@ -59,12 +59,13 @@ export class RouteTable {
           cfg,
           detail:
             d && (d.headers || d.bodies)
-              ? {
+              ? detailSettings({
                   headers: d.headers,
                   bodies: d.bodies,
                   maxBodyBytes: d.max_body_bytes,
                   rate: new DetailRate(d.max_per_second, d.max_bytes_per_second),
-                }
+                  keepOpaque: d.opaque_bodies === 'keep',
+                })
               : null,
           name: cfg.name,
           prefix: cfg.prefix,

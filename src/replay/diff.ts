@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { omittedInfo } from '../capture/budget.js';
 import { codingOf } from '../capture/codings.js';
 import type { StoredBody, WakeDiff } from '../store/detail-types.js';
 
@@ -106,6 +107,13 @@ function jsonDiff(
   if (JSON.stringify(a) !== JSON.stringify(b)) out.push({ path, before: a, after: b });
 }
 
+const sentHash = (b: StoredBody): string =>
+  b.encoding === 'omitted'
+    ? (omittedInfo(b.body)?.sha256 ?? '')
+    : createHash('sha256')
+        .update(Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8'))
+        .digest('hex');
+
 const summary = (buf: Buffer, b: StoredBody) => ({
   bytes: b.bytes,
   sha256: createHash('sha256').update(buf).digest('hex'),
@@ -136,7 +144,13 @@ export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly 
     headers.push({ name, before: hb.get(name) ?? null, after: ha.get(name) ?? null });
   }
   const body: WakeDiff['body'] = [];
-  if (before.body && after.body) {
+  if (before.body && after.body && (before.body.encoding === 'omitted' || after.body.encoding === 'omitted')) {
+    // A body kept only as size and hash is compared by them (the hash of the bytes as sent).
+    const a = { bytes: before.body.bytes, sha256: sentHash(before.body) };
+    const b = { bytes: after.body.bytes, sha256: sentHash(after.body) };
+    if ((a.bytes !== b.bytes || a.sha256 !== b.sha256) && !ignore.has('$'))
+      body.push({ path: '$', before: a, after: b });
+  } else if (before.body && after.body) {
     const ba = bytesOf(before.body, hb.get('content-encoding'));
     const aa = bytesOf(after.body, ha.get('content-encoding'));
     let done = false;

@@ -6,8 +6,12 @@ export interface StoredBody {
   /** Bytes of the whole body, kept or not. */
   bytes: number;
   truncated: boolean;
-  encoding: 'utf8' | 'base64';
+  /** `omitted`: only the size and SHA-256 were kept (body is `{"sha256", "reason"}`). */
+  encoding: BodyEncoding;
 }
+
+/** How a body is kept: UTF-8 text, base64 of bytes, or omitted (size and SHA-256 only). */
+export type BodyEncoding = 'utf8' | 'base64' | 'omitted';
 
 export interface DiffEntry {
   before: unknown;
@@ -40,7 +44,7 @@ export interface CapturedBody {
   /** Bytes of the whole body, kept or not. */
   bytes: number;
   truncated: boolean;
-  encoding: 'utf8' | 'base64';
+  encoding: BodyEncoding;
 }
 
 /** The exchange as the capture layer holds it until it is written (bodies as bytes). */

@@ -209,7 +209,7 @@ export const bodyFrom = (
         body,
         bytes: Number(bytes),
         truncated: Number(state) === 1,
-        encoding: encoding === 'base64' ? 'base64' : 'utf8',
+        encoding: encoding === 'base64' || encoding === 'omitted' ? encoding : 'utf8',
       };
 
 /** The detail's cells when there is none (numbers that parse, bodies marked as not kept). */

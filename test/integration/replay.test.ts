@@ -68,6 +68,13 @@ describe('wake detail and replay', () => {
           capture: { detail: { max_body_bytes: 400 } },
         },
         {
+          name: 'keep',
+          prefix: '/keep',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { opaque_bodies: 'keep' } },
+        },
+        {
           name: 'bare',
           prefix: '/bare',
           auth: 'none',
@@ -240,7 +247,14 @@ describe('wake detail and replay', () => {
     form.append('password', 'hunter7-multi');
     form.append('account[token]', 'tok-multi-nested');
     form.append('avatar', new Blob([Buffer.from([0xff, 0xd8, 0xff, 0x00, 0x81])]), 'a.jpg');
-    const r = await fetch(`${t.url}/api/orders`, { method: 'POST', headers: bearer(key), body: form });
+    // A binary part makes the body one the redactor cannot wholly read: by default only its size and hash are kept.
+    const hashed = await fetch(`${t.url}/api/orders`, { method: 'POST', headers: bearer(key), body: form });
+    expect(hashed.status).toBe(201);
+    const hw = await wake(hashed.headers.get('x-wake-id') as string);
+    expect(hw.request).toMatchObject({ body: null, body_encoding: 'omitted', body_sha256: expect.any(String) });
+    expect(hw.request.body_omitted_reason).toMatch(/binary/);
+    // With opaque_bodies: keep, what it can read is redacted and the rest kept.
+    const r = await fetch(`${t.url}/keep/orders`, { method: 'POST', body: form });
     expect(r.status).toBe(201);
     const w = await wake(r.headers.get('x-wake-id') as string);
     const kept = Buffer.from(w.request.body, w.request.body_encoding === 'base64' ? 'base64' : 'utf8').toString(
@@ -279,7 +293,12 @@ describe('wake detail and replay', () => {
     expect(c.status).toBe(201);
     await c.arrayBuffer();
     const cw = await wake(c.headers.get('x-wake-id') as string);
-    expect(cw.request).toMatchObject({ body: '', body_truncated: true, body_bytes: big.length });
+    expect(cw.request).toMatchObject({
+      body: null,
+      body_encoding: 'omitted',
+      body_truncated: true,
+      body_bytes: big.length,
+    });
     const rows = await queryRows<Record<string, string>>(
       t.gw.store,
       `SELECT request_body, request_body_encoding, response_body, response_body_encoding FROM ${t.gw.store.db}.wake_details`,

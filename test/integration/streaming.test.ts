@@ -74,7 +74,16 @@ describe('streaming and upgrades', () => {
       ws.on('message', (m) => ws.send(`echo:${m}:${req.url}`));
     });
     t = await startGateway({
-      routes: [{ name: 'big', prefix: '/big', auth: 'none', origins: { production: origin.url } }],
+      routes: [
+        {
+          name: 'big',
+          prefix: '/big',
+          auth: 'none',
+          origins: { production: origin.url },
+          // Binary bodies kept (not only their size and hash), to see what detail copied as they streamed.
+          capture: { detail: { opaque_bodies: 'keep' } },
+        },
+      ],
     });
   });
   afterAll(async () => {

@@ -28,6 +28,7 @@ describe('config', () => {
       max_body_bytes: 32_768,
       max_per_second: 1000,
       max_bytes_per_second: 8_388_608,
+      opaque_bodies: 'hash',
     });
     expect(c.routes[0]?.prefix).toBe('/v2/payments');
     expect(Object.isFrozen(c.server)).toBe(true);

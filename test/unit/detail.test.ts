@@ -1,9 +1,13 @@
+import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, deflateSync, gzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { BodyTap, buildDetail, DetailBudget, DetailRate, newTap } from '../../src/capture/detail.js';
+import { budgetFor, omittedInfo } from '../../src/capture/budget.js';
+import { BodyTap, buildDetail, DetailBudget, DetailRate, detailSettings, newTap } from '../../src/capture/detail.js';
 import { Redactor } from '../../src/capture/redact.js';
 import { diffAnswers } from '../../src/replay/diff.js';
 
+/** Bodies the redactor cannot read kept as sent (opaque_bodies: keep). */
+const KEEP = { budget: budgetFor(32_768), keepOpaque: true };
 const r = new Redactor(Buffer.alloc(32, 1), ['authorization', 'cookie'], ['password', 'card_number', 'token']);
 const M = /^\[redacted:[0-9a-f]{12}\]$/;
 
@@ -149,22 +153,26 @@ describe('redaction', () => {
     expect(r.body(json, json.length, 'application/json', 'identity').data.toString()).not.toContain('pw-inside');
     // Unreadable: an unknown coding, corrupt bytes, a body cut short, or one too large once decoded.
     const bomb = gzipSync(Buffer.alloc(4 << 20));
-    for (const [b, total, coding] of [
-      [json, json.length, 'zstd'],
-      [Buffer.from('not gzip'), 8, 'gzip'],
-      [gzipSync(json).subarray(0, 10), 60, 'gzip'],
-      [bomb, bomb.length, 'gzip'],
-    ] as const)
-      expect(r.body(b, total, 'application/json', coding), coding).toEqual({
-        data: Buffer.alloc(0),
-        bytes: total,
-        truncated: true,
-        encoding: 'base64',
-      });
+    for (const [b, total, coding, reason] of [
+      [json, json.length, 'zstd', /coding not known/],
+      [Buffer.from('not gzip'), 8, 'gzip', /corrupt/],
+      [gzipSync(json).subarray(0, 10), 60, 'gzip', /cut short/],
+      [bomb, bomb.length, 'gzip', /decodes to more than 65536 bytes/],
+    ] as const) {
+      const kept = r.body(b, total, 'application/json', coding);
+      expect(kept.encoding, coding).toBe('omitted');
+      expect(kept.bytes).toBe(total);
+      const info = omittedInfo(kept.data.toString());
+      expect(info?.reason).toMatch(reason);
+      expect(info?.sha256).toBe(createHash('sha256').update(b).digest('hex'));
+    }
     // A gateway key among bytes that are not text is replaced too.
     const key = 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
     const bin = Buffer.concat([Buffer.from([0xff, 0xfe, 0x00]), Buffer.from(key), Buffer.from([0xc3])]);
-    const kept = Buffer.from(r.body(bin, bin.length, 'application/octet-stream').data.toString(), 'base64');
+    const kept = Buffer.from(
+      r.body(bin, bin.length, 'application/octet-stream', undefined, KEEP).data.toString(),
+      'base64',
+    );
     expect(kept.toString('latin1')).not.toContain(key);
     expect(kept.subarray(0, 3)).toEqual(bin.subarray(0, 3));
     expect(kept.subarray(3).toString('latin1')).toMatch(/^\[redacted:[0-9a-f]{12}\]\xc3$/);
@@ -174,19 +182,20 @@ describe('redaction', () => {
     const tap = new BodyTap(4);
     for (const c of [Buffer.from([0xff, 0xfe]), Buffer.from([1, 2, 3]), Buffer.from([9])]) tap.add(c);
     expect(tap.total).toBe(6);
-    const b = r.body(tap.take(), tap.total, 'application/octet-stream');
+    const b = r.body(tap.take(), tap.total, 'application/octet-stream', undefined, KEEP);
     expect(b).toEqual({
       data: Buffer.from(Buffer.from([0xff, 0xfe, 1, 2]).toString('base64')),
       bytes: 6,
       truncated: true,
       encoding: 'base64',
     });
-    const t = newTap({ headers: false, bodies: true, maxBodyBytes: 8, rate: new DetailRate(0) }, '', [
-      'content-type',
-      'text/plain',
-    ]);
+    const t = newTap(
+      detailSettings({ headers: false, bodies: true, maxBodyBytes: 8, rate: new DetailRate(0), keepOpaque: false }),
+      '',
+      ['content-type', 'text/plain'],
+    );
     t.req?.add(Buffer.from('hello'));
-    expect(buildDetail(t, r)).toMatchObject({
+    expect(buildDetail(t, r, 'wk_x')).toMatchObject({
       request_headers: null,
       request_body: { data: Buffer.from('hello'), truncated: false },
     });

@@ -1,0 +1,87 @@
+/**
+ * multipart/form-data (RFC 7578) as servers read it: parts split on the boundary of
+ * the Content-Type's own `boundary` parameter (not `xboundary`), with CRLF or bare LF
+ * line ends (many parsers accept both), and each part's field name from `name="…"`
+ * or the RFC 2231 form `name*=utf-8''…`.
+ */
+
+/** The boundary of a multipart Content-Type: its own parameter, quoted or not. */
+export function boundaryOf(contentType: string): string | null {
+  const m = BOUNDARY.exec(contentType);
+  return m === null ? null : (m[1] ?? m[2] ?? null);
+}
+
+const BOUNDARY = /(?:^|;)\s*boundary\s*=\s*(?:"([^"]+)"|([^\s;]+))/i;
+const DISPOSITION = /(?:^|\n)content-disposition:[^\r\n]*/i;
+const PART_NAME = /(?:^|[;\s])name\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/i;
+const PART_NAME_EXT = /(?:^|[;\s])name\*\s*=\s*([^\s;]+)/i;
+
+/** One part of a multipart body, as offsets into its text. */
+export interface Part {
+  /** Where the part's content starts and ends (before the line end of the next delimiter). */
+  start: number;
+  end: number;
+  /** The field name (decoded), or null when it has none. */
+  name: string | null;
+}
+
+/**
+ * The parts of a multipart body (latin1 text, so bytes stay bytes). `each` is told
+ * of every part before the next is looked for (it may stop the walk by throwing).
+ */
+export function eachPart(text: string, boundary: string, each: (p: Part) => void): void {
+  const delimiter = `--${boundary}`;
+  let at = text.indexOf(delimiter);
+  while (at !== -1) {
+    const from = at + delimiter.length;
+    if (text.startsWith('--', from)) return;
+    const next = text.indexOf(delimiter, from);
+    // The content ends before the line end that precedes the next delimiter (CRLF or LF).
+    let end = next === -1 ? text.length : next;
+    if (next !== -1 && text.charCodeAt(end - 1) === 10) end -= text.charCodeAt(end - 2) === 13 ? 2 : 1;
+    const crlf = text.indexOf('\r\n\r\n', from);
+    const lf = text.indexOf('\n\n', from);
+    let sep = -1;
+    let sepLen = 0;
+    if (crlf !== -1 && (lf === -1 || crlf <= lf)) {
+      sep = crlf;
+      sepLen = 4;
+    } else if (lf !== -1) {
+      sep = lf;
+      sepLen = 2;
+    }
+    if (sep !== -1 && sep < end) {
+      each({ start: sep + sepLen, end, name: partName(text.slice(from, sep)) });
+    }
+    at = next;
+  }
+}
+
+/** A part's field name from its headers: `name*=` (RFC 2231) over `name=`. */
+function partName(headers: string): string | null {
+  const d = DISPOSITION.exec(headers);
+  if (d === null) return null;
+  const ext = PART_NAME_EXT.exec(d[0]);
+  if (ext !== null) return extValue(ext[1] as string);
+  const m = PART_NAME.exec(d[0]);
+  if (m === null) return null;
+  const raw = m[1] ?? m[2] ?? '';
+  // Browsers percent-encode quotes and line breaks in names; older senders escape with backslashes.
+  return percentDecode(raw.replace(/\\(.)/g, '$1'));
+}
+
+/** An RFC 2231/5987 value: `charset'lang'percent-encoded`. */
+function extValue(v: string): string {
+  const q = v.indexOf("'");
+  const q2 = q === -1 ? -1 : v.indexOf("'", q + 1);
+  return percentDecode(q2 === -1 ? v : v.slice(q2 + 1));
+}
+
+function percentDecode(s: string): string {
+  if (s.indexOf('%') === -1) return s;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s.replace(/%([0-9a-f]{2})/gi, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+  }
+}

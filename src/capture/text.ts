@@ -1,0 +1,107 @@
+/** Text helpers of the redactor: gateway keys in any spelling, JSON escapes, encodings, formats it cannot read. */
+
+/**
+ * A gateway key (svc_live_ / svc_test_ and its base62 secret), with its underscores
+ * as sent, percent-encoded (`svc%5Flive%5F…`, a form's or a URL's spelling) or
+ * JSON-escaped (`svc\u005flive\u005f…`).
+ */
+export const gatewayKeyIn = (flags: string): RegExp =>
+  new RegExp(`svc${US}(?:live|test)${US}[0-9A-Za-z]{20,128}`, flags);
+const US = '(?:_|%5[fF]|\\\\u005[fF])';
+
+/** Whether text holds a gateway key in any of those spellings. */
+export const holdsGatewayKey = (s: string): boolean => s.indexOf('svc') !== -1 && ANY_KEY.test(s);
+const ANY_KEY = gatewayKeyIn('');
+
+/**
+ * Why the redactor cannot read a body, or null when it can: XML, GraphQL documents,
+ * one long base64 token, bytes that are not UTF-8. Such a body is kept as its size and
+ * SHA-256 unless the route says `capture.detail.opaque_bodies: keep`.
+ */
+export function opaqueReason(bytes: Buffer, ct: string, utf8: boolean): string | null {
+  if (!utf8) return 'binary body (not UTF-8 text): kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+  if (ct.includes('xml')) return 'XML body: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+  if (ct.includes('graphql')) return 'GraphQL document: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+  if (bytes.length >= 64 && !ct.includes('json') && BASE64.test(bytes.toString('latin1')))
+    return 'base64 body: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+  return null;
+}
+const BASE64 = /^\s*[A-Za-z0-9+/_-]{64,}={0,2}\s*$/;
+
+/** Whether a body is UTF-16 text (a byte-order mark, or charset=utf-16 in its type): its byte order. */
+export function utf16Of(b: Buffer, ct: string): 'le' | 'be' | null {
+  // A byte-order mark counts in text (or untyped) bodies only: bytes may start with FF FE by chance.
+  if (b.length >= 2 && (ct === '' || ct.includes('json') || ct.startsWith('text/'))) {
+    if (b[0] === 0xff && b[1] === 0xfe) return 'le';
+    if (b[0] === 0xfe && b[1] === 0xff) return 'be';
+  }
+  const cs = /charset\s*=\s*"?utf-16(le|be)?/i.exec(ct);
+  if (cs === null) return null;
+  return cs[1]?.toLowerCase() === 'le' ? 'le' : 'be';
+}
+
+const UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+/**
+ * A JSON string's text as JSON reads it, its escapes undone; lenient, so a string
+ * cut short (or not quite valid) is read as far as it can be: an escape cut off at
+ * the end is dropped, and an unknown one stands for its character.
+ */
+export function jsonUnescape(raw: string): string {
+  if (raw.indexOf('\\') === -1) return raw;
+  return raw.replace(
+    /\\(?:u([0-9a-fA-F]{4})|u[0-9a-fA-F]{0,3}$|(.)|$)/g,
+    (_m, hex: string | undefined, c: string | undefined) =>
+      hex !== undefined ? String.fromCharCode(Number.parseInt(hex, 16)) : c === undefined ? '' : (UNESCAPES[c] ?? c),
+  );
+}
+
+/** JSON's one-letter escapes, by the character they stand for (as a regex character class holds them). */
+const SHORT_ESCAPES: Record<string, string> = {
+  '"': '"',
+  '\\': '\\\\',
+  '/': '/',
+  '\b': 'b',
+  '\f': 'f',
+  '\n': 'n',
+  '\r': 'r',
+  '\t': 't',
+};
+
+/**
+ * A pattern of the JSON escapes that stand for a character of some field name:
+ * `\uXXXX` of each (hex digits in either case) and the one-letter escapes. Escapes
+ * of other characters (non-ASCII text, a Go encoder's `\u003c`) do not match.
+ */
+export function nameEscapes(fields: readonly string[]): string {
+  const codes = new Set<string>();
+  const short = new Set<string>();
+  for (const f of fields)
+    for (let i = 0; i < f.length; i++) {
+      const c = f.charAt(i);
+      codes.add(
+        f
+          .charCodeAt(i)
+          .toString(16)
+          .padStart(4, '0')
+          .replace(/[a-f]/g, (h) => `[${h}${h.toUpperCase()}]`),
+      );
+      const e = SHORT_ESCAPES[c];
+      if (e !== undefined) short.add(e);
+    }
+  const alts = [`u(?:${[...codes].join('|')})`];
+  if (short.size > 0) alts.push(`[${[...short].join('')}]`);
+  return `\\\\(?:${alts.join('|')})`;
+}
+
+/** Drops an incomplete UTF-8 sequence at the end of a body cut short. */
+export function trimPartialUtf8(buf: Buffer): Buffer {
+  let end = buf.length;
+  for (let i = 1; i <= 3 && end - i >= 0; i++) {
+    const b = buf[end - i] as number;
+    if ((b & 0xc0) === 0x80) continue;
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (need > i) end -= i;
+    break;
+  }
+  return buf.subarray(0, end);
+}
