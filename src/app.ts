@@ -25,6 +25,7 @@ import { wakeRules } from './events/wake-rules.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
+import { descriptorWarning, tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
 import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
@@ -82,7 +83,7 @@ export class Gateway {
   private api: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
   /** Open WebSocket tunnels, ended by a clean stop after its grace period. */
-  readonly tunnels = new TunnelSet();
+  readonly tunnels: TunnelSet;
   /** Secret of a bootstrap admin key generated on this start (printed once by main). */
   generatedAdminSecret: string | null = null;
   ring!: KeyRing;
@@ -121,6 +122,7 @@ export class Gateway {
       requireHostHeader: false,
     });
     this.server.maxConnections = s.max_connections;
+    this.tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
     this.ops = createOpsServer({
       metrics: this.metrics,
       refresh: () => this.refreshGauges(),
@@ -414,6 +416,8 @@ export class Gateway {
     const boot = await this.keys.bootstrap(this.config.admin_key);
     this.generatedAdminSecret = boot.secret;
     if (boot.created) this.log.info('bootstrap admin key installed', { key_id: boot.created.id });
+    const fds = descriptorWarning(this.config.server);
+    if (fds) this.log.warn(fds);
     beforeAnnounce?.();
     const port = (this.server.address() as AddressInfo).port;
     const opsPort = (this.ops.address() as AddressInfo).port;

@@ -17,6 +17,8 @@ export const defaults = {
     api_body_limit_bytes: 1_048_576,
     max_connections: 20_000,
     tunnel_idle_timeout_ms: 300_000,
+    max_tunnels: 10_000,
+    max_tunnels_per_client: 64,
     trusted_proxies: [],
   },
   storage: {
@@ -63,6 +65,7 @@ export const defaults = {
       latency_objective_ms: 800,
       availability_objective: 0.999,
       rate_limit: 'default',
+      upgrades: ['websocket'],
       capture: { detail: {} },
     },
   ],

@@ -44,6 +44,13 @@ export const routeSchema = z.strictObject({
   latency_objective_ms: positiveInt.nullable().default(null),
   availability_objective: z.number().gt(0).lt(1).nullable().default(null),
   rate_limit: z.string().default('default'),
+  /** Protocols an Upgrade may switch this route's connections to (RFC 9110 §7.8 tokens, compared in lower case). */
+  upgrades: z
+    .array(
+      z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~/-]{1,64}$/, 'must be an upgrade protocol token such as websocket'),
+    )
+    .max(16)
+    .default(['websocket']),
   /** Narrows or widens `capture.detail` for this route. */
   capture: z.strictObject({ detail: detailSchema.partial().default({}) }).default({ detail: {} }),
 });
@@ -73,6 +80,9 @@ export const configSchema = z.strictObject({
     max_connections: positiveInt,
     /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
     tunnel_idle_timeout_ms: positiveInt,
+    /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */
+    max_tunnels: positiveInt,
+    max_tunnels_per_client: positiveInt,
     /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
     trusted_proxies: z.array(
       z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),

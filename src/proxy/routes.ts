@@ -21,6 +21,8 @@ export interface Route {
   /** Environment used when no key chooses one: the first origin's. */
   defaultEnvironment: string;
   origins: Map<string, Origin>;
+  /** Protocols an Upgrade may switch to (lower case). */
+  upgrades: ReadonlySet<string>;
 }
 
 function parseOrigin(environment: string, url: string): Origin {
@@ -71,6 +73,7 @@ export class RouteTable {
           prefix: cfg.prefix,
           defaultEnvironment: Object.keys(cfg.origins)[0] as string,
           origins,
+          upgrades: new Set((cfg.upgrades ?? ['websocket']).map((u) => u.toLowerCase())),
         };
       })
       .sort((a, b) => b.prefix.length - a.prefix.length);

@@ -11,6 +11,7 @@ import type { Origin } from './routes.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
+  503: 'Service Unavailable',
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
@@ -19,13 +20,40 @@ const STATUS_TEXT: Record<number, string> = {
   504: 'Gateway Timeout',
 };
 
-/** Open tunnels and upgrade handshakes in progress, so a clean stop can end them. */
+/**
+ * Open tunnels and upgrade handshakes in progress, so a clean stop can end them, and
+ * bounded in all and per client address: each holds two descriptors for as long as it
+ * lives, and the write-ahead log and storage need theirs (700 anonymous tunnels under
+ * a 1,024 limit once left the log failing with EMFILE).
+ */
 export class TunnelSet {
   private readonly open = new Set<() => void>();
-  add(destroy: () => void): () => void {
+  private readonly perClient = new Map<string, number>();
+
+  constructor(
+    readonly max = Number.POSITIVE_INFINITY,
+    readonly maxPerClient = Number.POSITIVE_INFINITY,
+  ) {}
+
+  /** Why one more tunnel from `client` is refused, or null. */
+  refusal(client: string): string | null {
+    if (this.open.size >= this.max) return `the gateway holds its most tunnels (${this.max}, server.max_tunnels)`;
+    if ((this.perClient.get(client) ?? 0) >= this.maxPerClient)
+      return `this address holds its most tunnels (${this.maxPerClient}, server.max_tunnels_per_client)`;
+    return null;
+  }
+
+  add(destroy: () => void, client = ''): () => void {
     this.open.add(destroy);
+    this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+    let done = false;
     return () => {
+      if (done) return;
+      done = true;
       this.open.delete(destroy);
+      const n = (this.perClient.get(client) ?? 1) - 1;
+      if (n <= 0) this.perClient.delete(client);
+      else this.perClient.set(client, n);
     };
   }
   get size(): number {
@@ -34,6 +62,7 @@ export class TunnelSet {
   destroyAll(): void {
     for (const d of [...this.open]) d();
     this.open.clear();
+    this.perClient.clear();
   }
 }
 
@@ -73,6 +102,8 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
+  const ip = clientIp(req);
+  const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the
   // origin has agreed to switch; past a small bound, reading stops.
   const early: Buffer[] = [];
@@ -92,12 +123,14 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     d.recorder.finish(req, x);
   };
   // Held until the client socket is gone, so a clean stop can end whatever is still open.
-  const untrack = d.tunnels.add(() => {
-    upReq?.destroy();
-    socket.destroy();
-    if (x.status === 0) x.status = 499;
-    finish();
-  });
+  const untrack = full
+    ? () => {}
+    : d.tunnels.add(() => {
+        upReq?.destroy();
+        socket.destroy();
+        if (x.status === 0) x.status = 499;
+        finish();
+      }, ip);
   socket.once('close', untrack);
   const fail = (type: ErrorType, message?: string, extra: string[] = [], e = new GatewayError(type, message)) => {
     const body = JSON.stringify(errorBody(type, x.id, e.message, e.param, e.retryAfter));
@@ -120,10 +153,17 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   const token = upgradeToken(req.headers.upgrade);
   if (token === '') return fail('invalid_request', 'an upgrade request needs an Upgrade header', [], undefined);
   const { route, origin, key } = a;
+  // Only the protocols a route lists become tunnels: an h2c tunnel would carry requests no rule ever sees.
+  if (!route.upgrades.has(token)) {
+    const allowed = [...route.upgrades].join(', ') || 'none';
+    const msg = `route ${route.name} does not allow upgrades to ${JSON.stringify(token)} (routes[].upgrades: ${allowed})`;
+    return fail('invalid_request', msg, [], new GatewayError('invalid_request', msg, 'upgrade'));
+  }
+  if (full) return fail('service_unavailable', full, ['retry-after', '1']);
   const headers = forwardRequestHeaders(req.rawHeaders, {
     dropAuthorization: key !== null,
-    clientIp: clientIp(req),
-    clientTrusted: d.trusted(clientIp(req)),
+    clientIp: ip,
+    clientTrusted: d.trusted(ip),
     proto: 'http',
     originHost: origin.host,
     identity: key ? [key.id, key.consumer, key.environment] : null,

@@ -198,6 +198,7 @@ describe('route table', () => {
     latency_objective_ms: null,
     availability_objective: null,
     rate_limit: 'default',
+    upgrades: ['websocket'],
     capture: { detail: {} },
   });
   it('picks the longest prefix on whole segments', () => {
