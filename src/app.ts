@@ -15,6 +15,7 @@ import { Batcher, type Sink } from './capture/batcher.js';
 import { DetailBudget, detailSize } from './capture/detail.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
 import { Redactor } from './capture/redact.js';
+import { holdsGatewayKey } from './capture/text.js';
 import { Wal, type WalCodec } from './capture/wal.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
@@ -245,6 +246,11 @@ export class Gateway {
       metrics: this.metrics,
       log: this.log,
       trusted: trustedProxies(cfg.server.trusted_proxies),
+      server: {
+        bufferBytes: cfg.server.buffer_request_body_bytes,
+        streamsPerClient: cfg.server.max_streaming_uploads_per_client,
+        connections: cfg.server.upstream_connections,
+      },
     };
     this.proxy = new ProxyHandler(proxyDeps);
     const webhooksApi = await this.initWebhooks();
@@ -286,7 +292,8 @@ export class Gateway {
         req.resume();
         return recorder.finish(req, x);
       }
-      if (!isManagementPath(url)) return this.proxy.handle(req, res);
+      // A gateway key in a /v2 URL is refused like any other (admission's first checks).
+      if (!isManagementPath(url) || holdsGatewayKey(url)) return this.proxy.handle(req, res);
       const x = recorder.begin();
       x.route = 'v2';
       x.environment = fallbackEnv;

@@ -16,6 +16,7 @@ import type { KeyRecord } from '../store/keys.js';
 import type { Wake } from '../store/wakes.js';
 import { buildDetail, type DetailBudget, type DetailTap, detailSize } from './detail.js';
 import type { Redactor } from './redact.js';
+import { withoutGatewayKeys } from './text.js';
 
 /** Per-request state, kept on one object so the hot path allocates little. */
 export interface Exchange {
@@ -134,6 +135,8 @@ export class Recorder {
       const q = url.indexOf('?');
       path = q === -1 ? url : url.slice(0, q);
     }
+    // A gateway key is never stored, nor printed by the access log, wherever a client put it.
+    path = withoutGatewayKeys(path);
     const cut = path.length > MAX_PATH;
     let detail: CapturedDetail | undefined;
     if ((x.tap !== null || x.prebuilt !== null) && this.detail !== null) {
@@ -161,7 +164,7 @@ export class Recorder {
       route: x.route,
       status: x.status,
       latency_ms: Math.round(end - x.t0),
-      consumer: x.consumer,
+      consumer: withoutGatewayKeys(x.consumer),
       key_id: x.key?.id ?? '',
       environment: x.environment,
       region: this.region,
@@ -169,7 +172,7 @@ export class Recorder {
       request_bytes: x.reqBytes,
       response_bytes: x.resBytes,
       client_ip: req.socket.remoteAddress ?? '',
-      user_agent: ua === undefined ? '' : ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua,
+      user_agent: ua === undefined ? '' : withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
     };
     if (x.replayOf) w.replay_of = x.replayOf;
     if (detail) w.detail = detail;

@@ -46,7 +46,7 @@ export function parseArgs(argv: readonly string[]): Args {
 
 /** Refuses flags a command does not know, naming the first. */
 export function onlyFlags(args: Args, allowed: readonly string[]): void {
-  const ok = new Set([...allowed, 'config', 'url', 'key']);
+  const ok = new Set([...allowed, 'config', 'url', 'key', 'key-file']);
   for (const f of [...args.flags.keys(), ...args.bools]) {
     if (!ok.has(f) && !BOOLEAN.has(f)) throw new UsageError(`unknown option --${f}`);
   }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { UsageError } from './args.js';
 
 /** A failed /v2 call, with the API's own error body. */
@@ -23,8 +24,18 @@ export class ApiClient {
   ) {}
 
   static from(flags: Map<string, string>, env: NodeJS.ProcessEnv): ApiClient {
-    const key = flags.get('key') ?? env.WAKEGATE_KEY;
-    if (!key) throw new UsageError('this command needs a key: --key svc_live_... or WAKEGATE_KEY');
+    const file = flags.get('key-file');
+    let key = flags.get('key') ?? env.WAKEGATE_KEY;
+    if (file !== undefined) {
+      try {
+        key = readFileSync(file, 'utf8').trim();
+      } catch (e) {
+        throw new UsageError(
+          `--key-file ${JSON.stringify(file)} cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+        );
+      }
+    }
+    if (!key) throw new UsageError('this command needs a key: WAKEGATE_KEY, --key-file PATH, or --key svc_live_...');
     const url = flags.get('url') ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
     try {
       new URL(url);

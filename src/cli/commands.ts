@@ -10,7 +10,9 @@ export interface Io {
 
 const COMMON = `Common options:
   --url URL        the gateway (default http://127.0.0.1:$PORT, else :8080; or WAKEGATE_URL)
-  --key SECRET     a key with the scopes the command needs (or WAKEGATE_KEY)
+  --key-file PATH  a file holding the key with the scopes the command needs
+                   (or WAKEGATE_KEY; --key SECRET works too, but other users of the
+                   machine can read a command line in /proc, so prefer these two)
   --environment E  act in another environment (live-class keys only)
   --json           print the API's JSON instead of a table
   -h, --help       this help`;

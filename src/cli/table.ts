@@ -1,14 +1,24 @@
+/**
+ * Text fit for a terminal: control characters (ESC and the other C0 and C1 codes)
+ * shown as `\u{..}`, so a label or consumer can never retitle the terminal or erase
+ * lines (an operator's screen is not the API's to drive).
+ */
+export const printable = (s: string): string =>
+  s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
+
 /** A plain text table: a header row and aligned columns, for people (scripts use --json). */
 export function table(rows: readonly Record<string, unknown>[], columns: readonly string[]): string {
   if (rows.length === 0) return '(none)\n';
   const cell = (v: unknown): string =>
-    v === null || v === undefined
-      ? '-'
-      : Array.isArray(v)
-        ? v.join(',')
-        : typeof v === 'object'
-          ? JSON.stringify(v)
-          : String(v);
+    printable(
+      v === null || v === undefined
+        ? '-'
+        : Array.isArray(v)
+          ? v.join(',')
+          : typeof v === 'object'
+            ? JSON.stringify(v)
+            : String(v),
+    );
   const data = rows.map((r) => columns.map((c) => cell(r[c])));
   const widths = columns.map((c, i) => Math.max(c.length, ...data.map((d) => (d[i] as string).length)));
   const line = (cells: readonly string[]) =>
@@ -25,7 +35,7 @@ export function fields(obj: Record<string, unknown>): string {
   return `${Object.entries(obj)
     .map(
       ([k, v]) =>
-        `${k.padEnd(w)}  ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}`,
+        `${k.padEnd(w)}  ${printable(v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v))}`,
     )
     .join('\n')}\n`;
 }

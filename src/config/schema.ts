@@ -41,6 +41,8 @@ export const routeSchema = z.strictObject({
   scopes: z.strictObject({ read: scopeName, write: scopeName }).nullable().default(null),
   origins: z.record(z.string(), httpUrl).refine((o) => Object.keys(o).length > 0, 'needs at least one origin'),
   timeout_ms: positiveInt.default(30_000),
+  /** Waiting for a free connection to the origin is bounded: past this, 503. */
+  queue_timeout_ms: positiveInt.default(5_000),
   latency_objective_ms: positiveInt.nullable().default(null),
   availability_objective: z.number().gt(0).lt(1).nullable().default(null),
   rate_limit: z.string().default('default'),
@@ -83,6 +85,12 @@ export const configSchema = z.strictObject({
     /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */
     max_tunnels: positiveInt,
     max_tunnels_per_client: positiveInt,
+    /** Request bodies up to this are read before the request takes an origin connection; larger ones stream. */
+    buffer_request_body_bytes: nonNegativeInt.max(67_108_864),
+    /** Bodies past that streaming at once from one client address; past it 503. */
+    max_streaming_uploads_per_client: positiveInt,
+    /** Connections to each origin at most. */
+    upstream_connections: positiveInt.max(65_536),
     /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
     trusted_proxies: z.array(
       z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),

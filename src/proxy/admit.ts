@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { Exchange } from '../capture/recorder.js';
+import { holdsGatewayKey } from '../capture/text.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
@@ -39,6 +40,11 @@ const FLOOD_SAMPLE = 100;
 let floodSeq = 0;
 
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
+const KEY_IN_URL = new GatewayError(
+  'invalid_request',
+  'a gateway key was sent in the URL; send it in the Authorization header only, and revoke this one: URLs are logged along the way',
+  'url',
+);
 const MAX_CONSUMER = 128;
 const NONE: string[] = [];
 
@@ -69,6 +75,12 @@ export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted
   if (bad) {
     x.route = 'none';
     return { error: new GatewayError('invalid_request', bad, 'path'), headers: NONE };
+  }
+  // A key in a URL ends up in every log and history on its way: refused, never forwarded
+  // (the wake keeps the path with the key replaced, see the recorder).
+  if (holdsGatewayKey(url)) {
+    x.route = 'none';
+    return { error: KEY_IN_URL, headers: NONE };
   }
   const route = d.routes.match(rawPath);
   if (!route) {

@@ -7,10 +7,10 @@ import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
-import { admit, clientIp } from './admit.js';
+import { type Admitted, admit, clientIp } from './admit.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { RouteTable } from './routes.js';
-import { countedBody, Upstreams } from './upstream.js';
+import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
   routes: RouteTable;
@@ -21,14 +21,20 @@ export interface ProxyDeps {
   log: Logger;
   /** True for a client address listed in server.trusted_proxies. */
   trusted: (ip: string) => boolean;
+  /** server.buffer_request_body_bytes, max_streaming_uploads_per_client, upstream_connections. */
+  server: { bufferBytes: number; streamsPerClient: number; connections: number };
 }
 
 /** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
 export class ProxyHandler {
-  private readonly upstreams = new Upstreams();
+  private readonly upstreams: Upstreams;
   private readonly overhead = new Map<string, { observe(v: number): void }>();
+  /** Bodies streaming (past the buffer) per client address. */
+  private readonly streaming = new Map<string, number>();
 
-  constructor(private readonly d: ProxyDeps) {}
+  constructor(private readonly d: ProxyDeps) {
+    this.upstreams = new Upstreams(d.server.connections);
+  }
 
   /** Answers with the gateway's own error body. */
   fail(
@@ -90,40 +96,95 @@ export class ProxyHandler {
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
     });
-    x.tUp = performance.now();
     let h = this.overhead.get(x.route);
     if (h === undefined) {
       h = this.d.metrics.overhead.labels(x.route);
       this.overhead.set(x.route, h);
     }
-    h.observe((x.tUp - x.t0) / 1000);
-    const fw = new Forwarding(this, req, res, x, a.limitHeaders);
+    h.observe((performance.now() - x.t0) / 1000);
+    const fw = new Forwarding(this, req, res, x, a.limitHeaders, a, headers);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
-    const bodyless = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
-    try {
-      this.upstreams.pool(a.origin).dispatch(
-        {
-          path: a.path,
-          method: req.method as 'GET',
-          headers,
-          body: bodyless
-            ? null
-            : Readable.from(
-                countedBody(req, (c) => {
-                  x.reqBytes += c.length;
-                  x.tap?.req?.add(c);
-                }),
-                { objectMode: false },
-              ),
-          headersTimeout: a.route.cfg.timeout_ms,
-          bodyTimeout: 0,
-        },
-        fw,
-      );
-    } catch (e) {
-      fw.onError(e as Error & { code?: string });
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
+      return this.dispatch(fw, null);
     }
+    const limit = this.d.server.bufferBytes;
+    if (Number(req.headers['content-length']) > limit) return this.stream(fw, ip, []);
+    // The body is read first: only then does the request take a connection to the origin,
+    // so a client that sends its headers and then stalls holds nothing others need.
+    const chunks: Buffer[] = [];
+    let n = 0;
+    const onData = (c: Buffer) => {
+      x.reqBytes += c.length;
+      x.tap?.req?.add(c);
+      chunks.push(c);
+      n += c.length;
+      if (n > limit) {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.pause();
+        this.stream(fw, ip, chunks);
+      }
+    };
+    const onEnd = () => this.dispatch(fw, chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n));
+    req.on('data', onData);
+    req.on('end', onEnd);
+  }
+
+  /**
+   * A body past the buffer streams to the origin as it comes (what was read already
+   * first), at most `max_streaming_uploads_per_client` at once from one address.
+   */
+  private stream(fw: Forwarding, ip: string, read: Buffer[]): void {
+    const { req, res, x } = fw;
+    const open = this.streaming.get(ip) ?? 0;
+    if (open >= this.d.server.streamsPerClient) {
+      const msg = `this address already streams ${open} request bodies larger than server.buffer_request_body_bytes (server.max_streaming_uploads_per_client); retry when one has ended`;
+      return this.fail(req, res, x, 'service_unavailable', msg, ['retry-after', '1']);
+    }
+    this.streaming.set(ip, open + 1);
+    res.once('close', () => {
+      const left = (this.streaming.get(ip) ?? 1) - 1;
+      if (left <= 0) this.streaming.delete(ip);
+      else this.streaming.set(ip, left);
+    });
+    const body = Readable.from(
+      countedBody(req, read, (c) => {
+        x.reqBytes += c.length;
+        x.tap?.req?.add(c);
+      }),
+      { objectMode: false },
+    );
+    this.dispatch(fw, body);
+  }
+
+  /** Takes a connection slot of the origin (waiting at most the route's queue_timeout_ms), then forwards. */
+  private dispatch(fw: Forwarding, body: Buffer | Readable | null): void {
+    if (fw.gone) return;
+    const a = fw.a;
+    const slots = this.upstreams.slotsOf(a.origin);
+    fw.cancelWait = slots.take(a.route.cfg.queue_timeout_ms, (ok) => {
+      fw.cancelWait = null;
+      if (!ok) return fw.queueTimedOut();
+      if (fw.gone) return slots.give();
+      fw.slot = slots;
+      fw.x.tUp = performance.now();
+      try {
+        this.upstreams.pool(a.origin).dispatch(
+          {
+            path: a.path,
+            method: fw.req.method as 'GET',
+            headers: fw.headers,
+            body,
+            headersTimeout: a.route.cfg.timeout_ms,
+            bodyTimeout: 0,
+          },
+          fw,
+        );
+      } catch (e) {
+        fw.onError(e as Error & { code?: string });
+      }
+    });
   }
 
   /** The response's connection closed: a client gone before the response ended is nginx's 499. */
@@ -165,21 +226,48 @@ export class ProxyHandler {
 class Forwarding {
   private abort: ((err?: Error) => void) | null = null;
   private failed = false;
+  /** The client went away before the request was forwarded. */
+  gone = false;
+  /** The origin's connection slot this request holds, given back once when it ends. */
+  slot: Slots | null = null;
+  /** Leaves the queue for a slot (while waiting). */
+  cancelWait: (() => void) | null = null;
 
   constructor(
     private readonly p: ProxyHandler,
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
-    private readonly x: Exchange,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly x: Exchange,
     private readonly limitHeaders: string[] | null,
+    readonly a: Admitted,
+    readonly headers: string[],
   ) {}
 
   readonly onClose = (): void => {
     // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
     this.p.closed(this.req, this.res, this.x);
+    if (this.slot === null) {
+      this.gone = true;
+      this.cancelWait?.();
+      return;
+    }
     // The client went away mid-exchange: stop asking the origin.
     if (!this.failed && !this.res.writableFinished && this.abort) this.abort(new Error('client closed'));
   };
+
+  private release(): void {
+    const s = this.slot;
+    if (s === null) return;
+    this.slot = null;
+    s.give();
+  }
+
+  /** No connection to the origin came free within the route's queue_timeout_ms. */
+  queueTimedOut(): void {
+    if (this.gone || this.res.destroyed) return;
+    const msg = `no connection to the origin came free within routes[].queue_timeout_ms (${this.a.route.cfg.queue_timeout_ms} ms)`;
+    this.p.fail(this.req, this.res, this.x, 'service_unavailable', msg, ['retry-after', '1']);
+  }
 
   onConnect(abort: (err?: Error) => void): void {
     this.abort = abort;
@@ -206,10 +294,12 @@ class Forwarding {
   }
 
   onComplete(): void {
+    this.release();
     this.res.end();
   }
 
   onError(err: Error & { code?: string }): void {
+    this.release();
     this.failed = true;
     this.p.upstreamFailed(this.req, this.res, this.x, err);
   }

@@ -37,10 +37,11 @@ export interface ForwardHeadersOptions {
  * `auth`: a client that sends its key to an `auth: none` route must not leak it.
  */
 export function carriesGatewayKey(value: string): boolean {
-  const i = value.indexOf('svc_');
+  const i = value.indexOf('svc');
   return i !== -1 && GATEWAY_KEY.test(value);
 }
-const GATEWAY_KEY = /svc_(?:live|test)_[0-9A-Za-z]/;
+/** The start of a key, its underscores as sent, percent-encoded or JSON-escaped. */
+const GATEWAY_KEY = /svc(?:_|%5[fF]|\\u005[fF])(?:live|test)(?:_|%5[fF]|\\u005[fF])[0-9A-Za-z]/;
 
 /**
  * Fields named in a Connection header, lower-cased (they are hop-by-hop too), or

@@ -11,6 +11,20 @@ export class Upstreams {
   private readonly pools = new Map<string, Pool>();
   /** The pool of each origin object, so the hot path builds no key string. */
   private readonly byOrigin = new WeakMap<Origin, Pool>();
+  private readonly slots = new Map<string, Slots>();
+
+  constructor(readonly connections = 512) {}
+
+  /** The connection slots of an origin: a request holds one from dispatch to its end. */
+  slotsOf(o: Origin): Slots {
+    const k = `${o.protocol}//${o.host}`;
+    let s = this.slots.get(k);
+    if (s === undefined) {
+      s = new Slots(this.connections);
+      this.slots.set(k, s);
+    }
+    return s;
+  }
 
   pool(o: Origin): Pool {
     const known = this.byOrigin.get(o);
@@ -19,7 +33,7 @@ export class Upstreams {
     let p = this.pools.get(k);
     if (!p) {
       p = new Pool(`${o.protocol}//${o.host}`, {
-        connections: 512,
+        connections: this.connections,
         pipelining: 1,
         keepAliveTimeout: 4_000,
         keepAliveMaxTimeout: 60_000,
@@ -32,13 +46,77 @@ export class Upstreams {
   }
 
   async close(): Promise<void> {
+    for (const s of this.slots.values()) s.cancelAll();
     await Promise.all([...this.pools.values()].map((p) => p.destroy()));
     this.pools.clear();
   }
 }
 
-/** The request body as undici reads it; `seen` counts (and may copy the start of) each chunk as it passes. */
-export async function* countedBody(req: IncomingMessage, seen: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
+/**
+ * An origin's connections as slots: a request takes one only once its body has
+ * arrived (or it streams), and waits for one at most `timeoutMs` (then the caller
+ * answers 503), first come first served. So slow or stalled clients can never hold
+ * the connections other requests to that origin need.
+ */
+export class Slots {
+  active = 0;
+  private readonly waiting: { go: (ok: boolean) => void; timer: NodeJS.Timeout | null }[] = [];
+
+  constructor(readonly max: number) {}
+
+  /** Calls `go(true)` once a slot is held (at once when one is free), or `go(false)` after `timeoutMs`. */
+  take(timeoutMs: number, go: (ok: boolean) => void): () => void {
+    if (this.active < this.max && this.waiting.length === 0) {
+      this.active++;
+      go(true);
+      return NOOP;
+    }
+    const w: { go: (ok: boolean) => void; timer: NodeJS.Timeout | null } = { go, timer: null };
+    w.timer = setTimeout(() => {
+      const i = this.waiting.indexOf(w);
+      if (i !== -1) this.waiting.splice(i, 1);
+      go(false);
+    }, timeoutMs);
+    this.waiting.push(w);
+    // Given up before a slot came (the client left): out of the queue.
+    return () => {
+      const i = this.waiting.indexOf(w);
+      if (i === -1) return;
+      this.waiting.splice(i, 1);
+      if (w.timer) clearTimeout(w.timer);
+    };
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    if (next === undefined) {
+      this.active--;
+      return;
+    }
+    if (next.timer) clearTimeout(next.timer);
+    next.go(true);
+  }
+
+  cancelAll(): void {
+    for (const w of this.waiting.splice(0)) {
+      if (w.timer) clearTimeout(w.timer);
+      w.go(false);
+    }
+  }
+}
+
+const NOOP = (): void => {};
+
+/**
+ * The request body as undici reads it: what was read already (counted), then the
+ * rest, `seen` counting (and perhaps copying the start of) each chunk as it passes.
+ */
+export async function* countedBody(
+  req: IncomingMessage,
+  read: Buffer[],
+  seen: (chunk: Buffer) => void,
+): AsyncGenerator<Buffer> {
+  for (const c of read) yield c;
   for await (const chunk of req) {
     seen(chunk as Buffer);
     yield chunk as Buffer;

@@ -112,6 +112,24 @@ describe('the CLI, beside a running gateway', () => {
     expect(unauth.stderr).toContain('401 authentication_required');
   });
 
+  it('prints labels and consumers with their terminal escapes made visible, and reads the key from --key-file', async () => {
+    const evil = 'ok\u001b]0;pwned\u0007\u001b[2K';
+    const c = await cli(
+      ['keys', 'create', '--label', evil, '--consumer', evil, '--environment', 'production', '--scopes', 'wakes:read'],
+      env,
+    );
+    expect(c.code, c.stderr).toBe(0);
+    expect(c.stdout).not.toContain('\u001b');
+    expect(c.stdout).toContain('ok\\u{1b}]0;pwned\\u{7}');
+    const keyFile = join(dir, 'admin.key');
+    writeFileSync(keyFile, `${admin}\n`, { mode: 0o600 });
+    const list = await cli(['keys', 'list', '--key-file', keyFile], { WAKEGATE_URL: g.url });
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).not.toContain('\u001b');
+    const help = await cli(['keys', '--help']);
+    expect(help.stdout).toContain('--key-file');
+  });
+
   it('endpoints create, disable, enable, list; deliveries list and replay', async () => {
     const c = await cli(['endpoints', 'create', receiver.url, '--events', '*', '--json'], env);
     expect(c.code, c.stderr).toBe(0);

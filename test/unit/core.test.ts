@@ -195,6 +195,7 @@ describe('route table', () => {
     scopes: null,
     origins: { production: 'http://o' },
     timeout_ms: 1,
+    queue_timeout_ms: 1,
     latency_objective_ms: null,
     availability_objective: null,
     rate_limit: 'default',

@@ -49,6 +49,13 @@ describe('address rules', () => {
   });
   it('resolves names before judging them', async () => {
     expect((await hostIsReachable('localhost', false)).ok).toBe(false);
+    // The reason names no address, and reads the same for a name that does not resolve: no DNS oracle.
+    const local = await hostIsReachable('localhost', false);
+    expect(local.reason).toBe('localhost does not resolve to a public address');
+    expect(local.reason).not.toMatch(/127\.0\.0\.1|::1/);
+    expect((await hostIsReachable('nothing.invalid', false)).reason).toBe(
+      'nothing.invalid does not resolve to a public address',
+    );
     expect((await hostIsReachable('[::1]', false)).ok).toBe(false);
     expect((await hostIsReachable('127.0.0.1', true)).ok).toBe(true);
   });
