@@ -20,6 +20,7 @@ import { Wal, type WalCodec } from './capture/wal.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { consoleHandler } from './console/serve.js';
+import { errorBody } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
@@ -81,6 +82,8 @@ export class Gateway {
   readonly log: Logger;
   readonly server: http.Server;
   readonly ops: http.Server;
+  /** Where the console and /v2 are served apart from proxied paths: the ops listener, or its own. */
+  readonly management: http.Server;
   private api: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
   /** Open WebSocket tunnels, ended by a clean stop after its grace period. */
@@ -124,10 +127,14 @@ export class Gateway {
     });
     this.server.maxConnections = s.max_connections;
     this.tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
+    const separate = config.management.listener === 'separate';
+    this.management = http.createServer({ maxHeaderSize: s.max_header_bytes, headersTimeout: s.headers_timeout_ms });
     this.ops = createOpsServer({
       metrics: this.metrics,
       refresh: () => this.refreshGauges(),
       ready: () => this.readiness(),
+      // The ops listener's other paths are the management listener's, unless that has its own port.
+      other: separate ? null : (req, res) => this.management.emit('request', req, res),
     });
   }
 
@@ -281,19 +288,8 @@ export class Gateway {
     ]);
     this.api = app;
     const fallbackEnv = proxyDeps.routes.fallbackEnvironment;
-    const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path) : null;
-    const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-      const url = req.url ?? '/';
-      if (consoleApp?.owns(url)) {
-        const x = recorder.begin();
-        x.route = 'console';
-        x.environment = fallbackEnv;
-        x.status = consoleApp.handle(req, res, x.id);
-        req.resume();
-        return recorder.finish(req, x);
-      }
-      // A gateway key in a /v2 URL is refused like any other (admission's first checks).
-      if (!isManagementPath(url) || holdsGatewayKey(url)) return this.proxy.handle(req, res);
+    /** A /v2 call, from whichever listener: a wake like any other (route v2). */
+    const manage = (req: IncomingMessage, res: ServerResponse) => {
       const x = recorder.begin();
       x.route = 'v2';
       x.environment = fallbackEnv;
@@ -307,19 +303,31 @@ export class Gateway {
       });
       apiHandler(req, res);
     };
+    const onMain = cfg.management.on_main;
+    // The main listener proxies; /v2 is answered there too unless management.on_main is
+    // false. A gateway key in a /v2 URL is refused like any other (admission's first checks).
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+      const url = req.url ?? '/';
+      if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return this.proxy.handle(req, res);
+      manage(req, res);
+    };
     this.server.on('request', onRequest);
     // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
     // request would be accepted, so a refused key never gets a 100 Continue.
-    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-      const url = req.url ?? '/';
-      if (consoleApp?.owns(url)) {
-        res.writeContinue();
-        return onRequest(req, res);
-      }
-      if (!isManagementPath(url)) return this.proxy.handle(req, res, true);
+    const continueFor = (req: IncomingMessage, res: ServerResponse) => {
       // /v2: continue only for a key that is known and live; fastify answers the rest.
       if (authenticate(this.ring, req.headers.authorization, this.clock.now()).error === null) res.writeContinue();
-      onRequest(req, res);
+    };
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      const url = req.url ?? '/';
+      if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return this.proxy.handle(req, res, true);
+      continueFor(req, res);
+      manage(req, res);
+    });
+    this.management.on('request', this.managementHandler(manage, recorder, fallbackEnv));
+    this.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      continueFor(req, res);
+      this.management.emit('request', req, res);
     });
     const upgradeDeps = { ...proxyDeps, tunnels: this.tunnels, idleTimeoutMs: cfg.server.tunnel_idle_timeout_ms };
     this.server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
@@ -353,6 +361,53 @@ export class Gateway {
     this.events.resume();
     this.batcher.resume();
     this.dispatcher.resumeLog();
+  }
+
+  /**
+   * What the management listener serves (the ops listener's other paths, or a
+   * listener of its own): the console and /v2, and nothing it would proxy. The
+   * console never shares an origin with a proxied app, whose pages could otherwise
+   * read the signed-in key.
+   */
+  private managementHandler(
+    manage: (req: IncomingMessage, res: ServerResponse) => void,
+    recorder: Recorder,
+    fallbackEnv: string,
+  ): (req: IncomingMessage, res: ServerResponse) => void {
+    const cfg = this.config;
+    const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, () => this.port) : null;
+    return (req, res) => {
+      const url = req.url ?? '/';
+      if (consoleApp?.owns(url)) {
+        const x = recorder.begin();
+        x.route = 'console';
+        x.environment = fallbackEnv;
+        x.status = consoleApp.handle(req, res, x.id);
+        req.resume();
+        return recorder.finish(req, x);
+      }
+      if (isManagementPath(url) && !holdsGatewayKey(url)) return manage(req, res);
+      const keyInUrl = holdsGatewayKey(url);
+      const body = JSON.stringify(
+        errorBody(
+          keyInUrl ? 'invalid_request' : 'resource_missing',
+          null,
+          keyInUrl
+            ? 'a gateway key was sent in the URL; send it in the Authorization header only, and revoke this one'
+            : 'this listener serves the console and /v2 only; requests are proxied on the main listener',
+          keyInUrl ? 'url' : null,
+        ),
+      );
+      req.resume();
+      res.writeHead(keyInUrl ? 400 : 404, { 'content-type': 'application/json', 'content-length': body.length });
+      res.end(body);
+    };
+  }
+
+  /** The main listener's port once it listens (the console shows it in copied curl commands). */
+  get port(): number {
+    const a = this.server.address();
+    return a !== null && typeof a === 'object' ? a.port : this.config.server.port;
   }
 
   /** Endpoints, deliveries, fan-out from the events table, and the wake rules that raise events. */
@@ -407,7 +462,7 @@ export class Gateway {
    * `beforeAnnounce` runs after that and before the "listening" log line (main prints
    * a generated key there).
    */
-  async start(beforeAnnounce?: () => void): Promise<{ port: number; opsPort: number }> {
+  async start(beforeAnnounce?: () => void): Promise<{ port: number; opsPort: number; managementPort: number }> {
     if (!this.store) await this.init();
     const s = this.config.server;
     await new Promise<void>((resolve, reject) => {
@@ -418,6 +473,13 @@ export class Gateway {
       this.ops.once('error', reject);
       this.ops.listen(s.ops_port, s.ops_host, () => resolve());
     });
+    const m = this.config.management;
+    if (m.listener === 'separate') {
+      await new Promise<void>((resolve, reject) => {
+        this.management.once('error', reject);
+        this.management.listen(m.port, m.host, () => resolve());
+      });
+    }
     // The bootstrap admin key is made only once the gateway listens: a start that
     // fails (a port in use) leaves no key behind that was never shown.
     const boot = await this.keys.bootstrap(this.config.admin_key);
@@ -428,8 +490,16 @@ export class Gateway {
     beforeAnnounce?.();
     const port = (this.server.address() as AddressInfo).port;
     const opsPort = (this.ops.address() as AddressInfo).port;
-    this.log.info('wakegate listening', { port, ops_port: opsPort, routes: this.config.routes.length });
-    return { port, opsPort };
+    const managementPort = m.listener === 'separate' ? (this.management.address() as AddressInfo).port : opsPort;
+    this.log.info('wakegate listening', {
+      port,
+      ops_port: opsPort,
+      console: this.config.console.enabled
+        ? `http://${m.listener === 'separate' ? m.host : s.ops_host}:${managementPort}${this.config.console.path}/`
+        : null,
+      routes: this.config.routes.length,
+    });
+    return { port, opsPort, managementPort };
   }
 
   refreshGauges(): void {
@@ -501,6 +571,10 @@ export class Gateway {
       await this.api?.close();
       await new Promise<void>((r) => this.ops.close(() => r()));
       this.ops.closeAllConnections();
+      if (this.management.listening) {
+        await new Promise<void>((r) => this.management.close(() => r()));
+        this.management.closeAllConnections();
+      }
       await this.store?.close();
       if (!this.config.storage.clickhouse_url) releaseOwner(this.config.storage.data_dir);
       this.log.info('wakegate stopped');

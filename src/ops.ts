@@ -7,12 +7,15 @@ export interface OpsDeps {
   refresh: () => void;
   /** Readiness: whether the gateway can serve, and what to say about it. */
   ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
+  /** Every other path (the console and /v2, when they share this listener); null: 404. */
+  other?: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null;
 }
 
-/** The ops listener: /metrics, /healthz, /readyz. */
+/** The ops listener: /metrics, /healthz, /readyz (and, by default, the console and /v2 through `other`). */
 export function createOpsServer(d: OpsDeps): http.Server {
   return http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
+    if (d.other && path !== '/healthz' && path !== '/readyz' && path !== '/metrics') return d.other(req, res);
     const json = (status: number, body: unknown) => {
       const s = JSON.stringify(body);
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });

@@ -105,7 +105,10 @@ export interface Body {
   body: string | null;
   body_bytes: number | null;
   body_truncated: boolean | null;
-  body_encoding: 'utf8' | 'base64' | null;
+  body_encoding: 'utf8' | 'base64' | 'omitted' | null;
+  /** A body kept only as its size and hash (body_encoding omitted): the hash and why. */
+  body_sha256?: string | null;
+  body_omitted_reason?: string | null;
 }
 
 export interface WakeDetail extends Wake {

@@ -110,12 +110,25 @@ export function BodyView({
   bytes,
   truncated,
   encoding,
+  sha256,
+  reason,
 }: {
   body: string | null;
   bytes: number | null;
   truncated: boolean | null;
   encoding: string | null;
+  sha256?: string | null | undefined;
+  reason?: string | null | undefined;
 }) {
+  if (encoding === 'omitted')
+    return (
+      <div>
+        <p class="muted">Kept as its size and hash only: {reason ?? 'not readable'}.</p>
+        <p class="muted small">
+          {bytes?.toLocaleString('en')} bytes · SHA-256 <code>{sha256}</code>
+        </p>
+      </div>
+    );
   if (body === null) return <p class="muted">No body kept.</p>;
   if (bytes === 0) return <p class="muted">Empty body.</p>;
   let text = body;

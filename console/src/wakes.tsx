@@ -20,6 +20,13 @@ const EMPTY: Filters = {
   since: '',
   until: '',
 };
+
+/** Where the gateway proxies: the console is served on another port (the page's meta tag names the proxy's). */
+function proxyOrigin(): string {
+  const port = document.querySelector('meta[name="wakegate-proxy-port"]')?.getAttribute('content');
+  return port ? `${location.protocol}//${location.hostname}:${port}` : location.origin;
+}
+
 const toIso = (local: string) => (local ? new Date(`${local}:00Z`).toISOString() : undefined);
 
 export function Wakes({ env }: { env: string }) {
@@ -187,7 +194,7 @@ const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** A curl command for the captured request (redacted values stay redacted: fill them in). */
 function curlOf(w: WakeDetail): string {
-  const parts = ['curl', '-g', '-X', w.method, shellQuote(`${location.origin}${w.path}${w.request?.query ?? ''}`)];
+  const parts = ['curl', '-g', '-X', w.method, shellQuote(`${proxyOrigin()}${w.path}${w.request?.query ?? ''}`)];
   for (const [k, v] of w.request?.headers ?? []) {
     if (/^(host|content-length|connection)$/i.test(k)) continue;
     parts.push('-H', shellQuote(`${k}: ${v}`));
@@ -336,9 +343,12 @@ export function WakePage({ id, env }: { id: string; env: string }) {
               onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
             />
           </label>
-          <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
-            Replay
-          </button>
+          {/* A request body kept only as size and hash cannot be sent again: no Replay that could only be refused. */}
+          {w.request.body_encoding === 'omitted' ? null : (
+            <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
+              Replay
+            </button>
+          )}
         </div>
       ) : null}
       {confirmUnsafe ? (
@@ -389,6 +399,8 @@ export function WakePage({ id, env }: { id: string; env: string }) {
               bytes={w.request.body_bytes}
               truncated={w.request.body_truncated}
               encoding={w.request.body_encoding}
+              sha256={w.request.body_sha256}
+              reason={w.request.body_omitted_reason}
             />
           </Panel>
           <Panel title="Response">
@@ -399,6 +411,8 @@ export function WakePage({ id, env }: { id: string; env: string }) {
                 bytes={w.response.body_bytes}
                 truncated={w.response.body_truncated}
                 encoding={w.response.body_encoding}
+                sha256={w.response.body_sha256}
+                reason={w.response.body_omitted_reason}
               />
             ) : null}
           </Panel>

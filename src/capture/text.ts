@@ -27,11 +27,11 @@ const EVERY_KEY = gatewayKeyIn('g');
  * SHA-256 unless the route says `capture.detail.opaque_bodies: keep`.
  */
 export function opaqueReason(bytes: Buffer, ct: string, utf8: boolean): string | null {
-  if (!utf8) return 'binary body (not UTF-8 text): kept as size and SHA-256 (opaque_bodies: keep keeps it)';
-  if (ct.includes('xml')) return 'XML body: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
-  if (ct.includes('graphql')) return 'GraphQL document: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+  if (!utf8) return 'a binary body (not UTF-8 text); opaque_bodies: keep keeps it';
+  if (ct.includes('xml')) return 'an XML body; opaque_bodies: keep keeps it';
+  if (ct.includes('graphql')) return 'a GraphQL document; opaque_bodies: keep keeps it';
   if (bytes.length >= 64 && !ct.includes('json') && BASE64.test(bytes.toString('latin1')))
-    return 'base64 body: kept as size and SHA-256 (opaque_bodies: keep keeps it)';
+    return 'a base64 body; opaque_bodies: keep keeps it';
   return null;
 }
 const BASE64 = /^\s*[A-Za-z0-9+/_-]{64,}={0,2}\s*$/;

