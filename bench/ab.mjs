@@ -13,6 +13,11 @@ const OTHER = process.env.AB_OTHER;
 if (!OTHER) throw new Error('set AB_OTHER to another built checkout of wakegate');
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+// BENCH_BODY_BYTES > 0: POSTs of a JSON body of that size instead of GETs.
+const BODY_BYTES = Number(process.env.BENCH_BODY_BYTES ?? 0);
+// BENCH_DETAIL=off: neither gateway keeps wake detail (to tell its cost from the rest).
+const DETAIL_OFF = process.env.BENCH_DETAIL === 'off' ? 'capture: { detail: { headers: false, bodies: false } }\n' : '';
+const BODY = BODY_BYTES > 0 ? JSON.stringify({ data: 'x'.repeat(Math.max(0, BODY_BYTES - 11)) }) : undefined;
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-ab-'));
 const procs = [];
 
@@ -23,7 +28,7 @@ async function gateway(name, root, origin) {
   const cfg = join(dir, 'cfg.yaml');
   writeFileSync(
     cfg,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${await freePort()} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, scopes: { read: bench:read, write: bench:write }, origins: { production: ${origin} } }\n`,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${await freePort()} }\nlog: { level: warn }\n${DETAIL_OFF}rate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, scopes: { read: bench:read, write: bench:write }, origins: { production: ${origin} } }\n`,
   );
   const env = { ...process.env, DATA_DIR: join(dir, 'data') };
   const args = [
@@ -35,7 +40,7 @@ async function gateway(name, root, origin) {
     '--environment',
     'production',
     '--scopes',
-    'bench:read',
+    'bench:read,bench:write',
     '--config',
     cfg,
   ];
@@ -83,7 +88,9 @@ try {
           url: `${t.url}/bench/items`,
           connections: 50,
           duration: DURATION,
-          headers: t.headers,
+          ...(BODY
+            ? { method: 'POST', body: BODY, headers: { ...t.headers, 'content-type': 'application/json' } }
+            : { headers: t.headers }),
         });
         res[n].rps.push(r.requests.average);
         res[n].cpu.push(((cpuSeconds(t.pid) - c0) * 1e6) / Math.max(1, r.requests.total));
@@ -95,7 +102,7 @@ try {
   const targets = names.map((name) => ({ name }));
   const base = median(res[targets[1].name].rps);
   console.log(
-    `\nbench:ab — ${ROUNDS} interleaved rounds of ${DURATION} s at 50 connections, each gateway started first for half of them, medians\n`,
+    `\nbench:ab — ${ROUNDS} interleaved rounds of ${DURATION} s at 50 connections, ${BODY ? `POSTs of ${BODY.length} bytes` : 'GETs'}, each gateway started first for half of them, medians\n`,
   );
   console.log(
     table(

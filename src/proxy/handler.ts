@@ -161,30 +161,36 @@ export class ProxyHandler {
   /** Takes a connection slot of the origin (waiting at most the route's queue_timeout_ms), then forwards. */
   private dispatch(fw: Forwarding, body: Buffer | Readable | null): void {
     if (fw.gone) return;
-    const a = fw.a;
-    const slots = this.upstreams.slotsOf(a.origin);
-    fw.cancelWait = slots.take(a.route.cfg.queue_timeout_ms, (ok) => {
+    const slots = this.upstreams.slotsOf(fw.a.origin);
+    if (slots.tryTake()) return this.send(fw, slots, body);
+    fw.cancelWait = slots.take(fw.a.route.cfg.queue_timeout_ms, (ok) => {
       fw.cancelWait = null;
       if (!ok) return fw.queueTimedOut();
       if (fw.gone) return slots.give();
-      fw.slot = slots;
-      fw.x.tUp = performance.now();
-      try {
-        this.upstreams.pool(a.origin).dispatch(
-          {
-            path: a.path,
-            method: fw.req.method as 'GET',
-            headers: fw.headers,
-            body,
-            headersTimeout: a.route.cfg.timeout_ms,
-            bodyTimeout: 0,
-          },
-          fw,
-        );
-      } catch (e) {
-        fw.onError(e as Error & { code?: string });
-      }
+      this.send(fw, slots, body);
     });
+  }
+
+  /** Forwards on undici, holding `slots`' slot until the exchange ends. */
+  private send(fw: Forwarding, slots: Slots, body: Buffer | Readable | null): void {
+    const a = fw.a;
+    fw.slot = slots;
+    fw.x.tUp = performance.now();
+    try {
+      this.upstreams.pool(a.origin).dispatch(
+        {
+          path: a.path,
+          method: fw.req.method as 'GET',
+          headers: fw.headers,
+          body,
+          headersTimeout: a.route.cfg.timeout_ms,
+          bodyTimeout: 0,
+        },
+        fw,
+      );
+    } catch (e) {
+      fw.onError(e as Error & { code?: string });
+    }
   }
 
   /** The response's connection closed: a client gone before the response ended is nginx's 499. */

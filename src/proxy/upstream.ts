@@ -12,17 +12,22 @@ export class Upstreams {
   /** The pool of each origin object, so the hot path builds no key string. */
   private readonly byOrigin = new WeakMap<Origin, Pool>();
   private readonly slots = new Map<string, Slots>();
+  /** The slots of each origin object, so the hot path builds no key string. */
+  private readonly slotsByOrigin = new WeakMap<Origin, Slots>();
 
   constructor(readonly connections = 512) {}
 
   /** The connection slots of an origin: a request holds one from dispatch to its end. */
   slotsOf(o: Origin): Slots {
+    const known = this.slotsByOrigin.get(o);
+    if (known !== undefined) return known;
     const k = `${o.protocol}//${o.host}`;
     let s = this.slots.get(k);
     if (s === undefined) {
       s = new Slots(this.connections);
       this.slots.set(k, s);
     }
+    this.slotsByOrigin.set(o, s);
     return s;
   }
 
@@ -64,10 +69,16 @@ export class Slots {
 
   constructor(readonly max: number) {}
 
-  /** Calls `go(true)` once a slot is held (at once when one is free), or `go(false)` after `timeoutMs`. */
+  /** Takes a free slot at once (the usual case, allocating nothing), or says there is none. */
+  tryTake(): boolean {
+    if (this.active >= this.max || this.waiting.length !== 0) return false;
+    this.active++;
+    return true;
+  }
+
+  /** Calls `go(true)` once a slot is held, or `go(false)` after `timeoutMs`; returns how to leave the queue. */
   take(timeoutMs: number, go: (ok: boolean) => void): () => void {
-    if (this.active < this.max && this.waiting.length === 0) {
-      this.active++;
+    if (this.tryTake()) {
       go(true);
       return NOOP;
     }
