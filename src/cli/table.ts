@@ -4,7 +4,8 @@
  * lines (an operator's screen is not the API's to drive).
  */
 export const printable = (s: string): string => s.replace(CONTROL, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
-/** C0, DEL and C1 (built from a string: a control character written in a regex literal is linted). */
+/** C0, DEL and C1. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
 /** A plain text table: a header row and aligned columns, for people (scripts use --json). */
