@@ -25,7 +25,7 @@ import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { createLogger, type Logger } from './log.js';
-import { createMetrics, type Metrics } from './metrics/index.js';
+import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import { descriptorWarning, tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
@@ -113,6 +113,7 @@ export class Gateway {
     this.clock = opts.clock ?? systemClock;
     this.log = opts.log ?? createLogger(config.log.level);
     this.metrics = createMetrics();
+    primeSeries(this.metrics, Object.keys(config.rate_limits));
     const s = config.server;
     this.server = http.createServer({
       maxHeaderSize: s.max_header_bytes,

@@ -6,7 +6,7 @@ import type { KeyRecord } from '../store/keys.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
-import { intParam, parseInput } from './parse.js';
+import { intParam, isRealDate, parseInput } from './parse.js';
 import { listEnvelope } from './views.js';
 
 export const createKeyBody = z.strictObject({
@@ -36,7 +36,7 @@ export const revokeKeyBody = z.strictObject({
   revoke_at: z
     .string()
     .regex(ISO_UTC, 'must be an ISO 8601 UTC timestamp such as 2026-12-01T00:00:00.000Z')
-    .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a real date')
+    .refine(isRealDate, 'is not a real date (no such day or time)')
     .optional(),
 });
 export const keyIdParams = z.strictObject({ key_id: z.string().max(64) });
@@ -110,8 +110,10 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const page = all.slice(0, limit);
       const last = page[page.length - 1];
       const more = all.length > limit;
+      // last_used_at as GET /v2/api-keys/{id} gives it: stored uses count, not only this run's.
+      const views = await deps.keys.views(page);
       return listEnvelope(
-        page.map((k) => ({ ...deps.keys.view(k), status: status(k) })),
+        views.map((v, i) => ({ ...v, status: status(page[i] as KeyRecord) })),
         more,
         more && last ? encodeCursor({ t: last.created_at, id: last.id }, fp) : null,
       );
@@ -136,11 +138,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const { key_id } = parseInput(keyIdParams, request.params, 'query');
       const { environment } = parseInput(keyByIdQuery, request.query, 'query');
       const k = deps.keys.get(key_id, actingEnvironment(deps, request, environment));
-      const view = deps.keys.view(k);
-      if (view.last_used_at === null) {
-        const t = await deps.keys.lastUsed(k);
-        if (t !== null) view.last_used_at = new Date(t).toISOString();
-      }
+      const [view] = await deps.keys.views([k]);
       return view;
     },
   );

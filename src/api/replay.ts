@@ -10,7 +10,7 @@ export interface ReplayService {
   start(
     env: string,
     wakeId: string,
-    o: { allowUnsafe: boolean; ignore: string[] },
+    o: { allowUnsafe: boolean; ignore: string[]; set?: Record<string, unknown> },
     caller: KeyRecord,
   ): Promise<{ wake: { id: string }; replayWakeId: string }>;
 }
@@ -18,6 +18,11 @@ export interface ReplayService {
 export const replayBody = z.strictObject({
   allow_unsafe: z.boolean().optional(),
   ignore: z.array(z.string().min(1).max(256)).max(100).optional(),
+  /** Values for what redaction replaced: query or form names, JSON paths ($.a.b), `$`, or header names. */
+  set: z
+    .record(z.string().min(1).max(256), z.unknown())
+    .refine((r) => Object.keys(r).length <= 100, 'at most 100 values')
+    .optional(),
 });
 const params = z.strictObject({ wake_id: z.string().max(64) });
 const query = z.strictObject({ environment: environmentParam });
@@ -49,7 +54,11 @@ export function replayPlugin(replayer: ReplayService) {
         const r = await replayer.start(
           env,
           wake_id,
-          { allowUnsafe: body.allow_unsafe ?? false, ignore: body.ignore ?? [] },
+          {
+            allowUnsafe: body.allow_unsafe ?? false,
+            ignore: body.ignore ?? [],
+            ...(body.set ? { set: body.set } : {}),
+          },
           request.key,
         );
         reply.code(202);

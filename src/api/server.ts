@@ -12,6 +12,9 @@ import { openapiPlugin } from './openapi.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 
+/** The methods /v2's router knows; any other is answered 405 before fastify reads a body. */
+const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 export type ApiPlugin = (app: FastifyInstance, deps: ApiDeps) => Promise<void> | void;
 
 /** Maps every error to DESIGN.md's body; unknown errors become 500 internal_error. */
@@ -59,6 +62,29 @@ export async function buildApi(
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     return503OnClosing: true,
+    // The router's own refusals (a path segment too long, a malformed escape) get the
+    // same body as every other error, and the key is checked first, as for any call.
+    frameworkErrors: (err, request, reply) => {
+      const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
+      const a = authenticate(deps.ring, request.headers.authorization, deps.clock.now());
+      const g =
+        a.error ??
+        new GatewayError(
+          'invalid_request',
+          err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? 'a path segment is longer than 200 characters: no id is that long'
+            : 'the path is not valid: a percent-escape is malformed',
+          'path',
+        );
+      const res = reply.raw;
+      const body = JSON.stringify(errorBody(g.type, wakeId, g.message, g.param));
+      res.writeHead(g.status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        ...(g.status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
+      });
+      res.end(body);
+    },
   });
 
   // JSON only; invalid UTF-8 is refused rather than silently replaced.
@@ -180,6 +206,29 @@ export async function buildApi(
     }
   });
   await app.ready();
-  if (!handler) throw new Error('fastify did not hand over its request handler');
-  return { app, handler };
+  const h = handler as ((req: IncomingMessage, res: ServerResponse) => void) | null;
+  if (!h) throw new Error('fastify did not hand over its request handler');
+  // A method no /v2 endpoint has (QUERY, PROPFIND, ...) is 405 with Allow, whatever its
+  // Content-Type (fastify would parse the body of some first, and answer 400).
+  const wrapped = (req: IncomingMessage, res: ServerResponse) => {
+    if (STANDARD_METHODS.has(req.method ?? '')) return h(req, res);
+    const path = (req.url ?? '').split('?')[0] as string;
+    const allowed = new Set<string>();
+    for (const k of known) if (k.re.test(path)) for (const m of k.methods) allowed.add(m);
+    const allow = [...allowed].sort().join(', ');
+    const wakeId = (req as WithExchange)[EXCHANGE]?.id ?? null;
+    const body = JSON.stringify(
+      allowed.size > 0
+        ? errorBody('invalid_request', wakeId, `${req.method} is not allowed here; use ${allow}`, 'method')
+        : errorBody('resource_missing', wakeId, `no such endpoint: ${req.method} ${path}`),
+    );
+    req.resume();
+    res.writeHead(allowed.size > 0 ? 405 : 404, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      ...(allowed.size > 0 ? { allow } : {}),
+    });
+    res.end(body);
+  };
+  return { app, handler: wrapped };
 }

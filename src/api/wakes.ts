@@ -6,7 +6,7 @@ import type { WakeFilter } from '../store/wakes.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
-import { intParam, parseInput } from './parse.js';
+import { intParam, isRealDate, parseInput } from './parse.js';
 import { templateFilter } from './path-template.js';
 import { listEnvelope, wakeDetailView, wakeView } from './views.js';
 
@@ -15,8 +15,8 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{
 export const isoParam = z
   .string()
   .regex(ISO, 'must be an ISO 8601 timestamp such as 2026-11-22T10:00:00Z')
-  .transform((s) => Date.parse(s))
-  .refine((n) => Number.isFinite(n), 'is not a real date');
+  .refine(isRealDate, 'is not a real date (no such day or time)')
+  .transform((s) => Date.parse(s));
 
 export const listWakesQuery = z.strictObject({
   environment: environmentParam,

@@ -238,8 +238,19 @@ export class KeyService {
     return k;
   }
 
-  async lastUsed(k: KeyRecord): Promise<number | null> {
-    return this.ring.lastUsedInMemory(k.id) ?? (await this.table.lastUsed(k.id));
+  /**
+   * Views of these keys, each with its last use: the later of this instance's memory
+   * and storage (other instances, earlier runs), read in one query for all.
+   */
+  async views(keys: readonly KeyRecord[]): Promise<KeyView[]> {
+    const stored = await this.table.lastUsedMany(keys.map((k) => k.id));
+    return keys.map((k) => {
+      const v = this.view(k);
+      const mem = this.ring.lastUsedInMemory(k.id);
+      const t = Math.max(mem ?? -1, stored.get(k.id) ?? -1);
+      v.last_used_at = t < 0 ? null : new Date(t).toISOString();
+      return v;
+    });
   }
 
   /**

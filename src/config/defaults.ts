@@ -77,6 +77,7 @@ export const defaults = {
       origins: { production: 'http://127.0.0.1:9001', sandbox: 'http://127.0.0.1:9002' },
       timeout_ms: 30_000,
       queue_timeout_ms: 5_000,
+      max_response_header_bytes: 16_384,
       latency_objective_ms: 800,
       availability_objective: 0.999,
       rate_limit: 'default',

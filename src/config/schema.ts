@@ -43,6 +43,8 @@ export const routeSchema = z.strictObject({
   timeout_ms: positiveInt.default(30_000),
   /** Waiting for a free connection to the origin is bounded: past this, 503. */
   queue_timeout_ms: positiveInt.default(5_000),
+  /** The origin's response header block may be this large; past it 502 naming this setting. */
+  max_response_header_bytes: positiveInt.max(1_048_576).default(16_384),
   latency_objective_ms: positiveInt.nullable().default(null),
   availability_objective: z.number().gt(0).lt(1).nullable().default(null),
   rate_limit: z.string().default('default'),

@@ -170,3 +170,22 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Why wakes and events are dropped (the batcher's reasons). */
+export const DROP_REASONS = ['buffer_full', 'wal_full', 'storage_failed'] as const;
+/** What a webhook attempt can end as. */
+export const DELIVERY_OUTCOMES = ['delivered', 'failed', 'dead_lettered'] as const;
+
+/**
+ * Every known series of the labelled counters, at 0 from the start: a series that
+ * appears only at its first event is invisible to `increase()` for that event, so an
+ * alert on the first dead-lettered delivery after a start would never fire.
+ */
+export function primeSeries(m: Metrics, policies: readonly string[]): void {
+  for (const r of DROP_REASONS) {
+    m.wakesDropped.labels(r).inc(0);
+    m.eventsDropped.labels(r).inc(0);
+  }
+  for (const o of DELIVERY_OUTCOMES) m.deliveries.labels(o).inc(0);
+  for (const p of new Set([...policies, 'unauthenticated'])) m.rateLimited.labels(p).inc(0);
+}

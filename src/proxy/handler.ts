@@ -177,7 +177,7 @@ export class ProxyHandler {
     fw.slot = slots;
     fw.x.tUp = performance.now();
     try {
-      this.upstreams.pool(a.origin).dispatch(
+      this.upstreams.pool(a.origin, a.route.cfg.max_response_header_bytes).dispatch(
         {
           path: a.path,
           method: fw.req.method as 'GET',
@@ -213,6 +213,16 @@ export class ProxyHandler {
     }
     if (res.destroyed) return;
     if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
+    if (err.code === 'UND_ERR_HEADERS_OVERFLOW') {
+      const max = this.d.routes.byName(x.route)?.cfg.max_response_header_bytes;
+      return this.fail(
+        req,
+        res,
+        x,
+        'upstream_unavailable',
+        `the origin's response headers are larger than routes[].max_response_header_bytes (${max} bytes); raise it for route ${x.route}`,
+      );
+    }
     if (err.code === 'UND_ERR_INVALID_ARG') {
       return this.fail(req, res, x, 'invalid_request', 'the request carries a header the origin connection refuses');
     }
@@ -299,8 +309,20 @@ class Forwarding {
     return this.res.write(chunk);
   }
 
-  onComplete(): void {
+  /** `trailers`: raw name/value pairs (Buffers on the wire, though undici's types say strings). */
+  onComplete(trailers: (Buffer | string)[] | null): void {
     this.release();
+    // Trailer fields after a chunked answer (gRPC-web's status, checksums) are passed on.
+    if (trailers !== null && trailers.length > 0 && this.res.chunkedEncoding) {
+      const s = (v: Buffer | string | undefined) => (typeof v === 'string' ? v : (v?.toString('latin1') ?? ''));
+      const pairs: [string, string][] = [];
+      for (let i = 0; i < trailers.length; i += 2) pairs.push([s(trailers[i]), s(trailers[i + 1])]);
+      try {
+        this.res.addTrailers(pairs);
+      } catch {
+        // A field Node refuses as a trailer is dropped, not the answer.
+      }
+    }
     this.res.end();
   }
 

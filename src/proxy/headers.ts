@@ -119,16 +119,28 @@ export function rawHeaderStrings(raw: Buffer[]): string[] {
   return strings;
 }
 
-/** Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`. */
+/**
+ * Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`.
+ * `Trailer` (RFC 9110 §6.6.2, end to end) is kept when the answer is chunked, so the
+ * trailer fields that follow its body reach the client too.
+ */
 export function forwardResponseHeaders(raw: string[], extra: string[]): string[] {
   const named = connectionTokens(raw);
   const out: string[] = [];
+  let trailer: string | null = null;
+  let sized = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
     const lower = name.toLowerCase();
+    if (lower.length === 7 && lower === 'trailer') {
+      trailer = raw[i + 1] as string;
+      continue;
+    }
+    if (lower.length === 14 && lower === 'content-length') sized = true;
     if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'x-wake-id') continue;
     out.push(name, raw[i + 1] as string);
   }
+  if (trailer !== null && !sized) out.push('Trailer', trailer);
   for (let i = 0; i < extra.length; i++) out.push(extra[i] as string);
   return out;
 }

@@ -10,6 +10,7 @@ import { idTime } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Answer, diffAnswers } from '../replay/diff.js';
+import { type Filled, fillRedacted } from '../replay/fill.js';
 import { storedBody, type WakeDetail } from '../store/detail-types.js';
 import type { KeyRecord } from '../store/keys.js';
 import type { Wake, WakeQuerier } from '../store/wakes.js';
@@ -18,7 +19,6 @@ import { type RouteTable, upstreamPath } from './routes.js';
 import { Upstreams } from './upstream.js';
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
-const REDACTED = /^\[redacted:[0-9a-f]{12}\]$/;
 /** What a replay keeps when its route no longer keeps detail (its own detail is never rate limited). */
 const REPLAY_DETAIL = detailSettings({
   headers: true,
@@ -44,13 +44,9 @@ export interface ReplayDeps {
 export interface ReplayOptions {
   allowUnsafe: boolean;
   ignore: string[];
+  /** Values for redacted query parameters, form fields, JSON paths (`$.card.number`), `$` or headers. */
+  set?: Record<string, unknown>;
 }
-
-const bodyBytes = (d: WakeDetail): Buffer | null => {
-  const b = d.request_body;
-  if (!b || b.bytes === 0) return null;
-  return Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8');
-};
 
 /**
  * POST /v2/wakes/{id}/replay: re-sends a captured request through the same route to
@@ -117,6 +113,24 @@ export class Replayer {
         'the request body was not captured whole (over capture.detail.max_body_bytes, bodies are not kept, or it was kept only as size and SHA-256: over its reading budget, or a format opaque_bodies: keep would keep), so it cannot be replayed faithfully',
       );
     }
+    const {
+      filled,
+      missing: absent,
+      unknown,
+    } = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
+    if (unknown.length > 0) {
+      throw unprocessable(
+        `set.${unknown[0]}`,
+        `${JSON.stringify(unknown[0])} names no redacted value of this request (a query parameter, form field, JSON path such as $.card.number, $ for the whole body, or a redacted header)`,
+      );
+    }
+    if (absent.length > 0) {
+      throw new GatewayError(
+        'conflict',
+        `the request holds redacted values at ${absent.join(', ')}; a redaction marker is never sent as if it were the value: supply them in set, e.g. {"set": {${JSON.stringify(absent[0])}: "..."}}`,
+        'set',
+      );
+    }
     const route = this.d.routes.byName(w.route);
     const origin = route?.origins.get(w.environment);
     if (!route || !origin) {
@@ -149,7 +163,7 @@ export class Replayer {
     x.key = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
     x.path = w.path;
     x.replayOf = w.id;
-    const p = this.send(w, detail, x, route.detail, upstreamPath(route, origin, w.path, detail.query), origin, {
+    const p = this.send(w, detail, filled, x, route.detail, upstreamPath(route, origin, w.path, filled.query), origin, {
       ...o,
       by: caller.id,
     })
@@ -162,20 +176,17 @@ export class Replayer {
   private async send(
     w: Wake,
     detail: WakeDetail,
+    filled: Filled,
     x: Exchange,
     settings: Parameters<typeof newTap>[0] | null,
     path: string,
     origin: Parameters<Upstreams['pool']>[0],
     o: ReplayOptions & { by: string },
   ): Promise<void> {
-    // The captured headers, less the redacted ones (their values are gone) and hop-by-hop ones.
+    // The captured headers (redacted ones only when set gave them), less Content-Length.
     const raw: string[] = [];
-    for (const [k, v] of detail.request_headers ?? []) {
-      if (REDACTED.test(v) || this.d.redactor.isRedactedHeader(k)) continue;
-      if (k.toLowerCase() === 'content-length') continue;
-      raw.push(k, v);
-    }
-    const body = bodyBytes(detail);
+    for (const [k, v] of filled.headers) if (k.toLowerCase() !== 'content-length') raw.push(k, v);
+    const body = filled.body !== null && filled.body.length > 0 ? filled.body : null;
     const headers = forwardRequestHeaders(raw, {
       dropAuthorization: true,
       clientIp: w.client_ip,
@@ -186,7 +197,7 @@ export class Replayer {
     });
     headers.push('x-wakegate-replay-of', w.id, 'x-wakegate-replayed-by', o.by);
     if (body) headers.push('content-length', String(body.length));
-    const tap = newTap(settings ?? REPLAY_DETAIL, detail.query, raw);
+    const tap = newTap(settings ?? REPLAY_DETAIL, filled.query, raw);
     if (body) tap.req?.add(body);
     x.reqBytes = body?.length ?? 0;
     x.tUp = performance.now();

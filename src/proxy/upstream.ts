@@ -31,13 +31,15 @@ export class Upstreams {
     return s;
   }
 
-  pool(o: Origin): Pool {
+  /** The pool of an origin (`maxHeaderBytes`: the largest response header block it accepts). */
+  pool(o: Origin, maxHeaderBytes = 16_384): Pool {
     const known = this.byOrigin.get(o);
     if (known !== undefined && !known.destroyed) return known;
-    const k = `${o.protocol}//${o.host}`;
+    const k = `${o.protocol}//${o.host} ${maxHeaderBytes}`;
     let p = this.pools.get(k);
     if (!p) {
       p = new Pool(`${o.protocol}//${o.host}`, {
+        maxHeaderSize: maxHeaderBytes,
         connections: this.connections,
         pipelining: 1,
         keepAliveTimeout: 4_000,

@@ -120,10 +120,12 @@ export class KeyTable {
     });
   }
 
-  async lastUsed(id: string): Promise<number | null> {
-    const sql = `SELECT toUnixTimestamp64Milli(max(last_used_at)) AS t, count() AS c
-      FROM ${this.store.db}.key_usage WHERE key_id = {id:String}`;
-    const [row] = await queryRows<{ t: string; c: string }>(this.store, sql, { id });
-    return row && Number(row.c) > 0 ? Number(row.t) : null;
+  /** The stored last use of each of these keys (those never used are absent). */
+  async lastUsedMany(ids: readonly string[]): Promise<Map<string, number>> {
+    if (ids.length === 0) return new Map();
+    const sql = `SELECT key_id, toUnixTimestamp64Milli(max(last_used_at)) AS t
+      FROM ${this.store.db}.key_usage WHERE key_id IN {ids:Array(String)} GROUP BY key_id`;
+    const rows = await queryRows<{ key_id: string; t: string }>(this.store, sql, { ids: [...ids] });
+    return new Map(rows.map((r) => [r.key_id, Number(r.t)]));
   }
 }

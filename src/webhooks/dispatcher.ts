@@ -25,6 +25,8 @@ export class Dispatcher {
   private readonly queues = new Map<string, MinHeap<DeliveryRecord>>();
   private waiting = 0;
   private rotate = 0;
+  /** Deliveries replayed by hand while being attempted: the note their outcome ends with. */
+  private readonly superseded = new Map<string, string>();
   private inflight = 0;
   private readonly perEndpoint = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
@@ -109,6 +111,28 @@ export class Dispatcher {
     }
     if (!this.perEndpoint.has(endpointId)) this.queues.delete(endpointId);
     return n;
+  }
+
+  /**
+   * A failed delivery replayed by hand: its own retries end here (the replay is its
+   * next attempt), so the receiver does not get the event twice. A retry waiting in
+   * the queue is taken out and recorded as ended; one being attempted now is not
+   * scheduled again.
+   */
+  supersede(d: DeliveryRecord, by: string): void {
+    const note = `superseded by the replay ${by}`;
+    this.superseded.set(d.id, note);
+    const q = this.queues.get(d.endpoint_id);
+    if (!q) return;
+    const keep: DeliveryRecord[] = [];
+    for (let x = q.pop(); x !== undefined; x = q.pop()) {
+      if (x.id === d.id) {
+        this.waiting--;
+        this.superseded.delete(d.id);
+        this.finish({ ...x, next_attempt_at: null, response_body: note });
+      } else keep.push(x);
+    }
+    for (const x of keep) q.push(x);
   }
 
   /** Starts inserting the outcomes the log holds from an earlier run. */
@@ -219,8 +243,14 @@ export class Dispatcher {
       next = { ...base, status: 'failed', next_attempt_at: after + wait };
       this.metrics.deliveries.labels('failed').inc();
     }
+    const replaced = this.superseded.get(d.id);
+    if (replaced !== undefined && next.status === 'failed') {
+      // Replayed by hand while this attempt ran: no retry of its own.
+      this.superseded.delete(d.id);
+      next = { ...next, next_attempt_at: null, response_body: replaced };
+    }
     this.finish(next);
-    if (next.status === 'failed') this.enqueue(next);
+    if (next.status === 'failed' && next.next_attempt_at !== null) this.enqueue(next);
     await this.endpoints.recordAnswer(d.endpoint_id, out.status, after);
   }
 

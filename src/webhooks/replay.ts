@@ -41,6 +41,8 @@ export async function replayDelivery(
     next_attempt_at: now,
     updated_at: now,
   };
+  // The original's own retries end: the replay is its next attempt (else the receiver gets it twice).
+  if (d.status === 'failed') dispatcher.supersede(d, r.id);
   await dispatcher.add([r]);
   return r;
 }

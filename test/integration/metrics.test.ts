@@ -47,6 +47,26 @@ describe('metrics, alerts and the dashboard', () => {
     for (const n of names) expect(families.has(n), `alerts.yaml names ${n}`).toBe(true);
   });
 
+  it('alert texts and timing hold under promtool test rules (deploy/prometheus/alerts.test.yaml)', () => {
+    const r = spawnSync('promtool', ['test', 'rules', join(ROOT, 'deploy', 'prometheus', 'alerts.test.yaml')], {
+      encoding: 'utf8',
+    });
+    expect(`${r.stdout}${r.stderr}`).toContain('SUCCESS');
+    expect(r.status).toBe(0);
+  });
+
+  it('exposes every known outcome, drop reason and policy at 0 from the start, so increase() sees the first', () => {
+    for (const series of [
+      'wakegate_webhook_deliveries_total{outcome="dead_lettered"} 0',
+      'wakegate_webhook_deliveries_total{outcome="delivered"} 0',
+      'wakegate_wakes_dropped_total{reason="wal_full"} 0',
+      'wakegate_events_dropped_total{reason="buffer_full"} 0',
+      'wakegate_rate_limited_total{policy="default"}',
+      'wakegate_rate_limited_total{policy="unauthenticated"}',
+    ])
+      expect(text).toContain(series);
+  });
+
   it('the Grafana dashboard is valid JSON whose queries name only exported metrics', () => {
     const dash = JSON.parse(readFileSync(join(ROOT, 'deploy', 'grafana', 'wakegate.json'), 'utf8'));
     const exprs: string[] = dash.panels.flatMap((p: { targets: { expr: string }[] }) => p.targets.map((x) => x.expr));

@@ -229,6 +229,36 @@ describe('webhooks', () => {
     expect((await api('GET', '/v2/webhooks/deliveries?endpoint_id=we_nope')).status).toBe(404);
   });
 
+  it("replaying a failed delivery ends the original's own retries: the receiver gets the event delivered once", async () => {
+    const rx = await startReceiver(clock);
+    rx.answer = (_q, res, n) => {
+      res.writeHead(n === 1 ? 500 : 200);
+      res.end(n === 1 ? 'broken' : 'ok');
+    };
+    try {
+      const ep = await register(rx.url, ['key.revoked']);
+      await emit('key.revoked');
+      await attempts(rx, 1);
+      const [failed] = await deliveries(`endpoint_id=${ep.id}&status=failed`);
+      expect(failed).toMatchObject({ status: 'failed', attempt: 1 });
+      const r = await api('POST', `/v2/webhooks/deliveries/${failed.id}/replay`);
+      expect(r.status).toBe(201);
+      await attempts(rx, 2);
+      // The original's retry would have come 5 s later: it does not.
+      clock.advance((SCHEDULE[0] as number) * 1000 + 1);
+      await quiet(300);
+      clock.advance(86_400_000);
+      await quiet(300);
+      expect(rx.got.length).toBe(2);
+      await t.gw.dispatcher.flushWrites();
+      const original = await (await api('GET', `/v2/webhooks/deliveries/${failed.id}`)).json();
+      expect(original.next_attempt_at).toBeNull();
+      expect(original.attempt).toBe(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
   it('makes eight attempts on the schedule (about 18 hours), then dead-letters; a replay is marked on the wire', async () => {
     const rx = await startReceiver(clock);
     rx.answer = (_q, res) => {
