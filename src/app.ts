@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -61,6 +62,9 @@ export interface GatewayOptions {
   spoolRetryMs?: number;
 }
 
+/** During a stop, idle connections are closed once no request has been in flight for this long. */
+const DRAIN_QUIET_MS = 250;
+
 const MANAGEMENT = ['/v2/wakes', '/v2/api-keys', '/v2/webhooks', '/v2/stats', '/v2/environments', '/v2/openapi.json'];
 
 /** True for the paths the /v2 management API owns; everything else is proxied. */
@@ -86,6 +90,8 @@ export class Gateway {
   readonly management: http.Server;
   private api: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
+  /** A stop under way: requests still come on open connections and are served with Connection: close. */
+  private readonly drain = { on: false, open: () => 0, tunnels: () => 0 };
   /** Open WebSocket tunnels, ended by a clean stop after its grace period. */
   readonly tunnels: TunnelSet;
   /** Secret of a bootstrap admin key generated on this start (printed once by main). */
@@ -307,7 +313,11 @@ export class Gateway {
     const onMain = cfg.management.on_main;
     // The main listener proxies; /v2 is answered there too unless management.on_main is
     // false. A gateway key in a /v2 URL is refused like any other (admission's first checks).
+    this.drain.open = () => recorder.open;
+    this.drain.tunnels = () => this.tunnels.size;
     const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+      // Draining: served, then the connection closes (the client knows not to reuse it).
+      if (this.drain.on) res.shouldKeepAlive = false;
       const url = req.url ?? '/';
       if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return this.proxy.handle(req, res);
       manage(req, res);
@@ -542,12 +552,24 @@ export class Gateway {
     };
   }
 
-  /** Stops accepting, finishes in-flight requests, flushes every buffered wake and event. */
+  /**
+   * Stops accepting, drains, then flushes every buffered wake and event. Draining:
+   * the listener stops accepting at once, but open connections are not cut: a request
+   * arriving on one is still served, with `Connection: close`, until the grace period
+   * ends. Idle connections are closed last, once no request has been in flight for a
+   * moment, so a keep-alive client under load sees no reset on a request it sent.
+   */
   stop(graceMs = 10_000): Promise<void> {
     this.stopping ??= (async () => {
-      const closed = new Promise<void>((r) => this.server.close(() => r()));
-      this.server.closeIdleConnections();
-      const idle = setInterval(() => this.server.closeIdleConnections(), 100);
+      this.drain.on = true;
+      // net.Server's close: stop accepting; http.Server's would also drop idle keep-alive
+      // connections at once, racing clients that are sending on them.
+      const closed = new Promise<void>((r) => net.Server.prototype.close.call(this.server, () => r()));
+      let quietSince = performance.now();
+      const idle = setInterval(() => {
+        if (this.drain.open() - this.drain.tunnels() > 0) quietSince = performance.now();
+        else if (performance.now() - quietSince >= DRAIN_QUIET_MS) this.server.closeIdleConnections();
+      }, 25);
       const force = setTimeout(() => {
         this.server.closeAllConnections();
         // Upgraded sockets are no longer the HTTP server's to close.

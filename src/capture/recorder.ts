@@ -78,7 +78,11 @@ export class Recorder {
     private readonly detail: DetailDeps | null = null,
   ) {}
 
+  /** Exchanges begun and not yet finished (requests in flight, tunnels open): a drain waits for them. */
+  open = 0;
+
   begin(): Exchange {
+    this.open++;
     const start = this.clock.now();
     return {
       id: newWakeId(start),
@@ -105,6 +109,7 @@ export class Recorder {
   finish(req: RequestInfo, x: Exchange): void {
     if (x.done) return;
     x.done = true;
+    this.open--;
     const end = performance.now();
     const route = x.route || 'none';
     let ins = this.instruments.get(route);
