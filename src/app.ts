@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from './api/context.js';
