@@ -36,6 +36,7 @@ import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import { RateLimiter } from './ratelimit/limiter.js';
 import { loadSealingKey, SecretBox } from './seal.js';
+import { checkDataDir, checkServer, listenError, startLine, storageError } from './startup.js';
 import { openStore, type Store } from './store/client.js';
 import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
@@ -60,6 +61,8 @@ export interface GatewayOptions {
   wakeSink?: (real: Sink<Wake>) => Sink<Wake>;
   /** How often spooled batches are retried while storage is down. */
   spoolRetryMs?: number;
+  /** Where the config came from, for the start line: its file, and ORIGIN_URL in drop-in mode. */
+  source?: { file: string | null; dropIn: string | null };
 }
 
 /** During a stop, idle connections are closed once no request has been in flight for this long. */
@@ -158,13 +161,22 @@ export class Gateway {
     const adopted = wal.adoptLegacySpool(join(cfg.storage.data_dir, 'spool', name));
     if (adopted)
       this.log.info('spooled batches of an earlier version taken into the write-ahead log', { name, batches: adopted });
+    // What an earlier run (a crash, or storage down at its stop) left: stored now, each row once.
+    if (wal.length > 0)
+      this.log.info('recovering from the write-ahead log', { log: name, segments: wal.length, bytes: wal.size });
     return wal;
   }
 
   /** Opens storage, applies migrations, loads keys, builds the pipeline. Does not listen yet. */
   async init(): Promise<void> {
     const cfg = this.config;
-    this.store = await openStore(cfg.storage);
+    checkDataDir(cfg);
+    try {
+      this.store = await openStore(cfg.storage);
+    } catch (e) {
+      throw storageError(cfg, e);
+    }
+    await checkServer(cfg, this.store);
     if (!cfg.storage.clickhouse_url) claimOwner(cfg.storage.data_dir);
     const applied = await migrate(this.store);
     if (applied.length) this.log.info('migrations applied', { versions: applied });
@@ -476,21 +488,15 @@ export class Gateway {
   async start(beforeAnnounce?: () => void): Promise<{ port: number; opsPort: number; managementPort: number }> {
     if (!this.store) await this.init();
     const s = this.config.server;
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(s.port, s.host, () => resolve());
-    });
-    await new Promise<void>((resolve, reject) => {
-      this.ops.once('error', reject);
-      this.ops.listen(s.ops_port, s.ops_host, () => resolve());
-    });
-    const m = this.config.management;
-    if (m.listener === 'separate') {
-      await new Promise<void>((resolve, reject) => {
-        this.management.once('error', reject);
-        this.management.listen(m.port, m.host, () => resolve());
+    const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', (e) => reject(listenError(e, { name, setting, port })));
+        server.listen(port, host, () => resolve());
       });
-    }
+    await listen(this.server, s.port, s.host, 'PORT', 'server.port');
+    await listen(this.ops, s.ops_port, s.ops_host, 'OPS_PORT', 'server.ops_port');
+    const m = this.config.management;
+    if (m.listener === 'separate') await listen(this.management, m.port, m.host, 'management.port', 'management.port');
     // The bootstrap admin key is made only once the gateway listens: a start that
     // fails (a port in use) leaves no key behind that was never shown.
     const boot = await this.keys.bootstrap(this.config.admin_key);
@@ -502,14 +508,16 @@ export class Gateway {
     const port = (this.server.address() as AddressInfo).port;
     const opsPort = (this.ops.address() as AddressInfo).port;
     const managementPort = m.listener === 'separate' ? (this.management.address() as AddressInfo).port : opsPort;
-    this.log.info('wakegate listening', {
-      port,
-      ops_port: opsPort,
-      console: this.config.console.enabled
-        ? `http://${m.listener === 'separate' ? m.host : s.ops_host}:${managementPort}${this.config.console.path}/`
-        : null,
-      routes: this.config.routes.length,
-    });
+    this.log.info(
+      'wakegate listening',
+      startLine(this.config, {
+        file: this.opts.source?.file ?? null,
+        dropIn: this.opts.source?.dropIn ?? null,
+        port,
+        opsPort,
+        managementPort,
+      }),
+    );
     return { port, opsPort, managementPort };
   }
 

@@ -27,9 +27,11 @@ function version(): string {
   return pkg.version;
 }
 
+const configFile = (flags: Map<string, string>): string =>
+  flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? 'config/default.yaml';
+
 function configFrom(flags: Map<string, string>): Readonly<Config> {
-  const file = flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? 'config/default.yaml';
-  return loadConfig({ file, env: process.env });
+  return loadConfig({ file: configFile(flags), env: process.env });
 }
 
 /** Opens the store directly; with the embedded engine, says so in one line when a gateway holds it. */
@@ -44,8 +46,8 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
   }
 }
 
-async function serve(cfg: Readonly<Config>): Promise<void> {
-  const gw = new Gateway(cfg);
+async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
+  const gw = new Gateway(cfg, { source: { file, dropIn: process.env.ORIGIN_URL || null } });
   await gw.start(() => {
     if (!gw.generatedAdminSecret) return;
     // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.
@@ -112,7 +114,7 @@ async function main(): Promise<void> {
   if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
   if (c0 === undefined || c0 === 'serve') {
     onlyFlags(args, []);
-    return serve(configFrom(args.flags));
+    return serve(configFrom(args.flags), configFile(args.flags));
   }
   if (c0 === 'migrate') {
     onlyFlags(args, []);

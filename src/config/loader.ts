@@ -41,7 +41,9 @@ const intVar = (name: string, path: string, raw: string): number => {
 };
 
 /** Environment variables of DESIGN.md, each mapped onto a config key. */
-function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): void {
+/** Applies them; returns which config paths an environment variable set (`routes` for ORIGIN_URL), to name it in errors. */
+function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): Map<string, string> {
+  const set = new Map<string, string>();
   const map: [string, string[], 'int' | 'str'][] = [
     ['PORT', ['server', 'port'], 'int'],
     ['HOST', ['server', 'host'], 'str'],
@@ -60,6 +62,7 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): v
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
     setPath(cfg, path, kind === 'int' ? intVar(name, path.join('.'), raw) : raw);
+    set.set(path.join('.'), name);
   }
   const origin = env.ORIGIN_URL;
   if (origin && fileHasRoutes) {
@@ -82,7 +85,9 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): v
         availability_objective: null,
       },
     ];
+    set.set('routes', 'ORIGIN_URL');
   }
+  return set;
 }
 
 function issuePath(issue: z.core.$ZodIssue): string {
@@ -176,12 +181,16 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
     if (!isPlain(fromFile)) throw new ConfigError('(file)', `${opts.file} must hold a mapping at the top level`);
   }
   const merged = mergeConfig(structuredClone(defaults), fromFile) as Plain;
-  applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);
+  const fromEnv = applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as z.core.$ZodIssue;
     const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-    throw new ConfigError(issuePath(issue), `${issue.message}${keys}`);
+    const at = issuePath(issue);
+    // A value an environment variable set is named by that variable, which is what the user typed.
+    const head = issue.path.map(String).join('.');
+    const name = [...fromEnv].find(([p]) => head === p || head.startsWith(`${p}.`))?.[1];
+    throw new ConfigError(at, `${issue.message}${keys}${name ? ` (set by ${name})` : ''}`);
   }
   crossCheck(parsed.data);
   return deepFreeze(parsed.data);

@@ -25,15 +25,15 @@ export function tunnelBound(maxTunnels: number, limit = descriptorLimit()): numb
 
 /**
  * A warning when the descriptor limit is below what the configured connections and
- * tunnels could use (a client connection each, plus one to the origin per request in
- * flight; a tunnel two), or null.
+ * tunnels could use (a client connection each, a tunnel two, an origin's pool its
+ * connections), or null.
  */
 export function descriptorWarning(
-  s: { max_connections: number; max_tunnels: number },
+  s: { max_connections: number; max_tunnels: number; upstream_connections?: number },
   limit = descriptorLimit(),
 ): string | null {
   if (limit === null) return null;
-  const need = 2 * s.max_connections + 2 * s.max_tunnels + RESERVED_DESCRIPTORS;
+  const need = s.max_connections + 2 * s.max_tunnels + (s.upstream_connections ?? 0) + RESERVED_DESCRIPTORS;
   if (limit >= need) return null;
   return `the process may open ${limit} files, below the ${need} that server.max_connections (${s.max_connections}) and server.max_tunnels (${s.max_tunnels}) could use; raise the limit (ulimit -n, LimitNOFILE) or lower those settings. Tunnels are held to ${tunnelBound(s.max_tunnels, limit)} meanwhile`;
 }

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { type ClickHouseClient, createClient } from '@clickhouse/client';
+import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
 import { privateDir, privateUmask } from './private-dir.js';
 
@@ -53,6 +53,8 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
         request_timeout: 10_000,
         max_open_connections: 16,
         clickhouse_settings: { date_time_input_format: 'best_effort' },
+        // The client's own log lines are not the gateway's: every failure reaches the caller, which says it once.
+        log: { level: ClickHouseLogLevel.OFF },
       }),
     );
   } else {

@@ -242,6 +242,14 @@ export class Dispatcher {
       const wait = retryDelay(n + 1, w.retry_schedule_s, w.jitter, this.random, out.retryAfter);
       next = { ...base, status: 'failed', next_attempt_at: after + wait };
       this.metrics.deliveries.labels('failed').inc();
+      this.log.info('webhook attempt failed; retrying', {
+        delivery_id: d.id,
+        endpoint_id: d.endpoint_id,
+        attempt: `${n}/${d.max_attempts}`,
+        response_status: out.status,
+        error: out.error,
+        next_attempt_at: new Date(after + wait).toISOString(),
+      });
     }
     const replaced = this.superseded.get(d.id);
     if (replaced !== undefined && next.status === 'failed') {

@@ -1,0 +1,127 @@
+import type { Config } from './config/index.js';
+import type { Store } from './store/client.js';
+import { queryRows } from './store/client.js';
+import { heldBy } from './store/owner.js';
+
+/**
+ * A start that cannot go on, said in one line naming the setting to change (never a
+ * raw engine or client stack): a data directory in use, storage that cannot be
+ * reached or is not ClickHouse, a port in use.
+ */
+export class StartError extends Error {
+  override readonly name = 'StartError';
+}
+
+/** Before the embedded engine opens its directory: another gateway holding it is named with its pid. */
+export function checkDataDir(cfg: Readonly<Config>): void {
+  if (cfg.storage.clickhouse_url) return;
+  const pid = heldBy(cfg.storage.data_dir);
+  if (pid !== null) throw dataDirInUse(cfg, `by the gateway with pid ${pid}`);
+}
+
+const dataDirInUse = (cfg: Readonly<Config>, by: string) =>
+  new StartError(
+    `DATA_DIR ${cfg.storage.data_dir} is in use ${by}: stop it, or give this gateway its own DATA_DIR (storage.data_dir)`,
+  );
+
+/** What opening storage threw, as one line naming the setting. */
+export function storageError(cfg: Readonly<Config>, e: unknown): StartError {
+  const msg = e instanceof Error ? e.message : String(e);
+  const url = cfg.storage.clickhouse_url;
+  if (!url) {
+    if (/lock|already running|failed to create connection/i.test(msg)) return dataDirInUse(cfg, 'by another process');
+    return new StartError(`the embedded engine under DATA_DIR ${cfg.storage.data_dir} did not open: ${firstLine(msg)}`);
+  }
+  const code = (e as { code?: string }).code;
+  if (
+    code === 'ECONNREFUSED' ||
+    code === 'ENOTFOUND' ||
+    code === 'ETIMEDOUT' ||
+    /timeout|ECONN|socket hang up/i.test(msg)
+  )
+    return new StartError(
+      `CLICKHOUSE_URL ${safeUrl(url)} cannot be reached (${code ?? firstLine(msg)}): check storage.clickhouse_url, or unset it to use the embedded engine`,
+    );
+  if (/authentication|password|AUTHENTICATION_FAILED|REQUIRED_PASSWORD/i.test(msg))
+    return new StartError(
+      `CLICKHOUSE_URL ${safeUrl(url)} refused the credentials: check CLICKHOUSE_USER and CLICKHOUSE_PASSWORD`,
+    );
+  return new StartError(
+    `CLICKHOUSE_URL ${safeUrl(url)} did not answer as ClickHouse (${firstLine(msg)}): check storage.clickhouse_url`,
+  );
+}
+
+/**
+ * Asks the server what it is, in one line when it is not ClickHouse: its /ping must
+ * answer `Ok.` (ClickHouse's HTTP interface), then `SELECT version()` a version.
+ */
+export async function checkServer(cfg: Readonly<Config>, store: Store): Promise<void> {
+  const url = cfg.storage.clickhouse_url;
+  if (!url) return;
+  let ping: Response;
+  try {
+    ping = await fetch(new URL('/ping', url), { signal: AbortSignal.timeout(5000) });
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string } }).cause;
+    throw storageError(cfg, cause?.code ? cause : e);
+  }
+  const text = (await ping.text()).trim();
+  if (text !== 'Ok.')
+    throw storageError(cfg, new Error(`/ping answered ${ping.status} ${JSON.stringify(text.slice(0, 40))}`));
+  try {
+    const [row] = await queryRows<{ v: string }>(store, 'SELECT version() AS v');
+    if (!row || !/^\d+\.\d+/.test(row.v)) throw new Error(`version() answered ${JSON.stringify(row?.v)}`);
+  } catch (e) {
+    throw storageError(cfg, e);
+  }
+}
+
+/** A listener that could not listen, as one line naming its setting. */
+export function listenError(e: unknown, what: { name: string; setting: string; port: number }): unknown {
+  const code = (e as { code?: string }).code;
+  if (code === 'EADDRINUSE')
+    return new StartError(
+      `${what.name} ${what.port} is in use (${what.setting}): stop what holds it, or choose another port`,
+    );
+  if (code === 'EACCES')
+    return new StartError(
+      `${what.name} ${what.port} may not be bound by this user (${what.setting}): choose a port above 1023`,
+    );
+  return e;
+}
+
+/** The one line at start that says what is running. */
+export function startLine(
+  cfg: Readonly<Config>,
+  o: { file: string | null; port: number; opsPort: number; managementPort: number; dropIn: string | null },
+): Record<string, unknown> {
+  const s = cfg.server;
+  const m = cfg.management;
+  return {
+    port: o.port,
+    ops_port: o.opsPort,
+    config: o.file ?? '(defaults)',
+    data_dir: cfg.storage.data_dir,
+    storage: cfg.storage.clickhouse_url ? safeUrl(cfg.storage.clickhouse_url) : 'embedded',
+    listen: `${s.host}:${o.port}`,
+    ops: `${s.ops_host}:${o.opsPort}`,
+    console: cfg.console.enabled
+      ? `http://${m.listener === 'separate' ? m.host : s.ops_host}:${o.managementPort}${cfg.console.path}/`
+      : 'off',
+    threads: 1,
+    ...(o.dropIn ? { origin: o.dropIn } : { routes: cfg.routes.map((r) => `${r.name} ${r.prefix}`) }),
+  };
+}
+
+/** A URL without its password. */
+function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString().replace(/\/$/, '');
+  } catch {
+    return url;
+  }
+}
+
+const firstLine = (s: string): string => (s.split('\n')[0] ?? '').slice(0, 200);
