@@ -26,8 +26,8 @@ Commands:
   serve                 run the gateway (the default)
   migrate               apply storage migrations and exit
   keys                  create, list, get and revoke API keys
-  endpoints             list, create, disable and enable webhook endpoints
-  deliveries            list and replay webhook deliveries
+  endpoints             list, create, test, disable and enable webhook endpoints
+  deliveries            list, get (with attempts) and replay webhook deliveries
 
 Run "wakegate <command> --help" for a command's options. --version prints the version.
 Commands that manage keys, endpoints or deliveries talk to a running gateway's /v2 API.`,
@@ -54,6 +54,7 @@ ${COMMON}`,
   endpoints: `Usage:
   wakegate endpoints list
   wakegate endpoints create https://hooks.example.com/x --events wake.error,key.revoked
+  wakegate endpoints test ENDPOINT_ID      (sends it a webhook.test event)
   wakegate endpoints disable ENDPOINT_ID
   wakegate endpoints enable ENDPOINT_ID
 
@@ -63,6 +64,7 @@ ${COMMON}`,
   deliveries: `Usage:
   wakegate deliveries list [--endpoint ENDPOINT_ID] [--status pending|delivered|failed|dead_lettered]
                            [--event-type TYPE]
+  wakegate deliveries get DELIVERY_ID      (with each attempt)
   wakegate deliveries replay DELIVERY_ID
 
 ${COMMON}`,
@@ -71,6 +73,7 @@ ${COMMON}`,
 const KEY_COLUMNS = ['id', 'label', 'environment', 'consumer', 'status', 'scopes', 'last_used_at', 'revoke_at'];
 const ENDPOINT_COLUMNS = ['id', 'status', 'environment', 'events', 'url'];
 const DELIVERY_COLUMNS = ['id', 'status', 'event_type', 'endpoint_id', 'attempt', 'response_status', 'created_at'];
+const ATTEMPT_COLUMNS = ['attempt', 'at', 'response_status', 'duration_ms', 'error'];
 
 function operand(args: Args, what: string): string {
   const v = args.words[2];
@@ -172,6 +175,14 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
       );
       return print(io, args, e, (d) => fields(d) + secretNote('signing secret'));
     }
+    case 'endpoints test': {
+      onlyFlags(args, ['environment']);
+      const id = operand(args, 'ENDPOINT_ID');
+      const d = await api().call('POST', `/v2/webhooks/endpoints/${encodeURIComponent(id)}/test`, {
+        environment: env,
+      });
+      return print(io, args, d, fields);
+    }
     case 'endpoints disable':
     case 'endpoints enable': {
       onlyFlags(args, ['environment']);
@@ -196,6 +207,17 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
         limit: f.get('limit'),
       };
       return print(io, args, await api().call('GET', '/v2/webhooks/deliveries', q), (d) => list(d, DELIVERY_COLUMNS));
+    }
+    case 'deliveries get': {
+      onlyFlags(args, ['environment']);
+      const id = operand(args, 'DELIVERY_ID');
+      const d = (await api().call('GET', `/v2/webhooks/deliveries/${encodeURIComponent(id)}`, {
+        environment: env,
+      })) as Record<string, unknown> & { attempts?: Record<string, unknown>[] };
+      return print(io, args, d, (x) => {
+        const { attempts, payload: _, ...rest } = x as typeof d;
+        return `${fields(rest)}\nAttempts:\n${list({ data: attempts ?? [] }, ATTEMPT_COLUMNS)}`;
+      });
     }
     case 'deliveries replay': {
       onlyFlags(args, ['environment']);

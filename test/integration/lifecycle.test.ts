@@ -77,7 +77,7 @@ describe('the built gateway as a process', () => {
     await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
     const port = String((taken.address() as net.AddressInfo).port);
     await expect(spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], { ...env, PORT: port })).rejects.toThrow(
-      /EADDRINUSE/,
+      /PORT \d+ is in use \(server\.port\)/,
     );
     await new Promise<void>((r) => taken.close(() => r()));
     const g1 = await spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], env);

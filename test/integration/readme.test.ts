@@ -1,0 +1,86 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** The ```sh blocks of one README section, in order, as one script. */
+function section(title: string): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf(`\n## ${title}`);
+  expect(start, `README has a section "${title}"`).toBeGreaterThan(-1);
+  const end = readme.indexOf('\n## ', start + 4);
+  const text = readme.slice(start, end === -1 ? undefined : end);
+  const blocks = [...text.matchAll(/^( *)```sh\n([\s\S]*?)^\1```/gm)].map((m) =>
+    (m[2] as string)
+      .split('\n')
+      .map((l) => l.slice((m[1] as string).length))
+      .join('\n'),
+  );
+  expect(blocks.length).toBeGreaterThan(0);
+  return blocks.join('\n');
+}
+
+/**
+ * Runs a README section as a reader pastes it into bash, from the repository, with
+ * only DATA_DIR pointed at a temporary directory. Everything it started is ended
+ * afterwards (its own process group), whatever happened.
+ */
+function paste(script: string, dataDir: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const p = spawn('bash', ['-euo', 'pipefail', '-c', script], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATA_DIR: dataDir },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (c) => {
+      out += c;
+    });
+    p.stderr.on('data', (c) => {
+      out += c;
+    });
+    const timer = setTimeout(() => p.kill('SIGKILL'), 90_000);
+    p.on('close', (code) => {
+      clearTimeout(timer);
+      try {
+        process.kill(-(p.pid as number), 'SIGKILL');
+      } catch {
+        // Nothing left.
+      }
+      resolve({ code, out });
+    });
+  });
+}
+
+describe('README, as written', () => {
+  it('"Two minutes" runs as pasted: the request goes through and its wake is listed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-readme-'));
+    try {
+      const r = await paste(section('Two minutes'), dir);
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toContain('"origin":"my-app"');
+      expect(r.out).toMatch(/"object":"list".*"path":"\/orders\/7"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('"Getting started" runs as pasted: a sandbox key reaches the sandbox origin, a verified delivery, metrics', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-readme-'));
+    try {
+      const r = await paste(section('Getting started'), dir);
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toContain('"origin":"sandbox"');
+      expect(r.out).toMatch(/verified webhook\.test evt_\w+ \(attempt 1\/8\)/);
+      expect(r.out).toMatch(/status\s+delivered/);
+      expect(r.out).toMatch(/Attempts:\nATTEMPT\s+AT\s+RESPONSE_STATUS[^\n]*\n1\s+\S+\s+200/);
+      expect(r.out).toContain('wakegate_requests_total{route="payments",method="GET",status_class="2xx"} 1');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
