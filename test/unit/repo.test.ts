@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { loadConfig } from '../../src/config/index.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
@@ -28,6 +29,25 @@ describe('what users get with the repository', () => {
     for (const c of ['npm install', 'npm start', 'npm test', 'allow_insecure_http', 'allow_private_networks']) {
       expect(readme).toContain(c);
     }
+  });
+
+  it('every YAML example in README and docs/ is a config the gateway starts with', () => {
+    const files = [
+      'README.md',
+      ...readdirSync(join(ROOT, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
+    let n = 0;
+    for (const f of files)
+      for (const m of read(f).matchAll(/```yaml\n([\s\S]*?)```/g)) {
+        n++;
+        expect(
+          () => loadConfig({ values: parse(m[1] as string), env: {} }),
+          `${f}: ${(m[1] as string).slice(0, 60)}`,
+        ).not.toThrow();
+      }
+    expect(n).toBeGreaterThan(3);
   });
 
   it('compose.yaml reaches the Docker host on Linux, keeps the sealing key in a data volume, and states the key rule', () => {
