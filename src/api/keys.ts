@@ -12,7 +12,10 @@ import { listEnvelope } from './views.js';
 export const createKeyBody = z.strictObject({
   label: z.string().min(1).max(200),
   environment: z.string().min(1).max(64),
-  scopes: z.array(z.string().min(1).max(128)).max(100),
+  scopes: z
+    .array(z.string().min(1).max(128))
+    .max(100)
+    .meta({ minItems: 1, uniqueItems: true, description: 'each a scope the calling key holds' }),
   consumer: z.string().min(1).max(256).optional(),
   // A policy of the config by name, or a policy of the key's own.
   rate_limit: z
@@ -37,6 +40,7 @@ export const revokeKeyBody = z.strictObject({
     .string()
     .regex(ISO_UTC, 'must be an ISO 8601 UTC timestamp such as 2026-12-01T00:00:00.000Z')
     .refine(isRealDate, 'is not a real date (no such day or time)')
+    .meta({ format: 'date-time', description: 'in the future; UTC, a day or time that does not exist is refused' })
     .optional(),
 });
 export const keyIdParams = z.strictObject({ key_id: z.string().max(64) });

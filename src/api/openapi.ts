@@ -22,12 +22,32 @@ const errorSchema = {
 };
 
 const jsonSchema = (s: z.ZodType) => {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
+  const { $schema: _drop, ...rest } = z.toJSONSchema(s, {
+    io: 'input',
+    unrepresentable: 'any',
+    // A whole number sent as query text is documented as an integer (its range in its metadata), not a pattern.
+    override: (ctx) => {
+      const j = ctx.jsonSchema as Record<string, unknown>;
+      if (j.type === 'integer') delete j.pattern;
+    },
+  }) as Record<string, unknown>;
   return rest;
 };
+
+/**
+ * The statuses an operation can answer, beyond what its route declares: what every
+ * call may get (400 for a malformed query, body or path; with a key, 401, 403 and
+ * 429), an id in the path (404), and `environment` naming one (404, 422).
+ */
+function statusesOf(d: RouteDoc, hasEnvironment: boolean): number[] {
+  const s = new Set(d.errors);
+  if (d.query || d.body || d.url.includes(':')) s.add(400);
+  if (d.scope !== null) for (const c of [401, 403, 429]) s.add(c);
+  if (d.url.includes(':')) s.add(404);
+  if (hasEnvironment) for (const c of [404, 422]) s.add(c);
+  s.delete(d.success);
+  return [...s].sort((a, b) => a - b);
+}
 
 /** OpenAPI 3.1 for the /v2 API, built from the same zod schemas that validate requests. */
 export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown> {
@@ -40,9 +60,11 @@ export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown>
       required: true,
       schema: { type: 'string' },
     }));
+    let hasEnvironment = false;
     if (d.query) {
       const js = jsonSchema(d.query) as { properties?: Record<string, unknown>; required?: string[] };
       for (const [name, schema] of Object.entries(js.properties ?? {})) {
+        if (name === 'environment') hasEnvironment = true;
         params.push({ name, in: 'query', required: js.required?.includes(name) ?? false, schema });
       }
     }
@@ -52,7 +74,7 @@ export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown>
         content: { 'application/json': { schema: { type: 'object' } } },
       },
     };
-    for (const code of d.errors) {
+    for (const code of statusesOf(d, hasEnvironment)) {
       responses[String(code)] = {
         description: Object.entries(ERROR_TYPES)
           .filter(([, v]) => v.status === code)
@@ -66,7 +88,10 @@ export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown>
       operationId: `${d.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
       parameters: params,
       responses,
-      ...(d.scope ? { security: [{ bearer: [] }], 'x-required-scope': d.scope } : { security: [] }),
+      // A scope of '' is any valid key: a key is still needed.
+      ...(d.scope !== null
+        ? { security: [{ bearer: [] }], ...(d.scope ? { 'x-required-scope': d.scope } : {}) }
+        : { security: [] }),
     };
     if (d.body) {
       op.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(d.body) } } };

@@ -26,7 +26,9 @@ export const intParam = (min: number, max: number) =>
     .string()
     .regex(/^-?\d{1,10}$/, 'must be a whole number')
     .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
+    // What the OpenAPI document says of it: an integer in [min, max] (sent as text in a query).
+    .meta({ type: 'integer', minimum: min, maximum: max });
 
 function paramOf(issue: z.core.$ZodIssue, prefix: string): string {
   if (issue.code === 'unrecognized_keys') return [...issue.path, issue.keys[0]].join('.') || prefix;

@@ -16,7 +16,8 @@ export const isoParam = z
   .string()
   .regex(ISO, 'must be an ISO 8601 timestamp such as 2026-11-22T10:00:00Z')
   .refine(isRealDate, 'is not a real date (no such day or time)')
-  .transform((s) => Date.parse(s));
+  .transform((s) => Date.parse(s))
+  .meta({ format: 'date-time', description: 'ISO 8601 with a zone; a day or time that does not exist is refused' });
 
 export const listWakesQuery = z.strictObject({
   environment: environmentParam,
@@ -30,7 +31,12 @@ export const listWakesQuery = z.strictObject({
   route: z.string().min(1).max(64).optional(),
   status: intParam(100, 599).optional(),
   status_class: z.enum(['1xx', '2xx', '3xx', '4xx', '5xx']).optional(),
-  path: z.string().min(1).max(1024).optional(),
+  path: z
+    .string()
+    .min(1)
+    .max(1024)
+    .meta({ pattern: '^/', description: 'a template: {name} matches one segment, a trailing * any rest' })
+    .optional(),
   consumer: z.string().min(1).max(256).optional(),
   key_id: z.string().min(1).max(64).optional(),
   min_latency_ms: intParam(0, 2_147_483_647).optional(),

@@ -18,9 +18,15 @@ export interface WebhookApiDeps {
   dispatcher: Dispatcher;
 }
 
+/** Subscribed event types: at least one, each once, or "*" alone (every type). */
+const EVENTS = z
+  .array(z.string().min(1).max(64))
+  .max(50)
+  .meta({ minItems: 1, uniqueItems: true, description: 'event types, or ["*"] alone for every type' });
+
 export const createEndpointBody = z.strictObject({
   url: z.string().min(1).max(2048),
-  events: z.array(z.string().min(1).max(64)).max(50),
+  events: EVENTS,
   environment: environmentParam,
 });
 export const listEndpointsQuery = z.strictObject({
@@ -37,7 +43,7 @@ export const listDeliveriesQuery = z.strictObject({
   cursor: z.string().max(512).optional(),
 });
 export const patchEndpointBody = z.strictObject({
-  events: z.array(z.string().min(1).max(64)).max(50).optional(),
+  events: EVENTS.optional(),
   status: z.enum(['enabled', 'disabled']).optional(),
 });
 const deliveryIdParams = z.strictObject({ delivery_id: z.string().max(64) });
