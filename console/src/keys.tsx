@@ -10,7 +10,10 @@ interface Draft {
 }
 const BLANK: Draft = { label: '', scopes: '', consumer: '', replaces: '' };
 
-export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
+export function Keys({ env, scopes, self }: { env: string; scopes: string[]; self: string }) {
+  const canWrite = scopes.includes('keys:write');
+  /** The key whose "Revoke now" waits for a confirmation that names it. */
+  const [confirming, setConfirming] = useState<Key | null>(null);
   const [keys, setKeys] = useState<Key[]>([]);
   const [err, setErr] = useState<unknown>(null);
   const [status, setStatus] = useState('');
@@ -57,6 +60,7 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
         `/v2/api-keys/${k.id}`,
         at ? { body: { revoke_at: new Date(`${at}:00Z`).toISOString() } } : {},
       );
+      setConfirming(null);
       void load();
     } catch (x) {
       setActionErr(x);
@@ -69,39 +73,64 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
       {created?.secret ? (
         <SecretOnce title={`Key ${created.id} created.`} value={created.secret} onDone={() => setCreated(null)} />
       ) : null}
-      <Panel title={draft.replaces ? `Rotate ${draft.replaces}` : 'Create a key'}>
-        <form class="form" onSubmit={create}>
-          <label>
-            Label
-            <input name="label" required value={draft.label} onInput={set('label')} />
-          </label>
-          <label>
-            Scopes (comma-separated)
-            <input
-              name="scopes"
-              required
-              value={draft.scopes}
-              onInput={set('scopes')}
-              placeholder={scopes.slice(0, 2).join(', ')}
-            />
-          </label>
-          <label>
-            Consumer
-            <input name="consumer" value={draft.consumer} onInput={set('consumer')} placeholder="default: the label" />
-          </label>
-          <p class="muted small">
-            In environment {env}. A key can only issue scopes it holds: {scopes.join(', ')}.
+      {confirming ? (
+        <div class="confirm" role="alertdialog" aria-label="Confirm revocation">
+          <p>
+            Revoke <strong>{confirming.label}</strong> (<code>{confirming.id}</code>) now? Requests with it are refused
+            from then on; this cannot be undone.
+            {confirming.id === self ? <strong> This is the key you are signed in with.</strong> : null}
           </p>
           <div class="buttons">
-            <button type="submit">{draft.replaces ? 'Create replacement' : 'Create key'}</button>
-            {draft.replaces ? (
-              <button type="button" class="secondary" onClick={() => setDraft(BLANK)}>
-                Cancel
-              </button>
-            ) : null}
+            <button type="button" class="danger" onClick={() => revoke(confirming)}>
+              Revoke {confirming.label}
+            </button>
+            <button type="button" class="secondary" onClick={() => setConfirming(null)}>
+              Cancel
+            </button>
           </div>
-        </form>
-      </Panel>
+        </div>
+      ) : null}
+      {canWrite ? null : <p class="note">This key cannot issue or revoke keys (it lacks keys:write).</p>}
+      {canWrite ? (
+        <Panel title={draft.replaces ? `Rotate ${draft.replaces}` : 'Create a key'}>
+          <form class="form" onSubmit={create}>
+            <label>
+              Label
+              <input name="label" required value={draft.label} onInput={set('label')} />
+            </label>
+            <label>
+              Scopes (comma-separated)
+              <input
+                name="scopes"
+                required
+                value={draft.scopes}
+                onInput={set('scopes')}
+                placeholder={scopes.slice(0, 2).join(', ')}
+              />
+            </label>
+            <label>
+              Consumer
+              <input
+                name="consumer"
+                value={draft.consumer}
+                onInput={set('consumer')}
+                placeholder="default: the label"
+              />
+            </label>
+            <p class="muted small">
+              In environment {env}. A key can only issue scopes it holds: {scopes.join(', ')}.
+            </p>
+            <div class="buttons">
+              <button type="submit">{draft.replaces ? 'Create replacement' : 'Create key'}</button>
+              {draft.replaces ? (
+                <button type="button" class="secondary" onClick={() => setDraft(BLANK)}>
+                  Cancel
+                </button>
+              ) : null}
+            </div>
+          </form>
+        </Panel>
+      ) : null}
       <ErrorNote error={actionErr} />
       <Panel
         title="Keys"
@@ -119,7 +148,7 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
                 <th>Scopes</th>
                 <th>Consumer</th>
                 <th>Last used (UTC)</th>
-                <th>Actions</th>
+                {canWrite ? <th>Actions</th> : null}
               </tr>
             </thead>
             <tbody>
@@ -137,43 +166,46 @@ export function Keys({ env, scopes }: { env: string; scopes: string[] }) {
                   <td class="small">{k.scopes.join(', ')}</td>
                   <td>{k.consumer}</td>
                   <td class="nowrap last-used">{when(k.last_used_at)}</td>
-                  <td class="row-actions">
-                    {k.status !== 'revoked' ? (
-                      <>
-                        <button type="button" class="danger small" onClick={() => revoke(k)}>
-                          Revoke now
-                        </button>
-                        <input
-                          type="datetime-local"
-                          aria-label={`revoke ${k.label} at`}
-                          value={revokeAt[k.id] ?? ''}
-                          onInput={(e) => setRevokeAt({ ...revokeAt, [k.id]: (e.target as HTMLInputElement).value })}
-                        />
-                        <button
-                          type="button"
-                          class="secondary small"
-                          disabled={!revokeAt[k.id]}
-                          onClick={() => revoke(k, revokeAt[k.id])}
-                        >
-                          Revoke at
-                        </button>
-                        <button
-                          type="button"
-                          class="secondary small"
-                          onClick={() =>
-                            setDraft({
-                              label: `${k.label} (rotated)`,
-                              scopes: k.scopes.join(', '),
-                              consumer: '',
-                              replaces: k.id,
-                            })
-                          }
-                        >
-                          Rotate
-                        </button>
-                      </>
-                    ) : null}
-                  </td>
+                  {canWrite ? (
+                    <td class="row-actions">
+                      {k.status !== 'revoked' ? (
+                        <>
+                          <button type="button" class="danger small" onClick={() => setConfirming(k)}>
+                            Revoke now
+                          </button>
+                          <input
+                            type="datetime-local"
+                            title="UTC, like every time on these pages"
+                            aria-label={`revoke ${k.label} at (UTC)`}
+                            value={revokeAt[k.id] ?? ''}
+                            onInput={(e) => setRevokeAt({ ...revokeAt, [k.id]: (e.target as HTMLInputElement).value })}
+                          />
+                          <button
+                            type="button"
+                            class="secondary small"
+                            disabled={!revokeAt[k.id]}
+                            onClick={() => revoke(k, revokeAt[k.id])}
+                          >
+                            Revoke at (UTC)
+                          </button>
+                          <button
+                            type="button"
+                            class="secondary small"
+                            onClick={() =>
+                              setDraft({
+                                label: `${k.label} (rotated)`,
+                                scopes: k.scopes.join(', '),
+                                consumer: '',
+                                replaces: k.id,
+                              })
+                            }
+                          >
+                            Rotate
+                          </button>
+                        </>
+                      ) : null}
+                    </td>
+                  ) : null}
                 </tr>
               ))}
             </tbody>

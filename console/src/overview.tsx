@@ -24,7 +24,7 @@ export function Overview({ env }: { env: string }) {
   useEffect(() => {
     let live = true;
     const load = () => {
-      api<Stats>('GET', '/v2/stats').then(
+      api<Stats>('GET', '/v2/stats', { query: { management: 'exclude' } }).then(
         (s) => {
           if (!live) return;
           setStats(s);
@@ -32,7 +32,7 @@ export function Overview({ env }: { env: string }) {
         },
         (e) => live && setErr(e),
       );
-      api<List<Wake>>('GET', '/v2/wakes', { query: { status_class: '5xx', limit: 10 } }).then(
+      api<List<Wake>>('GET', '/v2/wakes', { query: { status_class: '5xx', limit: 10, management: 'exclude' } }).then(
         (l) => live && setFails(l.data),
         (e) => live && setFailErr(e),
       );

@@ -37,7 +37,12 @@ export function Wakes({ env }: { env: string }) {
   const [err, setErr] = useState<unknown>(null);
   const [tail, setTail] = useState(false);
   const [loading, setLoading] = useState(false);
+  /** The gateway's own traffic (the console's and the API's calls) is hidden unless asked for. */
+  const [own, setOwn] = useState(false);
+  /** Each load gets a number; an answer to an older one (a slow list after a filter) is dropped. */
+  const seq = useRef(0);
   const query = (f: Filters) => ({
+    management: own ? 'include' : 'exclude',
     status_class: f.status_class,
     path: f.path,
     consumer: f.consumer,
@@ -48,9 +53,11 @@ export function Wakes({ env }: { env: string }) {
     limit: 25,
   });
   const load = async (f: Filters, after: string | null) => {
+    const mine = ++seq.current;
     setLoading(true);
     try {
       const l = await api<List<Wake>>('GET', '/v2/wakes', { query: { ...query(f), cursor: after } });
+      if (mine !== seq.current) return;
       setRows((r) => (after ? [...r, ...l.data] : l.data));
       setCursor(l.has_more ? l.next_cursor : null);
       setErr(null);
@@ -62,15 +69,18 @@ export function Wakes({ env }: { env: string }) {
   };
   useEffect(() => {
     void load(filters, null);
-  }, [filters, env]);
+  }, [filters, env, own]);
   // Live tail: the newest page again every 2 s; new wakes go on top.
   const rowsRef = useRef(rows);
   rowsRef.current = rows;
   useEffect(() => {
     if (!tail) return;
     const t = setInterval(async () => {
+      const at = seq.current;
       try {
         const l = await api<List<Wake>>('GET', '/v2/wakes', { query: query(filters) });
+        // The filters changed while this was asked: its rows are not the ones shown.
+        if (at !== seq.current) return;
         const seen = new Set(rowsRef.current.map((w) => w.id));
         const fresh = l.data.filter((w) => !seen.has(w.id));
         if (fresh.length) setRows((r) => [...fresh, ...r]);
@@ -79,7 +89,7 @@ export function Wakes({ env }: { env: string }) {
       }
     }, 2000);
     return () => clearInterval(t);
-  }, [tail, filters, env]);
+  }, [tail, filters, env, own]);
   const field = (
     name: keyof Filters,
     label: string,
@@ -143,6 +153,10 @@ export function Wakes({ env }: { env: string }) {
           <label class="toggle">
             <input type="checkbox" checked={tail} onChange={(e) => setTail((e.target as HTMLInputElement).checked)} />{' '}
             Live tail
+          </label>
+          <label class="toggle">
+            <input type="checkbox" checked={own} onChange={(e) => setOwn((e.target as HTMLInputElement).checked)} />{' '}
+            Show the gateway's own traffic
           </label>
         </div>
       </form>

@@ -2,7 +2,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type Delivery, type Endpoint, type List } from './api';
 import { ErrorNote, Panel, SecretOnce, StateBadge, Status, StatusFilter, when } from './ui';
 
-export function Webhooks({ env }: { env: string }) {
+export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
+  /** Actions this key's scopes do not allow are not offered (the API would refuse them). */
+  const canWrite = scopes.includes('webhooks:write');
   const [eps, setEps] = useState<Endpoint[]>([]);
   const [dl, setDl] = useState<Delivery[]>([]);
   const [status, setStatus] = useState('');
@@ -51,42 +53,47 @@ export function Webhooks({ env }: { env: string }) {
       <ErrorNote error={actionErr} />
       <Panel title="Endpoints">
         <ErrorNote error={err} />
-        <form
-          class="form inline"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void act(async () => {
-              const ep = await api<Endpoint>('POST', '/v2/webhooks/endpoints', {
-                body: {
-                  url,
-                  events: events
-                    .split(',')
-                    .map((s) => s.trim())
-                    .filter(Boolean),
-                  environment: env,
-                },
+        {canWrite ? null : (
+          <p class="note">This key can read webhooks but not change them (it lacks webhooks:write).</p>
+        )}
+        {canWrite ? (
+          <form
+            class="form inline"
+            onSubmit={(e) => {
+              e.preventDefault();
+              void act(async () => {
+                const ep = await api<Endpoint>('POST', '/v2/webhooks/endpoints', {
+                  body: {
+                    url,
+                    events: events
+                      .split(',')
+                      .map((s) => s.trim())
+                      .filter(Boolean),
+                    environment: env,
+                  },
+                });
+                if (ep.secret) setSecret({ id: ep.id, secret: ep.secret });
+                setUrl('');
               });
-              if (ep.secret) setSecret({ id: ep.id, secret: ep.secret });
-              setUrl('');
-            });
-          }}
-        >
-          <label>
-            URL
-            <input
-              name="url"
-              required
-              value={url}
-              placeholder="https://hooks.example.com/wakegate"
-              onInput={(e) => setUrl((e.target as HTMLInputElement).value)}
-            />
-          </label>
-          <label>
-            Events
-            <input name="events" value={events} onInput={(e) => setEvents((e.target as HTMLInputElement).value)} />
-          </label>
-          <button type="submit">Add endpoint</button>
-        </form>
+            }}
+          >
+            <label>
+              URL
+              <input
+                name="url"
+                required
+                value={url}
+                placeholder="https://hooks.example.com/wakegate"
+                onInput={(e) => setUrl((e.target as HTMLInputElement).value)}
+              />
+            </label>
+            <label>
+              Events
+              <input name="events" value={events} onInput={(e) => setEvents((e.target as HTMLInputElement).value)} />
+            </label>
+            <button type="submit">Add endpoint</button>
+          </form>
+        ) : null}
         <div class="scroll">
           <table>
             <thead>
@@ -108,40 +115,44 @@ export function Webhooks({ env }: { env: string }) {
                     <StateBadge state={ep.status} />
                   </td>
                   <td class="small">{ep.events.join(', ')}</td>
-                  <td class="row-actions">
-                    <button
-                      type="button"
-                      class="secondary small"
-                      onClick={() =>
-                        act(() =>
-                          api('PATCH', `/v2/webhooks/endpoints/${ep.id}`, {
-                            body: { status: ep.status === 'enabled' ? 'disabled' : 'enabled' },
-                          }),
-                        )
-                      }
-                    >
-                      {ep.status === 'enabled' ? 'Disable' : 'Enable'}
-                    </button>
-                    <button
-                      type="button"
-                      class="secondary small"
-                      onClick={() => act(() => api('POST', `/v2/webhooks/endpoints/${ep.id}/test`))}
-                    >
-                      Send test
-                    </button>
-                    <button
-                      type="button"
-                      class="secondary small"
-                      onClick={() =>
-                        act(async () => {
-                          const r = await api<Endpoint>('POST', `/v2/webhooks/endpoints/${ep.id}/rotate-secret`);
-                          if (r.secret) setSecret({ id: r.id, secret: r.secret });
-                        })
-                      }
-                    >
-                      Rotate secret
-                    </button>
-                  </td>
+                  {canWrite ? (
+                    <td class="row-actions">
+                      <button
+                        type="button"
+                        class="secondary small"
+                        onClick={() =>
+                          act(() =>
+                            api('PATCH', `/v2/webhooks/endpoints/${ep.id}`, {
+                              body: { status: ep.status === 'enabled' ? 'disabled' : 'enabled' },
+                            }),
+                          )
+                        }
+                      >
+                        {ep.status === 'enabled' ? 'Disable' : 'Enable'}
+                      </button>
+                      <button
+                        type="button"
+                        class="secondary small"
+                        onClick={() => act(() => api('POST', `/v2/webhooks/endpoints/${ep.id}/test`))}
+                      >
+                        Send test
+                      </button>
+                      <button
+                        type="button"
+                        class="secondary small"
+                        onClick={() =>
+                          act(async () => {
+                            const r = await api<Endpoint>('POST', `/v2/webhooks/endpoints/${ep.id}/rotate-secret`);
+                            if (r.secret) setSecret({ id: r.id, secret: r.secret });
+                          })
+                        }
+                      >
+                        Rotate secret
+                      </button>
+                    </td>
+                  ) : (
+                    <td />
+                  )}
                 </tr>
               ))}
             </tbody>
@@ -192,7 +203,7 @@ export function Webhooks({ env }: { env: string }) {
                     <button type="button" class="secondary small" onClick={() => openDelivery(d)}>
                       Attempts
                     </button>
-                    {d.status === 'failed' || d.status === 'dead_lettered' ? (
+                    {canWrite && (d.status === 'failed' || d.status === 'dead_lettered') ? (
                       <button
                         type="button"
                         class="small"

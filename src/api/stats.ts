@@ -16,6 +16,8 @@ export const statsQuery = z.strictObject({
   since: isoParam.optional(),
   until: isoParam.optional(),
   route: z.string().min(1).max(64).optional(),
+  /** `exclude` leaves out the gateway's own traffic (routes v2 and console). */
+  management: z.enum(['include', 'exclude']).optional(),
 });
 
 /** GET /v2/stats: per-route time series per minute (the console's Overview). */
@@ -44,7 +46,7 @@ export function statsPlugin(app: FastifyInstance, deps: ApiDeps): void {
       if (since >= until) throw new GatewayError('invalid_request', 'since: must be before until', 'since');
       if (until - since > MAX_RANGE)
         throw new GatewayError('invalid_request', 'since: the range is at most 7 days', 'since');
-      const rows = await deps.wakes.stats(env, since, until, q.route);
+      const rows = await deps.wakes.stats(env, since, until, q.route, q.management === 'exclude');
       const routes = new Map<string, { route: string; points: unknown[] }>();
       for (const r of rows) {
         let s = routes.get(r.route);

@@ -29,6 +29,8 @@ export const listWakesQuery = z.strictObject({
     .transform((m) => m.toUpperCase())
     .optional(),
   route: z.string().min(1).max(64).optional(),
+  /** `exclude` leaves out the gateway's own traffic (the /v2 API's calls, the console): routes v2 and console. */
+  management: z.enum(['include', 'exclude']).optional(),
   status: intParam(100, 599).optional(),
   status_class: z.enum(['1xx', '2xx', '3xx', '4xx', '5xx']).optional(),
   path: z
@@ -76,6 +78,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       }
       if (q.method !== undefined) filter.method = q.method;
       if (q.route !== undefined) filter.route = q.route;
+      if (q.management === 'exclude') filter.hideManagement = true;
       if (q.status !== undefined) filter.status = q.status;
       if (q.status_class !== undefined) filter.statusClass = Number(q.status_class[0]);
       if (q.path !== undefined) {

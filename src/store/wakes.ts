@@ -152,7 +152,12 @@ export interface WakeFilter {
   until?: number;
   method?: string;
   route?: string;
+  /** Leave out the gateway's own traffic: the /v2 API's calls and the console's files (routes v2 and console). */
+  hideManagement?: boolean;
 }
+
+/** The routes of the gateway's own traffic. */
+export const MANAGEMENT_ROUTES = ['v2', 'console'];
 
 /** One route's traffic in one minute (GET /v2/stats). */
 export interface StatsRow {
@@ -292,6 +297,10 @@ export class WakeQuerier {
       where.push('route = {route:String}');
       params.route = filter.route;
     }
+    if (filter.hideManagement) {
+      where.push('route NOT IN {mgmt:Array(String)}');
+      params.mgmt = MANAGEMENT_ROUTES;
+    }
     if (after) {
       // Keyset on (captured_at, id): rows sharing a millisecond are ordered by id,
       // so none is skipped or repeated across pages.
@@ -319,12 +328,22 @@ export class WakeQuerier {
    * Per route and minute over [since, until): requests, 5xx, and p50/p95/p99 of
    * latency. Reads the environment's rows in the time range only (sort key prefix).
    */
-  async stats(environment: string, since: number, until: number, route?: string): Promise<StatsRow[]> {
+  async stats(
+    environment: string,
+    since: number,
+    until: number,
+    route?: string,
+    hideManagement = false,
+  ): Promise<StatsRow[]> {
     const params: Record<string, unknown> = { env: environment, since, until };
     let extra = '';
     if (route !== undefined) {
       extra = ' AND route = {route:String}';
       params.route = route;
+    }
+    if (hideManagement) {
+      extra += ' AND route NOT IN {mgmt:Array(String)}';
+      params.mgmt = MANAGEMENT_ROUTES;
     }
     const sql = `SELECT route, toUnixTimestamp64Milli(toDateTime64(toStartOfMinute(captured_at), 3, 'UTC')) AS minute_ms,
         count() AS requests, countIf(status >= 500) AS errors,

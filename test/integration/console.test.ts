@@ -7,7 +7,7 @@ import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gate
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type Receiver, startReceiver } from '../helpers/receiver.js';
 
-// Screenshots go to SCREENSHOTS_DIR (docs/console when the README's pictures are remade), else a temp dir.
+// Screenshots go to SCREENSHOTS_DIR (docs/console when the pictures of docs/console-and-cli.md are remade), else a temp dir.
 const SHOTS = process.env.SCREENSHOTS_DIR ?? mkdtempSync(join(tmpdir(), 'wakegate-console-'));
 mkdirSync(SHOTS, { recursive: true });
 
@@ -198,10 +198,84 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await expect
       .poll(async () => row.locator('.last-used').textContent(), { timeout: 5000 })
       .toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+    // Revoke now asks first, naming the key; Cancel leaves it active.
     await row.getByRole('button', { name: 'Revoke now' }).click();
+    const confirm = page.getByRole('alertdialog', { name: 'Confirm revocation' });
+    await confirm.waitFor();
+    expect(await confirm.textContent()).toContain('console-made');
+    await shot('keys-confirm-revoke');
+    await confirm.getByRole('button', { name: 'Cancel' }).click();
+    expect((await fetch(`${t.url}/api/items/1`, { headers: bearer(secret) })).status).toBe(200);
+    // Times are labelled with their zone, as on every page.
+    expect(await row.getByRole('button', { name: 'Revoke at (UTC)' }).count()).toBe(1);
+    await row.getByRole('button', { name: 'Revoke now' }).click();
+    await confirm.getByRole('button', { name: 'Revoke console-made' }).click();
     await row.getByText('revoked').waitFor();
     await shot('keys');
     expect((await fetch(`${t.url}/api/items/1`, { headers: bearer(secret) })).status).toBe(401);
+  });
+
+  it("hides the gateway's own traffic unless asked, and a slow answer to an older filter never replaces a newer one", async () => {
+    await page.getByRole('link', { name: 'Wakes', exact: true }).click();
+    await page.locator('table.wakes tbody tr').first().waitFor();
+    const routes = async () => page.locator('table.wakes tbody tr td:nth-child(7)').allTextContents();
+    expect(await routes()).not.toContain('v2');
+    await page.getByLabel("Show the gateway's own traffic").check();
+    await expect.poll(routes, { timeout: 5000 }).toContain('v2');
+    await page.getByLabel("Show the gateway's own traffic").uncheck();
+    await expect.poll(routes, { timeout: 5000 }).not.toContain('v2');
+    // An unfiltered list held back by the network arrives after the filtered one: it is dropped.
+    let held: (() => void) | null = null;
+    await page.route('**/v2/wakes?*', async (route) => {
+      if (!/[?&]path=[^&]/.test(route.request().url())) {
+        await new Promise<void>((r) => {
+          held = r;
+        });
+      }
+      await route.continue();
+    });
+    // A reload of the unfiltered list (showing the own traffic again), held back.
+    await page.getByLabel("Show the gateway's own traffic").check();
+    await expect.poll(() => held !== null, { timeout: 5000 }).toBe(true);
+    await page.getByLabel('Path template').fill('/api/fail/*');
+    const filtered = page.waitForResponse((r) => /[?&]path=[^&]/.test(r.url()), { timeout: 5000 });
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await filtered;
+    await page.locator('table.wakes tbody tr', { hasText: '/api/fail/' }).first().waitFor();
+    (held as unknown as () => void)();
+    await page.waitForResponse((r) => r.url().includes('/v2/wakes?') && !/[?&]path=[^&]/.test(r.url()), {
+      timeout: 5000,
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const paths = await page.locator('table.wakes tbody tr td:nth-child(4)').allTextContents();
+    expect(paths.length).toBeGreaterThan(0);
+    for (const p of paths) expect(p).toMatch(/^\/api\/fail\//);
+    await page.unroute('**/v2/wakes?*');
+    await page.getByLabel("Show the gateway's own traffic").uncheck();
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByRole('link', { name: 'Overview' }).click();
+  });
+
+  it('offers no action a key cannot take: a webhooks:read key sees endpoints but no Add endpoint', async () => {
+    const reader = (
+      await t.gw.keys.create(
+        { label: 'reader', environment: 'production', scopes: ['webhooks:read', 'keys:read'] },
+        'production',
+      )
+    ).secret;
+    const p2 = await page.context().newPage();
+    await p2.goto(`${t.managementUrl}/console/`);
+    await p2.getByLabel('API key').fill(reader);
+    await p2.getByRole('button', { name: 'Sign in' }).click();
+    await p2.getByRole('link', { name: 'Webhooks' }).click();
+    await p2.getByText('lacks webhooks:write').waitFor();
+    expect(await p2.getByRole('button', { name: 'Add endpoint' }).count()).toBe(0);
+    await p2.getByRole('link', { name: 'Keys' }).click();
+    await p2.getByText('lacks keys:write').waitFor();
+    expect(await p2.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    expect(await p2.getByRole('button', { name: 'Revoke now' }).count()).toBe(0);
+    await p2.screenshot({ path: join(SHOTS, 'keys-read-only.png'), fullPage: true });
+    await p2.close();
   });
 
   it('shows a failing endpoint dead-lettered, replays it, and sees the new delivery delivered', async () => {
