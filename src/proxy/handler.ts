@@ -10,6 +10,7 @@ import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Admitted, admit, clientIp } from './admit.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { RouteTable } from './routes.js';
+import { forwardWithTrailers } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -126,7 +127,12 @@ export class ProxyHandler {
         this.stream(fw, ip, chunks);
       }
     };
-    const onEnd = () => this.dispatch(fw, chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n));
+    const onEnd = () => {
+      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
+      // Trailer fields after the body: passed on too (a path of its own, undici cannot send them).
+      if (req.rawTrailers.length > 0) return this.dispatch(fw, body, req.rawTrailers);
+      this.dispatch(fw, body);
+    };
     req.on('data', onData);
     req.on('end', onEnd);
   }
@@ -159,23 +165,33 @@ export class ProxyHandler {
   }
 
   /** Takes a connection slot of the origin (waiting at most the route's queue_timeout_ms), then forwards. */
-  private dispatch(fw: Forwarding, body: Buffer | Readable | null): void {
+  private dispatch(fw: Forwarding, body: Buffer | Readable | null, trailers?: string[]): void {
     if (fw.gone) return;
     const slots = this.upstreams.slotsOf(fw.a.origin);
-    if (slots.tryTake()) return this.send(fw, slots, body);
+    if (slots.tryTake()) return this.send(fw, slots, body, trailers);
     fw.cancelWait = slots.take(fw.a.route.cfg.queue_timeout_ms, (ok) => {
       fw.cancelWait = null;
       if (!ok) return fw.queueTimedOut();
       if (fw.gone) return slots.give();
-      this.send(fw, slots, body);
+      this.send(fw, slots, body, trailers);
     });
   }
 
-  /** Forwards on undici, holding `slots`' slot until the exchange ends. */
-  private send(fw: Forwarding, slots: Slots, body: Buffer | Readable | null): void {
+  /** Forwards on undici (or, with request trailers, node:http), holding `slots`' slot until the exchange ends. */
+  private send(fw: Forwarding, slots: Slots, body: Buffer | Readable | null, trailers?: string[]): void {
     const a = fw.a;
     fw.slot = slots;
     fw.x.tUp = performance.now();
+    if (trailers !== undefined) {
+      const req = {
+        method: fw.req.method ?? 'POST',
+        path: a.path,
+        headers: fw.headers,
+        body: body as Buffer,
+        trailers,
+      };
+      return forwardWithTrailers(a.origin, req, a.route.cfg.timeout_ms, fw);
+    }
     try {
       this.upstreams.pool(a.origin, a.route.cfg.max_response_header_bytes).dispatch(
         {

@@ -1,0 +1,70 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { Origin } from './routes.js';
+
+/** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
+export interface ForwardHandler {
+  onConnect(abort: (err?: Error) => void): void;
+  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean;
+  onData(chunk: Buffer): boolean;
+  onComplete(trailers: (Buffer | string)[] | null): void;
+  onError(err: Error & { code?: string }): void;
+}
+
+const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+
+/**
+ * Forwards a request whose client sent trailer fields after its (buffered) body:
+ * undici's client cannot send request trailers, so this one request goes through
+ * node:http, chunked, with the trailers after the body (RFC 9112 §7.1.2). The answer
+ * is handed to the same handler as any other.
+ */
+export function forwardWithTrailers(
+  o: Origin,
+  req: { method: string; path: string; headers: string[]; body: Buffer; trailers: string[] },
+  timeoutMs: number,
+  h: ForwardHandler,
+): void {
+  const headers: [string, string][] = [];
+  for (let i = 0; i < req.headers.length; i += 2) {
+    const name = req.headers[i] as string;
+    if (name.toLowerCase() === 'content-length') continue;
+    headers.push([name, req.headers[i + 1] as string]);
+  }
+  const names = [];
+  for (let i = 0; i < req.trailers.length; i += 2) names.push(req.trailers[i] as string);
+  headers.push(['Transfer-Encoding', 'chunked'], ['Trailer', names.join(', ')]);
+  const up = (o.protocol === 'https:' ? https : http).request({
+    host: o.hostname,
+    port: o.port,
+    method: req.method,
+    path: req.path,
+    headers: headers.flat(),
+    agent: o.protocol === 'https:' ? agents.https : agents.http,
+    timeout: timeoutMs,
+  });
+  let answered = false;
+  h.onConnect((err) => up.destroy(err));
+  up.on('timeout', () => {
+    if (answered) return;
+    up.destroy(Object.assign(new Error('headers timeout'), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
+  });
+  up.on('error', (e: Error & { code?: string }) => h.onError(e));
+  up.on('response', (res) => {
+    answered = true;
+    up.setTimeout(0);
+    const raw = res.rawHeaders.map((s) => Buffer.from(s, 'latin1'));
+    h.onHeaders(res.statusCode ?? 502, raw, () => res.resume(), res.statusMessage ?? '');
+    res.on('data', (c: Buffer) => {
+      if (!h.onData(c)) res.pause();
+    });
+    res.on('end', () => h.onComplete(res.rawTrailers.map((s) => Buffer.from(s, 'latin1'))));
+    res.on('error', (e: Error & { code?: string }) => h.onError(e));
+  });
+  const trailers: [string, string][] = [];
+  for (let i = 0; i < req.trailers.length; i += 2)
+    trailers.push([req.trailers[i] as string, req.trailers[i + 1] as string]);
+  up.write(req.body);
+  up.addTrailers(trailers);
+  up.end();
+}
