@@ -63,6 +63,17 @@ export async function startGateway(
 
 export const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
 
+/** A /v2 call with a key: its status and its JSON body, read loosely (tests name the fields they check). */
+export async function call(base: string, secret: string, method: string, path: string, body?: unknown) {
+  const r = await fetch(`${base}${path}`, {
+    method,
+    headers: { ...bearer(secret), ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read API answers loosely
+  return { status: r.status, body: (await r.json()) as Record<string, any> };
+}
+
 /** Waits until every wake served so far is in storage. */
 export async function flushed(gw: Gateway): Promise<void> {
   await new Promise((r) => setTimeout(r, 20));

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
 /** Issue #25, items 4 and 5: no key, and no replay, acts beyond what it was given. */
@@ -9,15 +9,7 @@ describe('keys and replays act only within themselves', () => {
   let t: TestGateway;
   const seen: { method: string; url: string; headers: Record<string, unknown> }[] = [];
 
-  const api = async (secret: string, method: string, path: string, body?: unknown) => {
-    const r = await fetch(`${t.url}${path}`, {
-      method,
-      headers: { ...bearer(secret), ...(body ? { 'content-type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: the test reads API answers loosely
-    return { status: r.status, body: (await r.json()) as Record<string, any> };
-  };
+  const api = (secret: string, method: string, path: string, body?: unknown) => call(t.url, secret, method, path, body);
   const issue = async (secret: string, body: Record<string, unknown>) =>
     api(secret, 'POST', '/v2/api-keys', { label: 'k', environment: 'production', ...body });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
 /** Issue #26: wrong results a user would act on (items 1, 2 and 4), through the real listener. */
@@ -7,15 +7,7 @@ describe('the first hour: results a user acts on', () => {
   let origin: TestServer;
   let t: TestGateway;
   const seen: { method: string; url: string; body: string; headers: Record<string, unknown> }[] = [];
-  const api = async (secret: string, method: string, path: string, body?: unknown) => {
-    const r = await fetch(`${t.url}${path}`, {
-      method,
-      headers: { ...bearer(secret), ...(body ? { 'content-type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: the test reads API answers loosely
-    return { status: r.status, body: (await r.json()) as Record<string, any> };
-  };
+  const api = (secret: string, method: string, path: string, body?: unknown) => call(t.url, secret, method, path, body);
 
   beforeAll(async () => {
     origin = await startServer((req, res) => {
