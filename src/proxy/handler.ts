@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { KeyRing } from '../auth/keyring.js';
 import { newTap } from '../capture/detail.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
+import { holdsGatewayKey } from '../capture/text.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
@@ -25,6 +26,10 @@ export interface ProxyDeps {
   /** server.buffer_request_body_bytes, max_streaming_uploads_per_client, upstream_connections. */
   server: { bufferBytes: number; streamsPerClient: number; connections: number };
 }
+
+const SVC = Buffer.from('svc');
+const KEY_IN_BODY =
+  'a gateway key was sent in the request body; the origin must never see it: send it in the Authorization header only, and revoke this one';
 
 /** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
 export class ProxyHandler {
@@ -129,6 +134,11 @@ export class ProxyHandler {
     };
     const onEnd = () => {
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
+      // A gateway key never reaches an origin, in a body either (a buffered one is searched; a cheap look first).
+      if (body.indexOf(SVC) !== -1 && holdsGatewayKey(body.toString('latin1'))) {
+        fw.gone = true;
+        return this.fail(req, res, x, 'invalid_request', KEY_IN_BODY, [], null, 'body');
+      }
       // Trailer fields after the body: passed on too (a path of its own, undici cannot send them).
       if (req.rawTrailers.length > 0) return this.dispatch(fw, body, req.rawTrailers);
       this.dispatch(fw, body);

@@ -52,25 +52,30 @@ describe('gateway keys sent where they do not belong', () => {
     expect(JSON.stringify(w)).not.toContain(secret.slice(9));
   });
 
-  it('a key in User-Agent, X-Consumer-Id or a percent-encoded form is neither forwarded nor stored', async () => {
+  it('a key in User-Agent or X-Consumer-Id is neither forwarded nor stored; one in a body is refused (400)', async () => {
     const before = seen.length;
-    const r = await fetch(`${t.url}/open/form`, {
-      method: 'POST',
-      headers: {
-        'user-agent': `curl/8 ${secret}`,
-        'x-consumer-id': secret,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: `note=${secret.replaceAll('_', '%5F')}&a=1`,
+    const r = await fetch(`${t.url}/open/headers`, {
+      headers: { 'user-agent': `curl/8 ${secret}`, 'x-consumer-id': secret },
     });
     expect(r.status).toBe(200);
     const id = r.headers.get('x-wake-id') as string;
     await r.text();
     expect(seen.length).toBe(before + 1);
     expect(seen.at(-1)?.raw).not.toContain(secret);
+    // In a body (here percent-encoded in a form): never forwarded, kept redacted.
+    const f = await fetch(`${t.url}/open/form`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `note=${secret.replaceAll('_', '%5F')}&a=1`,
+    });
+    expect(f.status).toBe(400);
+    const fe = (await f.json()) as { error: { param: string; message: string } };
+    expect(fe.error.param).toBe('body');
+    expect(fe.error.message).toContain('gateway key was sent in the request body');
+    expect(seen.length).toBe(before + 1);
     await flushed(t.gw);
     const w = await wakeOf(id);
-    const text = JSON.stringify(w);
+    const text = JSON.stringify(w) + JSON.stringify(await wakeOf(f.headers.get('x-wake-id') as string));
     expect(text).not.toContain(secret.slice(9));
     expect(w.user_agent).toContain('[redacted:gateway-key]');
     expect(w.consumer).toBe('[redacted:gateway-key]');
