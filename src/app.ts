@@ -274,6 +274,7 @@ export class Gateway {
       trusted: trustedProxies(cfg.server.trusted_proxies),
       server: {
         bufferBytes: cfg.server.buffer_request_body_bytes,
+        bufferTotal: cfg.server.max_buffered_request_bytes,
         streamsPerClient: cfg.server.max_streaming_uploads_per_client,
         connections: cfg.server.upstream_connections,
       },

@@ -20,6 +20,7 @@ export const defaults = {
     max_tunnels: 10_000,
     max_tunnels_per_client: 64,
     buffer_request_body_bytes: 1_048_576,
+    max_buffered_request_bytes: 268_435_456,
     max_streaming_uploads_per_client: 8,
     upstream_connections: 512,
     trusted_proxies: [],

@@ -89,6 +89,8 @@ export const configSchema = z.strictObject({
     max_tunnels_per_client: positiveInt,
     /** Request bodies up to this are read before the request takes an origin connection; larger ones stream. */
     buffer_request_body_bytes: nonNegativeInt.max(67_108_864),
+    /** Request body bytes held in memory at once, all requests together; past it 503. */
+    max_buffered_request_bytes: positiveInt,
     /** Bodies past that streaming at once from one client address; past it 503. */
     max_streaming_uploads_per_client: positiveInt,
     /** Connections to each origin at most. */

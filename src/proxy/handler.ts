@@ -24,10 +24,12 @@ export interface ProxyDeps {
   /** True for a client address listed in server.trusted_proxies. */
   trusted: (ip: string) => boolean;
   /** server.buffer_request_body_bytes, max_streaming_uploads_per_client, upstream_connections. */
-  server: { bufferBytes: number; streamsPerClient: number; connections: number };
+  server: { bufferBytes: number; bufferTotal: number; streamsPerClient: number; connections: number };
 }
 
 const SVC = Buffer.from('svc');
+const BUFFER_FULL =
+  'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly';
 const KEY_IN_BODY =
   'a gateway key was sent in the request body; the origin must never see it: send it in the Authorization header only, and revoke this one';
 
@@ -37,6 +39,8 @@ export class ProxyHandler {
   private readonly overhead = new Map<string, { observe(v: number): void }>();
   /** Bodies streaming (past the buffer) per client address. */
   private readonly streaming = new Map<string, number>();
+  /** Request body bytes read and held before forwarding, all requests together. */
+  private buffered = 0;
 
   constructor(private readonly d: ProxyDeps) {
     this.upstreams = new Upstreams(d.server.connections);
@@ -120,20 +124,39 @@ export class ProxyHandler {
     // so a client that sends its headers and then stalls holds nothing others need.
     const chunks: Buffer[] = [];
     let n = 0;
+    // What this request holds of the gateway-wide budget, given back once.
+    const release = () => {
+      this.buffered -= n;
+      n = 0;
+    };
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      res.off('close', release);
+    };
     const onData = (c: Buffer) => {
       x.reqBytes += c.length;
       x.tap?.req?.add(c);
       chunks.push(c);
       n += c.length;
+      this.buffered += c.length;
       if (n > limit) {
-        req.off('data', onData);
-        req.off('end', onEnd);
+        stop();
+        release();
         req.pause();
         this.stream(fw, ip, chunks);
+      } else if (this.buffered > this.d.server.bufferTotal) {
+        // Many clients each holding part of a body: memory stays bounded, and this one is told to retry.
+        stop();
+        release();
+        fw.gone = true;
+        this.fail(req, res, x, 'service_unavailable', BUFFER_FULL, ['retry-after', '1']);
       }
     };
     const onEnd = () => {
+      stop();
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
+      release();
       // A gateway key never reaches an origin, in a body either (a buffered one is searched; a cheap look first).
       if (body.indexOf(SVC) !== -1 && holdsGatewayKey(body.toString('latin1'))) {
         fw.gone = true;
@@ -145,6 +168,8 @@ export class ProxyHandler {
     };
     req.on('data', onData);
     req.on('end', onEnd);
+    // A client gone mid-body gives its share back.
+    res.once('close', release);
   }
 
   /**

@@ -23,7 +23,12 @@ describe('upstream starvation', () => {
     });
     t = await startGateway({
       // A small pool, so that a handful of clients is the whole attack.
-      server: { upstream_connections: 4, buffer_request_body_bytes: 65_536, max_streaming_uploads_per_client: 2 },
+      server: {
+        upstream_connections: 4,
+        buffer_request_body_bytes: 65_536,
+        max_buffered_request_bytes: 150_000,
+        max_streaming_uploads_per_client: 2,
+      },
       routes: [
         { name: 'upload', prefix: '/upload', auth: 'none', origins: { production: origin.url } },
         { name: 'read', prefix: '/read', auth: 'none', origins: { production: origin.url } },
@@ -60,6 +65,32 @@ describe('upstream starvation', () => {
     // None of the stalled uploads reached the origin: they are still being read.
     expect(originRequests).toBe(before + 1);
     for (const s of stalled) s.destroy();
+  });
+
+  it('bodies held before forwarding are bounded in all (max_buffered_request_bytes): past it 503, and a client gone gives its share back', async () => {
+    /** Sends 60,000 bytes of a 64,000-byte body and stalls; resolves with the answer's status line, if one comes. */
+    const partial = () => {
+      const s = net.connect(port, '127.0.0.1');
+      s.on('error', () => {});
+      let text = '';
+      s.on('data', (c: Buffer) => {
+        text += c.toString();
+      });
+      s.write(`POST /upload/x HTTP/1.1\r\nHost: x\r\nContent-Length: 64000\r\n\r\n${'a'.repeat(60_000)}`);
+      return { s, status: () => Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text: () => text };
+    };
+    const a = partial();
+    const b = partial();
+    await new Promise((r) => setTimeout(r, 200));
+    const c = partial();
+    await expect.poll(c.status, { timeout: 3000 }).toBe(503);
+    expect(c.text()).toContain('max_buffered_request_bytes');
+    expect([a.status(), b.status()]).toEqual([0, 0]);
+    for (const p of [a, b, c]) p.s.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    // Their shares are back: a body as large is read and forwarded.
+    const ok = await fetch(`${t.url}/upload/y`, { method: 'POST', body: 'b'.repeat(60_000) });
+    expect(ok.status).toBe(200);
   });
 
   it('bodies past the buffer stream, at most max_streaming_uploads_per_client at once from one address (503 past it)', async () => {
