@@ -28,6 +28,7 @@ import { wakeRules } from './events/wake-rules.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
+import { KEY_IN_URL } from './proxy/admit.js';
 import { descriptorWarning, tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
 import { Replayer } from './proxy/replay.js';
@@ -410,17 +411,16 @@ export class Gateway {
         req.resume();
         return recorder.finish(req, x);
       }
-      if (isManagementPath(url) && !holdsGatewayKey(url)) return manage(req, res);
       const keyInUrl = holdsGatewayKey(url);
+      if (isManagementPath(url) && !keyInUrl) return manage(req, res);
       const body = JSON.stringify(
-        errorBody(
-          keyInUrl ? 'invalid_request' : 'resource_missing',
-          null,
-          keyInUrl
-            ? 'a gateway key was sent in the URL; send it in the Authorization header only, and revoke this one'
-            : 'this listener serves the console and /v2 only; requests are proxied on the main listener',
-          keyInUrl ? 'url' : null,
-        ),
+        keyInUrl
+          ? errorBody(KEY_IN_URL.type, null, KEY_IN_URL.message, KEY_IN_URL.param)
+          : errorBody(
+              'resource_missing',
+              null,
+              'this listener serves the console and /v2 only; requests are proxied on the main listener',
+            ),
       );
       req.resume();
       res.writeHead(keyInUrl ? 400 : 404, { 'content-type': 'application/json', 'content-length': body.length });

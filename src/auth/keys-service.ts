@@ -203,31 +203,35 @@ export class KeyService {
    * caller lacks, a higher rate (per second) or burst, an environment the caller may
    * not name. A key may issue, replace and revoke only keys it could be (DESIGN.md).
    */
-  beyond(caller: KeyRecord, target: Pick<KeyRecord, 'scopes' | 'rate_limit' | 'environment'>): string | null {
+  beyond(
+    caller: KeyRecord,
+    target: Pick<KeyRecord, 'scopes' | 'rate_limit' | 'environment'>,
+  ): { what: string; param: string } | null {
     const lacking = target.scopes.find((s) => !caller.scopes.includes(s));
-    if (lacking !== undefined) return `the scope ${lacking}`;
+    if (lacking !== undefined) return { what: `the scope ${lacking}`, param: 'scopes' };
     const a = this.ownLimit(caller);
     const b = this.ownLimit(target);
     if (b.limit / WINDOW_S[b.window] > a.limit / WINDOW_S[a.window] || b.burst > a.burst)
-      return `a rate limit above its own (${a.limit}/${a.window}, burst ${a.burst})`;
+      return { what: `a rate limit above its own (${a.limit}/${a.window}, burst ${a.burst})`, param: 'rate_limit' };
     if (target.environment !== caller.environment && this.envClass(caller.environment) !== 'live')
-      return `the environment ${target.environment}`;
+      return { what: `the environment ${target.environment}`, param: 'environment' };
     return null;
   }
 
+  /** Throws 403 unless `caller` may manage `target`; `param` names an existing key's field (else the one it lacks). */
   private mustManage(
     caller: KeyRecord,
     target: Pick<KeyRecord, 'scopes' | 'rate_limit' | 'environment'> & { id?: string },
     act: string,
-    param = 'scopes',
+    param?: string,
   ): void {
     const why = this.beyond(caller, target);
     if (why === null) return;
-    const what = target.id ? `key ${target.id}, which has ${why}` : `a key with ${why}`;
+    const what = target.id ? `key ${target.id}, which has ${why.what}` : `a key with ${why.what}`;
     throw new GatewayError(
       'insufficient_scope',
       `this key cannot ${act} ${what}: it lacks that itself`,
-      why.startsWith('a rate') && param === 'scopes' ? 'rate_limit' : param,
+      param ?? why.param,
     );
   }
 

@@ -5,7 +5,7 @@ import { type BodyBudget, budgetFor, OverBudget, omittedBody, Work } from './bud
 import { type Coding, codingOf } from './codings.js';
 import { FieldNames } from './field-names.js';
 import { boundaryOf, eachPart } from './multipart.js';
-import { gatewayKeyIn, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
+import { formDecode, gatewayKeyIn, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
 
 /** How one body is read: its budget, and whether a body the redactor cannot read is kept all the same. */
 export interface BodyOptions {
@@ -151,7 +151,7 @@ export class Redactor {
         if (e instanceof OverBudget) throw e;
         // Not JSON after all: the patterns below.
       }
-      return this.jsonText(v, false);
+      return this.jsonText(v);
     }
     return this.scrubKeys(v.replace(this.graphqlArgs, (m, head: string, lit: string) => this.namedArg(m, head, lit)));
   }
@@ -182,19 +182,17 @@ export class Redactor {
    * and their values found by pattern, keys written with escapes read as JSON reads
    * them, and gateway keys written with escapes found too.
    */
-  private jsonText(text: string, escapedOnly: boolean): string {
+  private jsonText(text: string): string {
     const w = this.work as Work;
     const escaped = text.indexOf('\\') !== -1 && this.spelled.test(text);
-    let out = escapedOnly
-      ? text
-      : text.replace(KEY_VALUE, (m, head: string, key: string, v: string) => {
-          if (key.indexOf('\\') !== -1) {
-            w.match();
-            key = jsonUnescape(key);
-          }
-          if (!this.fields.has(key)) return m;
-          return `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
-        });
+    let out = text.replace(KEY_VALUE, (m, head: string, key: string, v: string) => {
+      if (key.indexOf('\\') !== -1) {
+        w.match();
+        key = jsonUnescape(key);
+      }
+      if (!this.fields.has(key)) return m;
+      return `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
+    });
     if (escaped) {
       out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
         if (inner.indexOf('\\') === -1) return m;
@@ -304,7 +302,7 @@ export class Redactor {
           // Not JSON after all (or text around it): the patterns below still find the named fields.
         }
       }
-      if (!done) text = this.jsonText(text, false);
+      if (!done) text = this.jsonText(text);
     }
     // A form is read as one unless it was JSON after all (parsed whole, or not typed a form).
     if (form && !done && (formType || !json)) {
@@ -328,7 +326,7 @@ export class Redactor {
       if (p.name !== null && this.fields.has(p.name)) next = this.marker(content);
       else if (this.fields.keyed(content)) {
         const utf8 = Buffer.from(content, 'latin1');
-        if (isUtf8(utf8)) next = Buffer.from(this.jsonText(this.nested(utf8.toString(), 1), false)).toString('latin1');
+        if (isUtf8(utf8)) next = Buffer.from(this.jsonText(this.nested(utf8.toString(), 1))).toString('latin1');
       }
       if (next !== content) {
         out += text.slice(last, p.start) + next;
@@ -399,16 +397,6 @@ const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]
 
 /** A JSON string literal (perhaps cut short): its text, and its closing quote ('' when cut off). */
 const JSON_STRING = /"((?:[^"\\]|\\.)*)("?)/g;
-
-/** A form or query name or value as a server decodes it (`+` a space); left as sent when not valid. */
-function formDecode(s: string): string {
-  if (s.indexOf('%') === -1 && s.indexOf('+') === -1) return s;
-  try {
-    return decodeURIComponent(s.replace(/\+/g, ' '));
-  } catch {
-    return s;
-  }
-}
 
 function firstNonSpace(s: string): number {
   let i = 0;

@@ -9,6 +9,19 @@ export const gatewayKeyIn = (flags: string): RegExp =>
   new RegExp(`svc${US}(?:live|test)${US}[0-9A-Za-z]{20,128}`, flags);
 const US = '(?:_|%5[fF]|\\\\u005[fF])';
 
+/** The start of a gateway key in any of those spellings (a header carrying one is dropped, however short). */
+export const GATEWAY_KEY_START = new RegExp(`svc${US}(?:live|test)${US}[0-9A-Za-z]`);
+
+/** A form or query name or value as a server decodes it (`+` a space); left as sent when not valid. */
+export function formDecode(s: string): string {
+  if (s.indexOf('%') === -1 && s.indexOf('+') === -1) return s;
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+}
+
 /** Whether text holds a gateway key in any of those spellings. */
 export const holdsGatewayKey = (s: string): boolean => s.indexOf('svc') !== -1 && ANY_KEY.test(s);
 const ANY_KEY = gatewayKeyIn('');

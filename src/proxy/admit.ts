@@ -40,7 +40,8 @@ const FLOOD_SAMPLE = 100;
 let floodSeq = 0;
 
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
-const KEY_IN_URL = new GatewayError(
+/** The refusal of a request with a gateway key in its URL (the management listener gives it too). */
+export const KEY_IN_URL = new GatewayError(
   'invalid_request',
   'a gateway key was sent in the URL; send it in the Authorization header only, and revoke this one: URLs are logged along the way',
   'url',

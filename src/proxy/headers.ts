@@ -1,3 +1,5 @@
+import { GATEWAY_KEY_START } from '../capture/text.js';
+
 /**
  * Hop-by-hop header fields (RFC 9110 §7.6.1), which apply to one connection and
  * are never forwarded, plus the fields a proxy consumes itself
@@ -37,11 +39,8 @@ export interface ForwardHeadersOptions {
  * `auth`: a client that sends its key to an `auth: none` route must not leak it.
  */
 export function carriesGatewayKey(value: string): boolean {
-  const i = value.indexOf('svc');
-  return i !== -1 && GATEWAY_KEY.test(value);
+  return value.indexOf('svc') !== -1 && GATEWAY_KEY_START.test(value);
 }
-/** The start of a key, its underscores as sent, percent-encoded or JSON-escaped. */
-const GATEWAY_KEY = /svc(?:_|%5[fF]|\\u005[fF])(?:live|test)(?:_|%5[fF]|\\u005[fF])[0-9A-Za-z]/;
 
 /**
  * Fields named in a Connection header, lower-cased (they are hop-by-hop too), or

@@ -160,7 +160,7 @@ export class Replayer {
     x.route = route.name;
     x.environment = w.environment;
     x.consumer = w.consumer;
-    x.key = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
+    x.key = original;
     x.path = w.path;
     x.replayOf = w.id;
     const p = this.send(w, detail, filled, x, route.detail, upstreamPath(route, origin, w.path, filled.query), origin, {

@@ -1,4 +1,5 @@
 import { codingOf } from '../capture/codings.js';
+import { formDecode } from '../capture/text.js';
 import type { WakeDetail } from '../store/detail-types.js';
 
 /** A redaction marker, as stored (`[redacted:<12 hex>]`). */
@@ -74,14 +75,14 @@ export function fillRedacted(
 
 /** Parameters (`a=1&b=2`, `;` too) with each one holding a marker taken from `set` by its decoded name. */
 function fillParams(text: string, take: (n: string) => string | undefined, missing: string[]): string {
-  if (text === '' || !/redacted/.test(decodeLoose(text))) return text;
+  if (text === '' || !/redacted/.test(formDecode(text))) return text;
   const parts = text.split(/([&;])/);
   for (let i = 0; i < parts.length; i += 2) {
     const p = parts[i] as string;
     const eq = p.indexOf('=');
     if (eq === -1) continue;
-    const name = decodeLoose(p.slice(0, eq));
-    if (!MARKER.test(decodeLoose(p.slice(eq + 1)))) continue;
+    const name = formDecode(p.slice(0, eq));
+    if (!MARKER.test(formDecode(p.slice(eq + 1)))) continue;
     const v = take(name);
     if (v === undefined) missing.push(name);
     else parts[i] = `${p.slice(0, eq)}=${encodeURIComponent(v)}`;
@@ -115,11 +116,3 @@ function fillJson(text: string, given: (n: string) => unknown, missing: string[]
 
 const pathOf = (base: string, key: string): string =>
   /^[A-Za-z_$][\w$]*$/.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`;
-
-function decodeLoose(s: string): string {
-  try {
-    return decodeURIComponent(s.replace(/\+/g, ' '));
-  } catch {
-    return s;
-  }
-}
