@@ -1,7 +1,7 @@
 import type { Config } from '../config/index.js';
 import type { KeyRecord } from '../store/keys.js';
-import { type Bucket, BucketSet, refill } from './buckets.js';
 import { makePolicy, type Policy } from './policy.js';
+import { allocateBuckets, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
 import type { LimitDecision, RequestLimiter } from './types.js';
 
 export interface QuotaWarning {
@@ -10,14 +10,6 @@ export interface QuotaWarning {
   limit: number;
   used: number;
   window: string;
-}
-
-interface Quota {
-  win: number;
-  count: number;
-  /** 0: none raised this window; 1: 80% raised; 2: 95% raised. */
-  level: number;
-  windowMs: number;
 }
 
 const THRESHOLDS = [0.8, 0.95];
@@ -32,53 +24,78 @@ const WINDOW_NAME: Record<number, string> = { 1000: 'second', 60000: 'minute', 3
  * one shared `sandbox` bucket instead); a route or operation with its own policy
  * takes one from that policy's bucket too. All or nothing: a refused request takes
  * no token from any bucket. Unkeyed requests are limited per client address.
+ *
+ * The buckets live in shared memory (shared-buckets.ts), so every edge thread
+ * given the same `layout` decides against the same buckets, exactly.
  */
 export class RateLimiter implements RequestLimiter {
   private readonly policies = new Map<string, Policy>();
   private readonly keyPolicies = new WeakMap<KeyRecord, Policy>();
-  private readonly keyBuckets: BucketSet;
-  private readonly addrBuckets: BucketSet;
-  private readonly refusedBuckets: BucketSet;
+  /** Each route policy's bucket name prefix, made once. */
+  private readonly tags = new Map<string, string>();
   private readonly unauth: Policy;
-  private readonly shared = new Map<string, Bucket>();
-  private readonly extra = new Map<string, BucketSet>();
-  private readonly quotas = new Map<string, Quota>();
   private readonly testEnvs = new Set<string>();
   private readonly def: Policy;
   private readonly sandbox: Policy;
+  private readonly table: SharedBuckets;
+  /** The shared table, for other threads' limiters. */
+  readonly layout: SharedBucketsLayout;
   private timer: NodeJS.Timeout | null = null;
+  private now: () => number = Date.now;
+  /** The quota count of the last use counted. */
+  private used = 0;
   onWarning: (w: QuotaWarning) => void = () => {};
 
-  constructor(private readonly cfg: Pick<Config, 'rate_limits' | 'environments' | 'instance' | 'ratelimit'>) {
+  constructor(
+    private readonly cfg: Pick<Config, 'rate_limits' | 'environments' | 'instance' | 'ratelimit'>,
+    layout?: SharedBucketsLayout,
+  ) {
     const n = cfg.instance.count;
-    for (const [name, p] of Object.entries(cfg.rate_limits)) this.policies.set(name, makePolicy(name, p, n));
+    for (const [name, p] of Object.entries(cfg.rate_limits)) {
+      this.policies.set(name, makePolicy(name, p, n));
+      this.tags.set(name, `x${name}\u0000`);
+    }
     this.def = this.policies.get('default') as Policy;
     this.sandbox = this.policies.get('sandbox') as Policy;
     this.unauth = this.policies.get('unauthenticated') ?? makePolicy('unauthenticated', UNAUTH_DEFAULT, n);
     for (const [name, e] of Object.entries(cfg.environments)) if (e.class === 'test') this.testEnvs.add(name);
-    const { max_buckets, sketch_cells } = cfg.ratelimit;
-    this.keyBuckets = new BucketSet(max_buckets, sketch_cells);
-    this.addrBuckets = new BucketSet(max_buckets, sketch_cells);
-    this.refusedBuckets = new BucketSet(max_buckets, sketch_cells);
+    this.layout = layout ?? allocateBuckets(cfg.ratelimit.max_buckets, cfg.ratelimit.sketch_cells);
+    this.table = new SharedBuckets(this.layout);
   }
 
   refused(clientIp: string, now: number): LimitDecision | null {
-    const b = this.refusedBuckets.get(clientIp, now, this.unauth);
-    if (b.tokens >= 1 - EPS) {
-      b.tokens -= 1;
+    const t = this.table;
+    const p = this.unauth;
+    const s = this.locked('r', clientIp, p, now);
+    const tokens = t.refill(s, now, p.burst, p.rate);
+    if (tokens >= 1 - EPS) {
+      t.setTokens(s, tokens - 1);
+      t.unlock(s);
       return null;
     }
-    const retryAfter = Math.max(1, Math.ceil(wait(b) / 1000));
-    const headers = headersFor(b, null, b);
+    t.unlock(s);
+    const retryAfter = Math.max(1, Math.ceil(wait(p, tokens) / 1000));
+    const headers = headersFor(p, tokens, null, 0, false);
     headers.push('retry-after', String(retryAfter));
-    return { allowed: false, headers, retryAfter, policy: b.p.name };
+    return { allowed: false, headers, retryAfter, policy: p.name };
   }
 
-  /** Buckets held in memory, all sets together. */
+  /** The slot of one bucket, locked, and still its own. */
+  private locked(tag: string, id: string, p: Policy, now: number): number {
+    const t = this.table;
+    for (;;) {
+      const s = t.find(tag, id, now, p.burst, p.rate);
+      const a = t.ha;
+      const b = t.hb;
+      t.lock(s);
+      if (t.holds(s, a, b)) return s;
+      t.unlock(s);
+    }
+  }
+
+  /** Buckets held in shared memory, all kinds together. */
   get size(): number {
-    let n = this.keyBuckets.size + this.addrBuckets.size + this.refusedBuckets.size + this.shared.size;
-    for (const s of this.extra.values()) n += s.size;
-    return n;
+    return this.table.size(this.now());
   }
 
   policy(name: string): Policy | undefined {
@@ -95,83 +112,140 @@ export class RateLimiter implements RequestLimiter {
     return p;
   }
 
-  private sharedBucket(p: Policy, now: number): Bucket {
-    let b = this.shared.get(p.name);
-    if (!b) {
-      b = { tokens: p.burst, t: now, p };
-      this.shared.set(p.name, b);
-    } else {
-      refill(b, now);
-    }
-    return b;
-  }
-
-  private extraBucket(p: Policy, id: string, now: number): Bucket {
-    if (p.shared) return this.sharedBucket(p, now);
-    let set = this.extra.get(p.name);
-    if (!set) {
-      set = new BucketSet(this.cfg.ratelimit.max_buckets, this.cfg.ratelimit.sketch_cells);
-      this.extra.set(p.name, set);
-    }
-    return set.get(id, now, p);
-  }
-
   check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision {
-    let b1: Bucket;
-    if (key === null) b1 = this.addrBuckets.get(clientIp, now, this.def);
-    else if (this.testEnvs.has(key.environment)) b1 = this.sharedBucket(this.sandbox, now);
-    else b1 = this.keyBuckets.get(key.id, now, this.keyPolicy(key));
-    let b2: Bucket | null = null;
+    let p1: Policy;
+    let tag1: string;
+    let id1: string;
+    let test = false;
+    if (key === null) {
+      p1 = this.def;
+      tag1 = 'a';
+      id1 = clientIp;
+    } else if (this.testEnvs.has(key.environment)) {
+      p1 = this.sandbox;
+      tag1 = 's';
+      id1 = p1.name;
+      test = true;
+    } else {
+      p1 = this.keyPolicy(key);
+      tag1 = 'k';
+      id1 = key.id;
+    }
+    let p2: Policy | null = null;
+    let tag2 = '';
+    let id2 = '';
     if (extraPolicy !== null) {
-      const p2 = this.policies.get(extraPolicy);
-      if (p2 && p2 !== b1.p) b2 = this.extraBucket(p2, key ? key.id : clientIp, now);
+      const q = this.policies.get(extraPolicy);
+      if (q && q !== p1) {
+        p2 = q;
+        if (q.shared) {
+          tag2 = 's';
+          id2 = q.name;
+        } else {
+          tag2 = this.tags.get(q.name) as string;
+          id2 = key ? key.id : clientIp;
+        }
+      }
     }
-    if (b1.tokens < 1 - EPS || (b2 !== null && b2.tokens < 1 - EPS)) {
-      const refusing =
-        b1.tokens < 1 - EPS ? (b2 !== null && b2.tokens < 1 - EPS && wait(b2) > wait(b1) ? b2 : b1) : (b2 as Bucket);
-      const retryAfter = Math.max(1, Math.ceil(wait(refusing) / 1000));
-      const headers = headersFor(b1, b2, refusing);
-      headers.push('retry-after', String(retryAfter));
-      return { allowed: false, headers, retryAfter, policy: refusing.p.name };
+    const t = this.table;
+    if (p2 === null) {
+      const s1 = this.locked(tag1, id1, p1, now);
+      const tok = t.refill(s1, now, p1.burst, p1.rate);
+      if (tok < 1 - EPS) {
+        t.unlock(s1);
+        return refusal(p1, tok, null, 0, false);
+      }
+      t.setTokens(s1, tok - 1);
+      const raised = key !== null && !test ? this.countQuota(s1, p1, now) : 0;
+      t.unlock(s1);
+      if (key !== null) this.quota(key, p1, now, test ? -1 : s1, raised);
+      return { allowed: true, headers: headersFor(p1, tok - 1, null, 0, false), retryAfter: 0, policy: null };
     }
-    b1.tokens -= 1;
-    if (b2 !== null) b2.tokens -= 1;
-    if (key !== null) this.countQuota(key, b1.p, now);
-    const binding = b2 !== null && b2.tokens < b1.tokens ? b2 : b1;
-    return { allowed: true, headers: headersFor(b1, b2, binding), retryAfter: 0, policy: null };
+    // Two buckets: both locked (in slot order, so two threads never wait on each other), all or nothing.
+    let s1: number;
+    let s2: number;
+    for (;;) {
+      s1 = t.find(tag1, id1, now, p1.burst, p1.rate);
+      const a1 = t.ha;
+      const b1 = t.hb;
+      s2 = t.find(tag2, id2, now, p2.burst, p2.rate);
+      const a2 = t.ha;
+      const b2 = t.hb;
+      if (s1 === s2) {
+        t.lock(s1);
+      } else {
+        t.lock(Math.min(s1, s2));
+        t.lock(Math.max(s1, s2));
+      }
+      if (t.holds(s1, a1, b1) && t.holds(s2, a2, b2)) break;
+      this.unlock2(s1, s2);
+    }
+    const tok1 = t.refill(s1, now, p1.burst, p1.rate);
+    const tok2 = s1 === s2 ? tok1 - 1 : t.refill(s2, now, p2.burst, p2.rate);
+    if (tok1 < 1 - EPS || tok2 < 1 - EPS) {
+      this.unlock2(s1, s2);
+      const second = tok1 >= 1 - EPS || (tok2 < 1 - EPS && wait(p2, tok2) > wait(p1, tok1));
+      return refusal(p1, tok1, p2, tok2, second);
+    }
+    t.setTokens(s1, tok1 - 1);
+    if (s1 !== s2) t.setTokens(s2, tok2 - 1);
+    const raised = key !== null && !test ? this.countQuota(s1, p1, now) : 0;
+    this.unlock2(s1, s2);
+    if (key !== null) this.quota(key, p1, now, test ? -1 : s1, raised);
+    const second = tok2 - 1 < tok1 - 1;
+    return { allowed: true, headers: headersFor(p1, tok1 - 1, p2, tok2 - 1, second), retryAfter: 0, policy: null };
   }
 
-  private countQuota(key: KeyRecord, p: Policy, now: number): void {
-    const win = Math.floor(now / p.windowMs);
-    let q = this.quotas.get(key.id);
-    if (q === undefined || q.win !== win || q.windowMs !== p.windowMs) {
-      q = { win, count: 0, level: 0, windowMs: p.windowMs };
-      this.quotas.set(key.id, q);
+  private unlock2(s1: number, s2: number): void {
+    this.table.unlock(s1);
+    if (s2 !== s1) this.table.unlock(s2);
+  }
+
+  /**
+   * Counts a use against its key's quota window in slot `s` (locked): the thresholds
+   * it crossed, as a bit set (raised once the locks are let go).
+   */
+  private countQuota(s: number, p: Policy, now: number): number {
+    const q = this.table.countQuota(s, now, p.windowMs);
+    let level = q.level;
+    let raised = 0;
+    while (level < THRESHOLDS.length && q.count >= Math.ceil((THRESHOLDS[level] as number) * p.limit)) {
+      raised |= 1 << level;
+      level++;
     }
-    q.count++;
-    while (q.level < THRESHOLDS.length && q.count >= Math.ceil((THRESHOLDS[q.level] as number) * p.limit)) {
-      const threshold = THRESHOLDS[q.level] as number;
-      q.level++;
+    if (raised !== 0) this.table.setQuotaLevel(s, level);
+    this.used = q.count;
+    return raised;
+  }
+
+  /** Raises the quota warnings a use crossed; a test key's quota has its own slot (its bucket is shared). */
+  private quota(key: KeyRecord, p: Policy, now: number, s: number, raised: number): void {
+    if (s < 0) {
+      const qs = this.locked('q', key.id, p, now);
+      raised = this.countQuota(qs, p, now);
+      this.table.unlock(qs);
+    }
+    if (raised === 0) return;
+    for (let level = 0; level < THRESHOLDS.length; level++) {
+      if ((raised & (1 << level)) === 0) continue;
+      const threshold = THRESHOLDS[level] as number;
       this.onWarning({
         key,
         threshold,
         limit: p.limit,
-        used: q.count,
+        used: this.used,
         window: WINDOW_NAME[p.windowMs] ?? `${p.windowMs}ms`,
       });
     }
   }
 
-  /** Drops full buckets and past quota windows; runs in the background. */
+  /** Empties the slots of buckets that are full again; runs in the background. */
   sweep(now: number): void {
-    this.keyBuckets.sweep(now);
-    this.addrBuckets.sweep(now);
-    this.refusedBuckets.sweep(now);
-    for (const s of this.extra.values()) s.sweep(now);
-    for (const [id, q] of this.quotas) if (q.win !== Math.floor(now / q.windowMs)) this.quotas.delete(id);
+    this.table.sweep(now);
   }
 
   start(now: () => number, everyMs = 10_000): void {
+    this.now = now;
     this.timer = setInterval(() => this.sweep(now()), everyMs);
     this.timer.unref();
   }
@@ -182,28 +256,37 @@ export class RateLimiter implements RequestLimiter {
   }
 }
 
-/** Milliseconds until the bucket holds one whole token. */
-const wait = (b: Bucket): number => (b.tokens >= 1 - EPS ? 0 : (1 - b.tokens) / b.p.rate);
+function refusal(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): LimitDecision {
+  const retryAfter = Math.max(1, Math.ceil((second ? wait(p2 as Policy, tok2) : wait(p1, tok1)) / 1000));
+  const headers = headersFor(p1, tok1, p2, tok2, second);
+  headers.push('retry-after', String(retryAfter));
+  return { allowed: false, headers, retryAfter, policy: second ? (p2 as Policy).name : p1.name };
+}
+
+/** Milliseconds until a bucket under `p` holding `tokens` holds one whole token. */
+const wait = (p: Policy, tokens: number): number => (tokens >= 1 - EPS ? 0 : (1 - tokens) / p.rate);
 
 /**
  * x-ratelimit-* describe the binding bucket (the refusing one, or the one with
- * fewer tokens left); RateLimit-Policy and RateLimit (IETF draft
- * draft-ietf-httpapi-ratelimit-headers) list every bucket the request drew from.
+ * fewer tokens left: the second when `second`); RateLimit-Policy and RateLimit (IETF
+ * draft draft-ietf-httpapi-ratelimit-headers) list every bucket the request drew from.
  */
-function headersFor(b1: Bucket, b2: Bucket | null, binding: Bucket): string[] {
-  const reset = (b: Bucket) => Math.max(0, Math.ceil((b.p.burst - b.tokens) / b.p.rate / 1000 - EPS));
-  const remaining = (b: Bucket) => (b.tokens < 0 ? 0 : Math.floor(b.tokens + EPS));
-  const item = (b: Bucket) => `"${b.p.name}";r=${remaining(b)};t=${reset(b)}`;
+function headersFor(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): string[] {
+  const reset = (p: Policy, tokens: number) => Math.max(0, Math.ceil((p.burst - tokens) / p.rate / 1000 - EPS));
+  const remaining = (tokens: number) => (tokens < 0 ? 0 : Math.floor(tokens + EPS));
+  const item = (p: Policy, tokens: number) => `"${p.name}";r=${remaining(tokens)};t=${reset(p, tokens)}`;
+  const bp = second ? (p2 as Policy) : p1;
+  const bt = second ? tok2 : tok1;
   return [
     'x-ratelimit-limit',
-    String(binding.p.limit),
+    String(bp.limit),
     'x-ratelimit-remaining',
-    String(remaining(binding)),
+    String(remaining(bt)),
     'x-ratelimit-reset',
-    String(reset(binding)),
+    String(reset(bp, bt)),
     'ratelimit-policy',
-    b2 === null ? b1.p.header : `${b1.p.header}, ${b2.p.header}`,
+    p2 === null ? p1.header : `${p1.header}, ${p2.header}`,
     'ratelimit',
-    b2 === null ? item(b1) : `${item(b1)}, ${item(b2)}`,
+    p2 === null ? item(p1, tok1) : `${item(p1, tok1)}, ${item(p2, tok2)}`,
   ];
 }
