@@ -17,6 +17,7 @@ import { DetailBudget, detailSize } from './capture/detail.js';
 import { EXCHANGE, Recorder, type WithExchange } from './capture/recorder.js';
 import { Redactor } from './capture/redact.js';
 import { holdsGatewayKey } from './capture/text.js';
+import type { Wake } from './capture/wake.js';
 import { Wal, type WalCodec } from './capture/wal.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
@@ -43,7 +44,7 @@ import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
 import { claimOwner, releaseOwner } from './store/owner.js';
-import { LOG_SEGMENT_TAG, type Wake, WakeInserter, WakeQuerier, wakeLogCodec } from './store/wakes.js';
+import { LOG_SEGMENT_TAG, WakeInserter, WakeQuerier, wakeLogCodec } from './store/wakes.js';
 import {
   applyDeliveryRetention,
   type DeliveryRecord,

@@ -1,3 +1,4 @@
+import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { KeyService } from '../auth/keys-service.js';
 import type { Clock } from '../clock.js';
@@ -5,7 +6,6 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
-import type { KeyRecord } from '../store/keys.js';
 import type { WakeQuerier } from '../store/wakes.js';
 
 /** What the /v2 API is handed; each plugin takes what it needs from here. */

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isRevoked } from '../auth/authorize.js';
+import type { KeyRecord } from '../auth/key.js';
 import { missing } from '../errors.js';
-import type { KeyRecord } from '../store/keys.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { KeyRecord } from '../store/keys.js';
+import type { KeyRecord } from '../auth/key.js';
 import type { ApiDeps } from './context.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { parseInput } from './parse.js';

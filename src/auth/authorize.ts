@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors.js';
-import type { KeyRecord } from '../store/keys.js';
+import type { KeyRecord } from './key.js';
 import type { KeyRing } from './keyring.js';
 import { bearerToken } from './secrets.js';
 

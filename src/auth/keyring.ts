@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
-import type { KeyRecord, KeyTable } from '../store/keys.js';
+import type { KeyTable } from '../store/keys.js';
+import type { KeyRecord } from './key.js';
 import { hashSecret } from './secrets.js';
 
 /** Overlap between polls, so a write stamped by a slightly late clock is not missed. */

@@ -1,4 +1,4 @@
-import type { Wake } from '../store/wakes.js';
+import type { Wake } from './wake.js';
 
 /**
  * The optional access log (`log.access: true`): one JSON line per request on

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CapturedBody } from '../store/detail-types.js';
+import type { CapturedBody } from './detail-types.js';
 
 /**
  * What reading one captured body may cost. A body is redacted on the main thread

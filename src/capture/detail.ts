@@ -1,6 +1,6 @@
 import { type Refillable, refill } from '../ratelimit/buckets.js';
-import type { CapturedDetail } from '../store/detail-types.js';
 import { budgetFor } from './budget.js';
+import type { CapturedDetail } from './detail-types.js';
 import type { BodyOptions, Redactor } from './redact.js';
 
 /** What a route keeps of its exchanges (capture.detail, narrowed or widened per route). */

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { KeyRecord } from '../auth/key.js';
 import type { Clock } from '../clock.js';
 import { newWakeId } from '../ids.js';
 import type { HotCounterChild, HotHistogramChild } from '../metrics/hot.js';
@@ -11,12 +12,11 @@ import {
   statusClass,
   statusClassIndex,
 } from '../metrics/index.js';
-import type { CapturedDetail } from '../store/detail-types.js';
-import type { KeyRecord } from '../store/keys.js';
-import type { Wake } from '../store/wakes.js';
 import { buildDetail, type DetailBudget, type DetailTap, detailSize } from './detail.js';
+import type { CapturedDetail } from './detail-types.js';
 import type { Redactor } from './redact.js';
 import { withoutGatewayKeys } from './text.js';
+import type { Wake } from './wake.js';
 
 /** Per-request state, kept on one object so the hot path allocates little. */
 export interface Exchange {

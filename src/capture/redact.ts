@@ -1,8 +1,8 @@
 import { isUtf8 } from 'node:buffer';
 import { createHmac } from 'node:crypto';
-import type { CapturedBody } from '../store/detail-types.js';
 import { type BodyBudget, budgetFor, OverBudget, omittedBody, Work } from './budget.js';
 import { type Coding, codingOf } from './codings.js';
+import type { CapturedBody } from './detail-types.js';
 import { FieldNames } from './field-names.js';
 import { boundaryOf, eachPart } from './multipart.js';
 import { formDecode, gatewayKeyIn, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';

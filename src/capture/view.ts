@@ -1,6 +1,6 @@
-import type { StoredBody, WakeDetail } from '../store/detail-types.js';
-import type { Wake } from '../store/wakes.js';
 import { omittedInfo } from './budget.js';
+import type { StoredBody, WakeDetail } from './detail-types.js';
+import type { Wake } from './wake.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 

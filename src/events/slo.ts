@@ -1,6 +1,6 @@
 import type { RowListener } from '../capture/batcher.js';
+import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
-import type { Wake } from '../store/wakes.js';
 import type { EventBus } from './bus.js';
 
 /** Fast-burn alerting (Google SRE workbook): 14.4x the budget over a short window. */

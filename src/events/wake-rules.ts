@@ -1,7 +1,7 @@
 import type { RowListener } from '../capture/batcher.js';
 import { wakeView } from '../capture/view.js';
+import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
-import type { Wake } from '../store/wakes.js';
 import type { EventBus } from './bus.js';
 
 /**

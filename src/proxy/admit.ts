@@ -1,12 +1,12 @@
 import type { IncomingMessage } from 'node:http';
 import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
+import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { Exchange } from '../capture/recorder.js';
 import { holdsGatewayKey } from '../capture/text.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
-import type { KeyRecord } from '../store/keys.js';
 import { type Origin, type Route, type RouteTable, unsafePath, upstreamPath } from './routes.js';
 
 export interface AdmitDeps {

@@ -1,5 +1,5 @@
+import type { KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
-import type { KeyRecord } from '../store/keys.js';
 import { makePolicy, type Policy } from './policy.js';
 import { allocateBuckets, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
 import type { LimitDecision, RequestLimiter } from './types.js';

@@ -1,4 +1,4 @@
-import type { KeyRecord } from '../store/keys.js';
+import type { KeyRecord } from '../auth/key.js';
 
 /** What a limiter says of one request. */
 export interface LimitDecision {

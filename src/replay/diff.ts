@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { omittedInfo } from '../capture/budget.js';
 import { codingOf } from '../capture/codings.js';
-import type { StoredBody, WakeDiff } from '../store/detail-types.js';
+import type { StoredBody, WakeDiff } from '../capture/detail-types.js';
 
 /**
  * Response headers never compared: the gateway's own (it adds them to every

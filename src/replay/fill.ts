@@ -1,6 +1,6 @@
 import { codingOf } from '../capture/codings.js';
+import type { WakeDetail } from '../capture/detail-types.js';
 import { formDecode } from '../capture/text.js';
-import type { WakeDetail } from '../store/detail-types.js';
 
 /** A redaction marker, as stored (`[redacted:<12 hex>]`). */
 const MARKER = /\[redacted:[0-9a-f]{12}\]/;

@@ -1,5 +1,5 @@
-import type { CapturedBody, CapturedDetail, StoredBody } from './detail-types.js';
-import type { Wake } from './wakes.js';
+import type { CapturedBody, CapturedDetail, StoredBody } from '../capture/detail-types.js';
+import type { Wake } from '../capture/wake.js';
 
 /**
  * How a wake is written to the write-ahead log, and how the log's segments reach

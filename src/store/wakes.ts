@@ -1,9 +1,10 @@
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
+import type { WakeDetail } from '../capture/detail-types.js';
+import type { Wake } from '../capture/wake.js';
 import type { Store } from './client.js';
 import { queryRows } from './client.js';
-import type { CapturedDetail, WakeDetail } from './detail-types.js';
 import {
   bodyFrom,
   DETAIL_COLUMNS,
@@ -21,42 +22,6 @@ import {
 } from './wake-log.js';
 
 export { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
-
-/** One captured request: SPEC.md's wake plus what the gateway knows about it. */
-export interface Wake {
-  id: string;
-  method: string;
-  path: string;
-  /**
-   * The gateway answered without asking the origin (a refused key, scope, limit,
-   * route or path). Not stored; the SLO rules leave such wakes out of an origin's
-   * objective.
-   */
-  refused?: boolean;
-  /** Days the wake is kept (its environment's retention), set when it is recorded. */
-  retention_days?: number;
-  /** A replay's wake: the id of the wake it replays. */
-  replay_of?: string;
-  /** The exchange, redacted (absent when the route keeps none, or the budget was spent). */
-  detail?: CapturedDetail;
-  /** The detail was written to the write-ahead log and let go: the batch's segment holds it. */
-  detail_in_log?: boolean;
-  /** The path was longer than the stored cap and was cut (absent: false). */
-  path_truncated?: boolean;
-  route: string;
-  status: number;
-  latency_ms: number;
-  consumer: string;
-  key_id: string;
-  environment: string;
-  region: string;
-  /** Milliseconds since the epoch; the same millisecond as the id's time part. */
-  captured_at: number;
-  request_bytes: number;
-  response_bytes: number;
-  client_ip: string;
-  user_agent: string;
-}
 
 const lineText = (e: string | LineParts): string => (typeof e === 'string' ? `${e}\n` : joinParts(e).toString());
 

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Wake } from '../../src/capture/wake.js';
 import { newWakeId } from '../../src/ids.js';
 import type { Store } from '../../src/store/client.js';
 import { DETAIL_GRANULE, detailTableSql } from '../../src/store/detail-table.js';
 import { MIGRATIONS, migrate, migrationsApplied } from '../../src/store/migrations.js';
-import { LOG_SEGMENT_TAG, type Wake, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
+import { LOG_SEGMENT_TAG, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
 import { tempStore } from '../helpers/store.js';
 
 const base = Date.UTC(2026, 10, 20, 12, 0, 0);

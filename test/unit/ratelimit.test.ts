@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
 import type { LimitDecision } from '../../src/ratelimit/types.js';
-import type { KeyRecord } from '../../src/store/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
 const key = (id: string, env = 'production', rate_limit: KeyRecord['rate_limit'] = null): KeyRecord => ({

@@ -2,8 +2,8 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { budgetFor, omittedInfo } from '../../src/capture/budget.js';
+import type { CapturedBody } from '../../src/capture/detail-types.js';
 import { Redactor } from '../../src/capture/redact.js';
-import type { CapturedBody } from '../../src/store/detail-types.js';
 
 const FIELDS = ['password', 'secret', 'token', 'access_token', 'refresh_token', 'api_key', 'card_number', 'cvc'];
 const r = new Redactor(Buffer.alloc(32, 7), ['authorization'], FIELDS);

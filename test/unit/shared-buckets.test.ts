@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
+import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { RateLimiter } from '../../src/ratelimit/limiter.js';
-import type { KeyRecord } from '../../src/store/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const HAMMER = fileURLToPath(new URL('../fixtures/bucket-hammer.mjs', import.meta.url));

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import type { Wake } from '../../src/capture/wake.js';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { EventBus } from '../../src/events/bus.js';
 import { sloRules } from '../../src/events/slo.js';
 import { silentLogger } from '../../src/log.js';
 import type { EventTable } from '../../src/store/events.js';
-import type { Wake } from '../../src/store/wakes.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const wake = (i: number, status: number, latency = 5, t = T0 + i * 100): Wake => ({
