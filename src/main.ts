@@ -47,28 +47,40 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
 }
 
 async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
-  const gw = new Gateway(cfg, { source: { file, dropIn: process.env.ORIGIN_URL || null } });
-  await gw.start(() => {
+  const gw = new Gateway(cfg, {
+    source: { file, dropIn: process.env.ORIGIN_URL || null },
+    testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
+  });
+  // Signals are heard from the first moment: one that comes while the gateway starts
+  // stops it once it has started (a start half done is never left running).
+  let signals = 0;
+  let started: Promise<unknown> = Promise.resolve();
+  const onSignal = (sig: string) => {
+    if (++signals > 1) process.exit(1);
+    void started.then(
+      () => {
+        gw.log.info('stopping', { signal: sig });
+        gw.stop().then(
+          () => process.exit(0),
+          (e: Error) => {
+            gw.log.error('stop failed', { err: e });
+            process.exit(1);
+          },
+        );
+      },
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  started = gw.start(() => {
     if (!gw.generatedAdminSecret) return;
     // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.
     out(
       `\nA bootstrap admin key was generated. It is shown only this once; store it now:\n\n  ${gw.generatedAdminSecret}\n\n`,
     );
   });
-  let signals = 0;
-  const onSignal = (sig: string) => {
-    if (++signals > 1) process.exit(1);
-    gw.log.info('stopping', { signal: sig });
-    gw.stop().then(
-      () => process.exit(0),
-      (e: Error) => {
-        gw.log.error('stop failed', { err: e });
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
+  await started;
 }
 
 /** Recovery: a key written straight into the store, for when no key can reach the API. */

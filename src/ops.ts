@@ -1,10 +1,9 @@
 import http from 'node:http';
-import type { Metrics } from './metrics/index.js';
 
 export interface OpsDeps {
-  metrics: Metrics;
-  /** Refreshes gauges just before a scrape. */
-  refresh: () => void;
+  /** The text of a scrape: every thread's series, merged. */
+  scrape: () => Promise<string>;
+  contentType: string;
   /** Readiness: whether the gateway can serve, and what to say about it. */
   ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
   /** Every other path (the console and /v2, when they share this listener); null: 404. */
@@ -31,10 +30,9 @@ export function createOpsServer(d: OpsDeps): http.Server {
       return;
     }
     if (path === '/metrics') {
-      d.refresh();
-      d.metrics.registry.metrics().then(
+      d.scrape().then(
         (text) => {
-          res.writeHead(200, { 'content-type': d.metrics.registry.contentType });
+          res.writeHead(200, { 'content-type': d.contentType });
           res.end(text);
         },
         () => json(500, { status: 'metrics failed' }),

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { Config } from './config/index.js';
 import type { Store } from './store/client.js';
 import { queryRows } from './store/client.js';
@@ -90,10 +91,37 @@ export function listenError(e: unknown, what: { name: string; setting: string; p
   return e;
 }
 
+/** The runtime can listen with SO_REUSEPORT (Node 22.12 or later, on Linux). */
+export function hasReusePort(version = process.versions.node, platform = process.platform): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return platform === 'linux' && (major > 22 || (major === 22 && minor >= 12));
+}
+
+/** How many edge threads `server.threads` means here, and why it is 1 when more were asked for. */
+export function resolveThreads(
+  cfg: Readonly<Config>,
+  reusePort = hasReusePort(),
+  cores = availableParallelism(),
+): { threads: number; why: string | null } {
+  const asked = cfg.server.threads === 'auto' ? cores : cfg.server.threads;
+  if (asked <= 1 || reusePort) return { threads: asked, why: null };
+  return {
+    threads: 1,
+    why: `server.threads is ${cfg.server.threads}, but edge threads share the port with SO_REUSEPORT, which needs Node 22.12 or later on Linux (this is Node ${process.versions.node} on ${process.platform}): serving with one thread`,
+  };
+}
+
 /** The one line at start that says what is running. */
 export function startLine(
   cfg: Readonly<Config>,
-  o: { file: string | null; port: number; opsPort: number; managementPort: number; dropIn: string | null },
+  o: {
+    file: string | null;
+    port: number;
+    opsPort: number;
+    managementPort: number;
+    dropIn: string | null;
+    threads: number;
+  },
 ): Record<string, unknown> {
   const s = cfg.server;
   const m = cfg.management;
@@ -108,7 +136,7 @@ export function startLine(
     console: cfg.console.enabled
       ? `http://${m.listener === 'separate' ? m.host : s.ops_host}:${o.managementPort}${cfg.console.path}/`
       : 'off',
-    threads: 1,
+    threads: o.threads,
     ...(o.dropIn ? { origin: o.dropIn } : { routes: cfg.routes.map((r) => `${r.name} ${r.prefix}`) }),
   };
 }

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
-import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
+import { EXCHANGE, PEER, type WithExchange, type WithPeer } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import type { RouteDoc } from './docs.js';
@@ -153,7 +153,7 @@ export async function buildApi(
         x.environment = a.key.environment;
       }
       // Refused keys are limited per address, as at the proxy.
-      const over = deps.limiter?.refused(request.ip, now);
+      const over = deps.limiter?.refused((request.raw as WithPeer)[PEER] ?? request.ip, now);
       if (over) {
         for (let i = 0; i < over.headers.length; i += 2) {
           if (over.headers[i] !== 'retry-after') reply.header(over.headers[i] as string, over.headers[i + 1]);
@@ -172,7 +172,7 @@ export async function buildApi(
     deps.ring.touch(key.id, now);
     if (auth.scope !== '' && !hasScope(key, auth.scope)) throw scopeError(auth.scope);
     if (deps.limiter) {
-      const d = deps.limiter.check(key, request.ip, auth.policy ?? null, now);
+      const d = deps.limiter.check(key, (request.raw as WithPeer)[PEER] ?? request.ip, auth.policy ?? null, now);
       for (let i = 0; i < d.headers.length; i += 2) {
         if (d.headers[i] !== 'retry-after') reply.header(d.headers[i] as string, d.headers[i + 1]);
       }

@@ -14,6 +14,13 @@ const POLL_OVERLAP_MS = 5_000;
  * default), so a revocation elsewhere takes effect here within about 2 s.
  */
 export class KeyRing {
+  /**
+   * Other threads' copies of the ring (edge threads): every key version applied here
+   * is handed to it, and `published` waits until they all hold it.
+   */
+  publisher: ((keys: KeyRecord[]) => Promise<void>) | null = null;
+  private unpublished: KeyRecord[] = [];
+  private publishing: Promise<void> | null = null;
   private readonly byHash = new Map<string, KeyRecord>();
   private readonly byId = new Map<string, KeyRecord>();
   private readonly usage = new Map<string, number>();
@@ -22,8 +29,9 @@ export class KeyRing {
   private timer: NodeJS.Timeout | null = null;
   private polling: Promise<void> | null = null;
 
+  /** `table` null: a copy kept by the thread that owns the table (an edge thread's ring). */
   constructor(
-    private readonly table: KeyTable,
+    private readonly table: KeyTable | null,
     private readonly log: Logger,
   ) {}
 
@@ -32,7 +40,7 @@ export class KeyRing {
   }
 
   async load(): Promise<void> {
-    for (const k of await this.table.changedSince(0)) this.apply(k);
+    if (this.table) for (const k of await this.table.changedSince(0)) this.apply(k);
   }
 
   /** Applies one key version if it is newer than what is held. */
@@ -43,13 +51,50 @@ export class KeyRing {
     this.byId.set(k.id, k);
     this.byHash.set(k.secret_hash, k);
     if (k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
+    if (this.publisher) {
+      this.unpublished.push(k);
+      if (this.unpublished.length === 1) queueMicrotask(() => void this.published());
+    }
+  }
+
+  /** Resolves once every key version applied so far is held by every copy of the ring. */
+  published(): Promise<void> {
+    if (!this.publisher || this.unpublished.length === 0) return this.publishing ?? Promise.resolve();
+    const batch = this.unpublished;
+    this.unpublished = [];
+    const before = this.publishing ?? Promise.resolve();
+    const send = this.publisher;
+    const p = before.then(() =>
+      send(batch).catch((e) => this.log.error('handing keys to the edge threads failed', { err: e as Error })),
+    );
+    this.publishing = p;
+    void p.then(() => {
+      if (this.publishing === p) this.publishing = null;
+    });
+    return p;
+  }
+
+  /** An edge thread's use of a key (to the second), written back with this ring's own. */
+  used(id: string, sec: number): void {
+    if ((this.usage.get(id) ?? 0) >= sec) return;
+    this.usage.set(id, sec);
+    this.dirtyUsage.set(id, sec);
+  }
+
+  /** The uses recorded since the last call (an edge thread hands them to the control thread). */
+  takeUsage(): Map<string, number> {
+    const batch = new Map(this.dirtyUsage);
+    this.dirtyUsage.clear();
+    return batch;
   }
 
   async poll(): Promise<void> {
+    const table = this.table;
+    if (!table) return;
     if (this.polling) return this.polling;
     this.polling = (async () => {
       try {
-        for (const k of await this.table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
+        for (const k of await table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
       } catch (e) {
         this.log.warn('key poll failed; keeping the keys held', { err: e as Error });
       } finally {
@@ -88,7 +133,7 @@ export class KeyRing {
   }
 
   async flushUsage(): Promise<void> {
-    if (this.dirtyUsage.size === 0) return;
+    if (this.dirtyUsage.size === 0 || !this.table) return;
     const batch = new Map(this.dirtyUsage);
     this.dirtyUsage.clear();
     try {

@@ -187,6 +187,7 @@ export class KeyService {
     };
     await this.table.put(key);
     this.ring.apply(key);
+    await this.ring.published();
     if (replaced) {
       this.events.emit('key.rotated', key.environment, { key: this.view(key), replaces: this.view(replaced) }, now);
     }
@@ -278,6 +279,7 @@ export class KeyService {
     }
     await this.table.put(next);
     this.ring.apply(next);
+    await this.ring.published();
     if (revokeAt === undefined) {
       this.events.emit('key.revoked', k.environment, { key: this.view(next), scheduled: false }, now, `${k.id}`);
       this.announced.add(k.id);
@@ -329,6 +331,8 @@ export class KeyService {
       const key = this.adminRecord(env, hash, now);
       await this.table.put(key);
       this.ring.apply(key);
+      await this.ring.published();
+      await this.ring.published();
       return { created: key, secret: null };
     }
     if (this.ring.size > 0 || (await this.table.count()) > 0) return { created: null, secret: null };
@@ -336,6 +340,7 @@ export class KeyService {
     const key = this.adminRecord(env, hashSecret(secret), this.clock.now());
     await this.table.put(key);
     this.ring.apply(key);
+    await this.ring.published();
     return { created: key, secret };
   }
 
@@ -354,6 +359,7 @@ export class KeyService {
     };
     await this.table.put(next);
     this.ring.apply(next);
+    await this.ring.published();
     this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
   }
 

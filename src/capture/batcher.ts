@@ -324,6 +324,11 @@ export class Batcher<T> {
     }
   }
 
+  /** Writes the log's pending lines now, synchronously (a thread about to die keeps what it answered). */
+  writeLog(): void {
+    this.wal?.writePending();
+  }
+
   /** Flushes everything, stops the timers and closes the log (what storage did not take stays in it). */
   async stop(): Promise<void> {
     await this.flush();

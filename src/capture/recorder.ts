@@ -47,6 +47,13 @@ export interface Exchange {
   prebuilt: CapturedDetail | null;
 }
 
+/**
+ * The client's address of a request the control thread answers for an edge thread
+ * (a /v2 call handed over on loopback): its socket is the edge's.
+ */
+export const PEER: unique symbol = Symbol('wakegate.peer');
+export type WithPeer = { [PEER]?: string };
+
 /** What the recorder reads of a request (a real IncomingMessage, or a replay's stand-in). */
 export type RequestInfo = Pick<IncomingMessage, 'method' | 'url' | 'headers'> & { socket: { remoteAddress?: string } };
 
@@ -176,7 +183,7 @@ export class Recorder {
       captured_at: x.start,
       request_bytes: x.reqBytes,
       response_bytes: x.resBytes,
-      client_ip: req.socket.remoteAddress ?? '',
+      client_ip: (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '',
       user_agent: ua === undefined ? '' : withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
     };
     if (x.replayOf) w.replay_of = x.replayOf;

@@ -10,6 +10,7 @@ export const defaults = {
     ops_port: 8081,
     ops_host: '127.0.0.1',
     region: 'local',
+    threads: 'auto',
     headers_timeout_ms: 10_000,
     request_timeout_ms: 300_000,
     keep_alive_timeout_ms: 5_000,

@@ -71,6 +71,8 @@ export const configSchema = z.strictObject({
     ops_port: port,
     ops_host: z.string().min(1),
     region: z.string().min(1).max(64),
+    /** Edge threads serving the main listener: auto (one per core) or a number. */
+    threads: z.union([z.literal('auto'), positiveInt.max(1024)]),
     /** Slowloris guard: the whole header block must arrive within this time. */
     headers_timeout_ms: positiveInt,
     /** The whole request (headers and body) must arrive within this time; 0 disables. */

@@ -24,7 +24,12 @@ export type EventType = (typeof EVENT_TYPES)[number];
  * so events get the same durability as wakes: while storage fails they go to
  * their own spool on disk and are replayed in order, deduplicated, when it answers.
  */
-export class EventBus {
+/** Where rules raise events: the bus itself, or (in an edge thread) a message to the control thread's bus. */
+export interface EventSink {
+  emit(type: EventType, environment: string, data: Record<string, unknown>, at?: number, dedupeKey?: string): unknown;
+}
+
+export class EventBus implements EventSink {
   private readonly batcher: Batcher<EventRecord>;
   private readonly listeners: (() => void)[] = [];
 

@@ -1,7 +1,7 @@
 import type { RowListener } from '../capture/batcher.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
-import type { EventBus } from './bus.js';
+import type { EventSink } from './bus.js';
 
 /** Fast-burn alerting (Google SRE workbook): 14.4x the budget over a short window. */
 export const BURN_THRESHOLD = 14.4;
@@ -37,7 +37,7 @@ interface RouteState {
  * error budget at 14.4x or more over the last 5 minutes, with at least 100
  * requests; at most once an hour per route, environment and kind. Time is the wakes' own.
  */
-export function sloRules(cfg: Pick<Config, 'routes'>, events: EventBus): RowListener<Wake> {
+export function sloRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowListener<Wake> {
   const routes = new Map(
     cfg.routes
       .filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null)

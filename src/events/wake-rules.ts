@@ -2,14 +2,14 @@ import type { RowListener } from '../capture/batcher.js';
 import { wakeView } from '../capture/view.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
-import type { EventBus } from './bus.js';
+import type { EventSink } from './bus.js';
 
 /**
  * Raises wake.error for every 5xx wake and wake.slow for every wake slower than
  * its route's latency objective, as each wake is captured (a status and a lookup;
  * the rare event is built only when it is raised).
  */
-export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventBus): RowListener<Wake> {
+export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowListener<Wake> {
   const objectives = new Map<string, number>();
   for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
   return {

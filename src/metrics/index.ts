@@ -20,9 +20,13 @@ export const statusClassIndex = (s: number): number => {
 export const STATUS_CLASS_COUNT = CLASSES.length + 1;
 
 /** Every instrument of the gateway. Labels stay bounded: route names, methods, status classes, policy names. */
-export function createMetrics() {
+/**
+ * `process: false` for an edge thread: the process's own series (CPU, memory, event
+ * loop) are the control thread's, and each edge's registry is merged into its scrape.
+ */
+export function createMetrics(opts: { process?: boolean } = {}) {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'wakegate_' });
+  if (opts.process !== false) collectDefaultMetrics({ register: registry, prefix: 'wakegate_' });
   // prom-client also exports three gauges named with `_total`, which Prometheus reserves
   // for counters (promtool check metrics refuses them). The same counts stay available,
   // by type, as wakegate_nodejs_active_handles, _requests and _resources.
@@ -166,6 +170,16 @@ export function createMetrics() {
     deliveryOldest,
     eventsShed,
     eventsDropped,
+    edgeThreads: new Gauge({
+      name: 'wakegate_edge_threads',
+      help: 'Edge threads serving the main listener',
+      registers: [registry],
+    }),
+    edgeRestarts: new Counter({
+      name: 'wakegate_edge_restarts_total',
+      help: 'Edge threads that died and were started again',
+      registers: [registry],
+    }),
   };
 }
 

@@ -30,7 +30,7 @@ export async function startGateway(
   const cfg = loadConfig({
     values: mergeConfig(
       {
-        server: { port: 0, host: '127.0.0.1', ops_port: 0, ops_host: '127.0.0.1' },
+        server: { port: 0, host: '127.0.0.1', ops_port: 0, ops_host: '127.0.0.1', threads: 1 },
         capture: { flush_interval_ms: 50 },
         storage: { key_poll_interval_ms: 200 },
         log: { level: 'silent' },

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hasReusePort } from '../../src/startup.js';
 import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
 
@@ -57,7 +58,8 @@ describe('start-up, as an operator reads it', () => {
       config: 'config/default.yaml',
       data_dir: join(dir, 'a'),
       storage: 'embedded',
-      threads: 1,
+      // threads: auto is one per core where edge threads can share the port, else 1.
+      threads: hasReusePort() ? availableParallelism() : 1,
       origin: 'http://127.0.0.1:9',
     });
     expect(s.listen).toMatch(/^127\.0\.0\.1:\d+$/);

@@ -1,0 +1,667 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { replayPlugin } from './api/replay.js';
+import { type ApiPlugin, buildApi } from './api/server.js';
+import { webhooksPlugin } from './api/webhooks.js';
+import { KeyRing } from './auth/keyring.js';
+import { KeyService } from './auth/keys-service.js';
+import { Batcher, type RowListener, type Sink } from './capture/batcher.js';
+import { type Capture, createCapture, openLog, redactionKey, retentionOf } from './capture/pipeline.js';
+import { EXCHANGE, PEER, type Recorder, type WithExchange, type WithPeer } from './capture/recorder.js';
+import { holdsGatewayKey } from './capture/text.js';
+import type { Wake } from './capture/wake.js';
+import { type Clock, systemClock } from './clock.js';
+import type { Config } from './config/index.js';
+import { consoleHandler } from './console/serve.js';
+import { createEdge, type Edge, isManagementPath } from './edge.js';
+import { errorBody } from './errors.js';
+import { EventBus } from './events/bus.js';
+import { sloRules } from './events/slo.js';
+import { wakeRules } from './events/wake-rules.js';
+import { createLogger, type Logger } from './log.js';
+import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
+import { createOpsServer } from './ops.js';
+import { KEY_IN_URL } from './proxy/admit.js';
+import { descriptorWarning } from './proxy/descriptors.js';
+import { Replayer } from './proxy/replay.js';
+import { RouteTable } from './proxy/routes.js';
+import { RateLimiter } from './ratelimit/limiter.js';
+import { type Part, Parts } from './root.js';
+import { loadSealingKey, SecretBox } from './seal.js';
+import { checkDataDir, checkServer, listenError, resolveThreads, startLine, storageError } from './startup.js';
+import { openStore, type Store } from './store/client.js';
+import { type EventRecord, EventTable } from './store/events.js';
+import { KeyTable } from './store/keys.js';
+import { migrate, migrationsApplied } from './store/migrations.js';
+import { claimOwner, releaseOwner } from './store/owner.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from './store/wake-log.js';
+import { WakeInserter, WakeQuerier } from './store/wakes.js';
+import {
+  applyDeliveryRetention,
+  type DeliveryRecord,
+  DeliveryTable,
+  EndpointTable,
+  FanoutCursorTable,
+} from './store/webhooks.js';
+import { EdgePool } from './threads/pool.js';
+import { Dispatcher } from './webhooks/dispatcher.js';
+import { EndpointService } from './webhooks/endpoints.js';
+import { FanOut } from './webhooks/fanout.js';
+
+export interface ControlOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** Replaces the wake inserter (tests inject a failing one). */
+  wakeSink?: (real: Sink<Wake>) => Sink<Wake>;
+  /** How often spooled batches are retried while storage is down. */
+  spoolRetryMs?: number;
+  /** Where the config came from, for the start line: its file, and ORIGIN_URL in drop-in mode. */
+  source?: { file: string | null; dropIn: string | null };
+  /** Test hooks (WAKEGATE_TEST_HOOKS=1): the serving thread in a header, and a way to crash an edge thread. */
+  testHooks?: boolean;
+}
+
+/**
+ * The control thread's composition root: what must be one per process (the store,
+ * migrations, inserts, event rules, fan-out and dispatch, keys, /v2, the console and
+ * the ops listener), then the edges: in this thread with `threads: 1`, else edge
+ * threads. Each line builds one subsystem; they close in the reverse order.
+ */
+export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions = {}) {
+  const clock = opts.clock ?? systemClock;
+  const log = opts.log ?? createLogger(cfg.log.level);
+  const metrics = createMetrics();
+  primeSeries(metrics, Object.keys(cfg.rate_limits));
+  const { threads, why } = resolveThreads(cfg);
+  const parts = new Parts();
+  const state = { stopping: false, generatedAdminSecret: null as string | null };
+  try {
+    const storage = parts.add(await openStorage(cfg, log));
+    const store = storage.store;
+    const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
+    const keyring = parts.add(await keyRing(store, log));
+    const ring = keyring.ring;
+    const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'));
+    bus.onDrop = (n, reason) => metrics.eventsDropped.labels(reason).inc(n);
+    const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics));
+    // The event log closes before the webhooks that fan it out: added after them.
+    parts.add({ name: 'events', close: () => bus.stop() });
+    const keys = parts.add(keyService(cfg, keyring.table, ring, bus, clock, log));
+    const limiter = parts.add(limiterPart(cfg, clock, bus));
+    const inserter = new WakeInserter(store, retentionOf(cfg));
+    const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
+    const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
+    const rules = [wakeRules(cfg, bus), sloRules(cfg, bus)] as const;
+    const capture = parts.add(
+      createCapture({
+        cfg,
+        clock,
+        log,
+        metrics,
+        stream: 'wakes',
+        sink,
+        redactionKey: redactionKey(sealingKey),
+        ...(opts.spoolRetryMs === undefined ? {} : { retryMs: opts.spoolRetryMs }),
+      }),
+    );
+    for (const r of rules) capture.batcher.onRows(r);
+    await storeOrphanLogs(cfg, log, threads, sink, rules);
+    const wakes = new WakeQuerier(store);
+    const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
+    const replay = parts.add(
+      replayPart(
+        new Replayer({
+          wakes,
+          limiter: limiter.limiter,
+          routes,
+          recorder: capture.recorder,
+          redactor: capture.redactor,
+          events: bus,
+          ring,
+          clock,
+          log,
+        }),
+      ),
+    );
+    const management = http.createServer({
+      maxHeaderSize: cfg.server.max_header_bytes,
+      headersTimeout: cfg.server.headers_timeout_ms,
+    });
+    const api = parts.add(
+      await apiPart(
+        cfg,
+        { clock, log, ring, keys: keys.keys, wakes, limiter: limiter.limiter, metrics },
+        management,
+        [webhooks.plugin, replayPlugin(replay.replayer)],
+        capture.recorder,
+        routes.fallbackEnvironment,
+      ),
+    );
+    const ports = { main: cfg.server.port };
+    const edges = threads === 1 ? null : new EdgeSlot();
+    const listeners = parts.add(
+      listenersPart({
+        cfg,
+        metrics,
+        management,
+        api,
+        recorder: capture.recorder,
+        fallbackEnv: routes.fallbackEnvironment,
+        mainPort: () => ports.main,
+        pool: () => edges?.pool ?? null,
+        testHooks: opts.testHooks === true,
+        refresh: () => {
+          const st = capture.batcher.stats;
+          metrics.wakesBuffered.set(capture.batcher.buffered);
+          metrics.spoolBytes.set(st.spoolBytes);
+          metrics.spoolBatches.set(st.spoolBatches);
+          metrics.storageUp.set(st.storageUp ? 1 : 0);
+          metrics.keysHeld.set(ring.size);
+          metrics.buckets.set(limiter.limiter.size);
+        },
+        ready: () => readiness(store, capture, bus, state.stopping),
+      }),
+    );
+    // With one thread the edge is this thread's; with more, edge threads start when the gateway listens.
+    const edge =
+      edges === null
+        ? parts.add(
+            createEdge({
+              cfg,
+              clock,
+              log,
+              metrics,
+              ring,
+              limiter: limiter.limiter,
+              capture,
+              manage: api.manage,
+              reusePort: false,
+              threadLabel: opts.testHooks ? '1' : null,
+            }),
+          )
+        : null;
+    if (edges) {
+      parts.add(edges);
+      ring.publisher = (k) => edges.pool?.publish(k) ?? Promise.resolve();
+    }
+
+    ring.start(cfg.storage.key_poll_interval_ms);
+    keys.keys.start();
+    // What the write-ahead logs hold from an earlier run goes in now, while serving,
+    // with every listener (event rules, fan-out) in place: availability first.
+    bus.resume();
+    capture.batcher.resume();
+    webhooks.dispatcher.resumeLog();
+
+    /** Starts the edges (this thread's, or the edge threads), then the ops and management listeners. */
+    const listen = async (
+      beforeAnnounce?: () => void,
+    ): Promise<{ port: number; opsPort: number; managementPort: number }> => {
+      await listeners.internal(edges !== null);
+      if (edge) ports.main = await edge.listen(cfg.server.port);
+      else if (edges) {
+        edges.pool = new EdgePool({
+          cfg,
+          log,
+          metrics,
+          threads,
+          buckets: limiter.limiter.layout,
+          keys: () => [...ring.all()],
+          redactionKey: redactionKey(sealingKey),
+          internal: listeners.internalAddress(),
+          retryMs: opts.spoolRetryMs,
+          testHooks: opts.testHooks === true,
+          insert: sink,
+          events: bus,
+          slo: rules[1],
+          usage: (id, sec) => ring.used(id, sec),
+        });
+        ports.main = await edges.pool.start(cfg.server.port);
+      }
+      if (edge) metrics.edgeThreads.set(1);
+      const { opsPort, managementPort } = await listeners.listen();
+      // The bootstrap admin key is made only once the gateway listens: a start that
+      // fails (a port in use) leaves no key behind that was never shown.
+      const boot = await keys.keys.bootstrap(cfg.admin_key);
+      state.generatedAdminSecret = boot.secret;
+      if (boot.created) log.info('bootstrap admin key installed', { key_id: boot.created.id });
+      const fds = descriptorWarning(cfg.server);
+      if (fds) log.warn(fds);
+      beforeAnnounce?.();
+      if (why) log.info(why);
+      log.info(
+        'wakegate listening',
+        startLine(cfg, {
+          file: opts.source?.file ?? null,
+          dropIn: opts.source?.dropIn ?? null,
+          port: ports.main,
+          opsPort,
+          managementPort,
+          threads,
+        }),
+      );
+      return { port: ports.main, opsPort, managementPort };
+    };
+
+    const control = {
+      cfg,
+      clock,
+      log,
+      metrics,
+      threads,
+      store,
+      ring,
+      keys: keys.keys,
+      events: bus,
+      limiter: limiter.limiter,
+      capture,
+      wakes,
+      replayer: replay.replayer,
+      endpoints: webhooks.endpoints,
+      endpointTable: webhooks.endpointTable,
+      deliveries: webhooks.deliveries,
+      dispatcher: webhooks.dispatcher,
+      fanout: webhooks.fanout,
+      edge,
+      pool: () => edges?.pool ?? null,
+      listeners,
+      parts,
+      listen,
+      state,
+      /** Drains the edges, then closes every subsystem, last built first. */
+      async close(graceMs: number): Promise<void> {
+        state.stopping = true;
+        if (edge) await edge.drain(graceMs);
+        if (edges) edges.graceMs = graceMs;
+        await parts.close(log);
+        log.info('wakegate stopped');
+      },
+    };
+    return control;
+  } catch (e) {
+    await parts.close(log);
+    throw e;
+  }
+}
+
+export type Control = Awaited<ReturnType<typeof buildControl>>;
+
+/** The edge threads, once they are started: stopped (drained) first, as the last part built. */
+class EdgeSlot implements Part {
+  readonly name = 'edges';
+  pool: EdgePool | null = null;
+  graceMs = 10_000;
+  close(): Promise<void> | undefined {
+    return this.pool?.close(this.graceMs);
+  }
+}
+
+/** The store, opened and migrated; this process the owner of its data directory. */
+async function openStorage(cfg: Readonly<Config>, log: Logger) {
+  checkDataDir(cfg);
+  let store: Store;
+  try {
+    store = await openStore(cfg.storage);
+  } catch (e) {
+    throw storageError(cfg, e);
+  }
+  const embedded = !cfg.storage.clickhouse_url;
+  const close = async () => {
+    await store.close();
+    if (embedded) releaseOwner(cfg.storage.data_dir);
+  };
+  try {
+    await checkServer(cfg, store);
+    if (embedded) claimOwner(cfg.storage.data_dir);
+    const applied = await migrate(store);
+    if (applied.length) log.info('migrations applied', { versions: applied });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  return { name: 'storage', store, close };
+}
+
+/** Every key, in memory (polled from the table; handed to the edge threads). */
+async function keyRing(store: Store, log: Logger) {
+  const table = new KeyTable(store);
+  const ring = new KeyRing(table, log);
+  await ring.load();
+  return { name: 'keyring', ring, table, close: () => ring.stop() };
+}
+
+function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: EventBus, clock: Clock, log: Logger) {
+  const keys = new KeyService(cfg, table, ring, bus, clock, log);
+  return { name: 'key-service', keys, close: () => keys.stop() };
+}
+
+/** The rate limiter over the shared bucket table; its quota warnings are events. */
+function limiterPart(cfg: Readonly<Config>, clock: Clock, bus: EventBus) {
+  const limiter = new RateLimiter(cfg);
+  limiter.onWarning = (w) =>
+    bus.emit('consumer.quota.warning', w.key.environment, {
+      key_id: w.key.id,
+      consumer: w.key.consumer,
+      threshold: w.threshold,
+      limit: w.limit,
+      used: w.used,
+      window: w.window,
+    });
+  limiter.start(() => clock.now());
+  return { name: 'limiter', limiter, close: () => limiter.stop() };
+}
+
+/** Endpoints, deliveries, fan-out from the events table, and dispatch. */
+async function webhooksPart(
+  cfg: Readonly<Config>,
+  store: Store,
+  sealingKey: Buffer,
+  bus: EventBus,
+  clock: Clock,
+  log: Logger,
+  metrics: Metrics,
+) {
+  const endpointTable = new EndpointTable(store, new SecretBox(sealingKey));
+  endpointTable.onUnsealable = (id) =>
+    log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
+      endpoint_id: id,
+    });
+  const endpoints = new EndpointService(cfg, endpointTable, bus, clock, log);
+  await endpoints.load();
+  const deliveries = new DeliveryTable(store);
+  await applyDeliveryRetention(store, cfg.webhooks.dead_letter_retention_days);
+  const dispatcher = new Dispatcher(
+    cfg,
+    deliveries,
+    endpoints,
+    clock,
+    log,
+    metrics,
+    openLog<DeliveryRecord>(cfg, log, 'deliveries'),
+  );
+  const fanout = new FanOut(
+    cfg,
+    new EventTable(store),
+    deliveries,
+    endpoints,
+    dispatcher,
+    clock,
+    log,
+    metrics,
+    new FanoutCursorTable(store),
+    cfg.instance.index,
+  );
+  await fanout.init();
+  await dispatcher.resume();
+  bus.onRecorded(() => void fanout.poll());
+  endpoints.start(cfg.storage.key_poll_interval_ms);
+  dispatcher.start();
+  // Alone (instance.count 1), this instance records every event and polls as it does.
+  fanout.start(250, cfg.instance.count === 1);
+  const plugin: ApiPlugin = webhooksPlugin({ endpoints, deliveries, dispatcher });
+  return {
+    name: 'webhooks',
+    endpoints,
+    endpointTable,
+    deliveries,
+    dispatcher,
+    fanout,
+    plugin,
+    async close() {
+      // Turn the last events into (persisted) deliveries, then let running attempts finish.
+      await fanout.poll();
+      await fanout.stop();
+      await dispatcher.stop();
+      endpoints.stop();
+    },
+  };
+}
+
+/** Replays: running ones finish (and are recorded) before capture closes. */
+function replayPart(replayer: Replayer) {
+  return { name: 'replay', replayer, close: () => replayer.close() };
+}
+
+/** The /v2 API, and `manage`: a /v2 call from whichever listener, recorded as a wake like any other (route v2). */
+async function apiPart(
+  cfg: Readonly<Config>,
+  deps: Omit<Parameters<typeof buildApi>[0], 'config'>,
+  server: http.Server,
+  plugins: ApiPlugin[],
+  recorder: Recorder,
+  fallbackEnv: string,
+) {
+  const { app, handler } = await buildApi({ config: cfg, ...deps }, server, plugins);
+  const manage = (req: IncomingMessage, res: ServerResponse) => {
+    const x = recorder.begin();
+    x.route = 'v2';
+    x.environment = fallbackEnv;
+    (req as WithExchange)[EXCHANGE] = x;
+    res.setHeader('x-wake-id', x.id);
+    res.on('close', () => {
+      x.status = res.writableFinished ? res.statusCode : 499;
+      x.reqBytes = Number(req.headers['content-length'] ?? 0) || 0;
+      x.resBytes = Number(res.getHeader('content-length') ?? 0) || 0;
+      recorder.finish(req, x);
+    });
+    handler(req, res);
+  };
+  return { name: 'api', app: app as FastifyInstance, manage, close: () => app.close() };
+}
+
+interface ListenerDeps {
+  cfg: Readonly<Config>;
+  metrics: Metrics;
+  management: http.Server;
+  api: { manage: (req: IncomingMessage, res: ServerResponse) => void };
+  recorder: Recorder;
+  fallbackEnv: string;
+  mainPort: () => number;
+  pool: () => EdgePool | null;
+  testHooks: boolean;
+  refresh: () => void;
+  ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
+}
+
+/**
+ * The control thread's listeners: ops (/metrics of every thread, /healthz, /readyz,
+ * and by default the console and /v2), the management listener when it has its own
+ * port, and with edge threads a loopback listener for the /v2 calls they hand over.
+ */
+function listenersPart(d: ListenerDeps): Part & {
+  ops: http.Server;
+  management: http.Server;
+  internal: (needed: boolean) => Promise<void>;
+  internalAddress: () => { port: number; token: string };
+  listen: () => Promise<{ opsPort: number; managementPort: number }>;
+} {
+  const { cfg } = d;
+  const separate = cfg.management.listener === 'separate';
+  const ops = createOpsServer({
+    scrape: async () => {
+      d.refresh();
+      const pool = d.pool();
+      return pool ? pool.metrics(await d.metrics.registry.getMetricsAsJSON()) : d.metrics.registry.metrics();
+    },
+    contentType: d.metrics.registry.contentType,
+    ready: d.ready,
+    // The ops listener's other paths are the management listener's, unless that has its own port.
+    other: separate ? null : (req, res) => d.management.emit('request', req, res),
+  });
+  const serve = managementHandler(d);
+  d.management.on('request', serve);
+  d.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    res.writeContinue();
+    serve(req, res);
+  });
+  const token = randomBytes(32).toString('base64url');
+  const internal = http.createServer((req, res) => {
+    const given = Buffer.from(String(req.headers['x-wakegate-internal'] ?? ''));
+    const want = Buffer.from(token);
+    if (given.length !== want.length || !timingSafeEqual(given, want)) {
+      res.writeHead(403, { connection: 'close' });
+      return void res.end();
+    }
+    (req as WithPeer)[PEER] = String(req.headers['x-wakegate-peer'] ?? '');
+    delete req.headers['x-wakegate-internal'];
+    delete req.headers['x-wakegate-peer'];
+    d.api.manage(req, res);
+  });
+  const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
+    new Promise<number>((resolve, reject) => {
+      server.once('error', (e) => reject(listenError(e, { name, setting, port })));
+      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+    });
+  const close = async (server: http.Server) => {
+    if (!server.listening) return;
+    await new Promise<void>((r) => server.close(() => r()));
+    server.closeAllConnections();
+  };
+  return {
+    name: 'listeners',
+    ops,
+    management: d.management,
+    /** With edge threads: the loopback listener they hand /v2 calls to. */
+    internal: async (needed: boolean) => {
+      if (needed) await listen(internal, 0, '127.0.0.1', 'internal', 'server.threads');
+    },
+    internalAddress: () => ({ port: (internal.address() as AddressInfo).port, token }),
+    async listen() {
+      const s = cfg.server;
+      const m = cfg.management;
+      const opsPort = await listen(ops, s.ops_port, s.ops_host, 'OPS_PORT', 'server.ops_port');
+      const managementPort = separate
+        ? await listen(d.management, m.port, m.host, 'management.port', 'management.port')
+        : opsPort;
+      return { opsPort, managementPort };
+    },
+    async close() {
+      await close(internal);
+      await close(ops);
+      await close(d.management);
+    },
+  };
+}
+
+/**
+ * What the management listener serves (the ops listener's other paths, or a
+ * listener of its own): the console and /v2, and nothing it would proxy. The
+ * console never shares an origin with a proxied app, whose pages could otherwise
+ * read the signed-in key.
+ */
+function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const cfg = d.cfg;
+  const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, d.mainPort) : null;
+  const crash = /^\/__test\/edges\/(\d+)\/crash$/;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    if (consoleApp?.owns(url)) {
+      const x = d.recorder.begin();
+      x.route = 'console';
+      x.environment = d.fallbackEnv;
+      x.status = consoleApp.handle(req, res, x.id);
+      req.resume();
+      return d.recorder.finish(req, x);
+    }
+    const hook = d.testHooks && req.method === 'POST' ? crash.exec(url) : null;
+    if (hook) {
+      const ok = d.pool()?.crash(Number(hook[1])) ?? false;
+      res.writeHead(ok ? 202 : 404).end();
+      return;
+    }
+    const keyInUrl = holdsGatewayKey(url);
+    if (isManagementPath(url) && !keyInUrl) return d.api.manage(req, res);
+    const body = JSON.stringify(
+      keyInUrl
+        ? errorBody(KEY_IN_URL.type, null, KEY_IN_URL.message, KEY_IN_URL.param)
+        : errorBody(
+            'resource_missing',
+            null,
+            'this listener serves the console and /v2 only; requests are proxied on the main listener',
+          ),
+    );
+    req.resume();
+    res.writeHead(keyInUrl ? 400 : 404, { 'content-type': 'application/json', 'content-length': body.length });
+    res.end(body);
+  };
+}
+
+async function readiness(
+  store: Store,
+  capture: Capture,
+  bus: EventBus,
+  stopping: boolean,
+): Promise<{ ok: boolean; body: Record<string, unknown> }> {
+  if (stopping) return { ok: false, body: { status: 'stopping' } };
+  const st = capture.batcher.stats;
+  let storage = 'up';
+  let migrations = false;
+  try {
+    migrations = await migrationsApplied(store);
+  } catch {
+    storage = 'down';
+  }
+  if (!st.storageUp || !bus.stats.storageUp) storage = 'down';
+  // During a storage outage the gateway still serves (wakes go to the spool),
+  // so it stays ready; the body and the metrics show the outage.
+  const ok = storage === 'up' ? migrations : st.spoolBatches >= 0;
+  return {
+    ok,
+    body: {
+      status: storage === 'up' ? (migrations ? 'ready' : 'migrations pending') : 'degraded',
+      storage,
+      migrations_applied: migrations,
+      wakes_buffered: capture.batcher.buffered,
+      spool_bytes: st.spoolBytes,
+      spool_batches: st.spoolBatches,
+      events_spool_batches: bus.stats.spoolBatches,
+    },
+  };
+}
+
+/**
+ * The logs of edge threads that this start will not run (fewer threads than the
+ * last run): their wakes are stored now, each once, and heard by the event rules.
+ */
+async function storeOrphanLogs(
+  cfg: Readonly<Config>,
+  log: Logger,
+  threads: number,
+  sink: Sink<Wake>,
+  rules: readonly RowListener<Wake>[],
+): Promise<void> {
+  let names: string[];
+  try {
+    names = readdirSync(join(cfg.storage.data_dir, 'wal'));
+  } catch {
+    return;
+  }
+  const kept = threads === 1 ? 0 : threads;
+  for (const name of names) {
+    const m = /^wakes-(\d+)$/.exec(name);
+    if (!m || Number(m[1]) <= kept) continue;
+    const wal = openLog<Wake>(cfg, log, name, wakeLogCodec(retentionOf(cfg)), LOG_SEGMENT_TAG);
+    if (wal.length === 0) {
+      wal.close();
+      continue;
+    }
+    const b = new Batcher<Wake>(
+      {
+        batchRows: cfg.capture.batch_rows,
+        flushIntervalMs: cfg.capture.flush_interval_ms,
+        maxBufferedRows: 1,
+        rowsInLog: true,
+      },
+      sink,
+      wal,
+      log,
+    );
+    for (const r of rules) b.onRows(r);
+    // What storage does not take stays in the log for the next start.
+    await b.stop();
+  }
+}

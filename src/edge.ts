@@ -1,0 +1,211 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import { authenticate } from './auth/authorize.js';
+import type { KeyRing } from './auth/keyring.js';
+import type { Capture } from './capture/pipeline.js';
+import { holdsGatewayKey } from './capture/text.js';
+import type { Clock } from './clock.js';
+import type { Config } from './config/index.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics/index.js';
+import { tunnelBound } from './proxy/descriptors.js';
+import { ProxyHandler } from './proxy/handler.js';
+import { RouteTable } from './proxy/routes.js';
+import { trustedProxies } from './proxy/trust.js';
+import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
+import type { RateLimiter } from './ratelimit/limiter.js';
+import { listenError } from './startup.js';
+
+/** During a stop, idle connections are closed once no request has been in flight for this long. */
+const DRAIN_QUIET_MS = 250;
+
+const MANAGEMENT = ['/v2/wakes', '/v2/api-keys', '/v2/webhooks', '/v2/stats', '/v2/environments', '/v2/openapi.json'];
+
+/** True for the paths the /v2 management API owns; everything else is proxied. */
+export function isManagementPath(url: string): boolean {
+  if (url.charCodeAt(1) !== 118 || !url.startsWith('/v2/')) return false;
+  for (const p of MANAGEMENT) {
+    if (url.startsWith(p)) {
+      const c = url.charCodeAt(p.length);
+      if (Number.isNaN(c) || c === 47 || c === 63) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The config one of `threads` edge threads runs with: the process-wide bounds
+ * (connections, tunnels, buffered bodies, connections to each origin) shared out,
+ * so the process keeps to them whatever the thread count. Per-client bounds stay
+ * per thread.
+ */
+export function shareOf(cfg: Readonly<Config>, threads: number): Readonly<Config> {
+  if (threads <= 1) return cfg;
+  const share = (n: number) => Math.max(1, Math.ceil(n / threads));
+  const s = cfg.server;
+  return {
+    ...cfg,
+    server: {
+      ...s,
+      max_connections: share(s.max_connections),
+      max_tunnels: share(s.max_tunnels),
+      max_buffered_request_bytes: share(s.max_buffered_request_bytes),
+      upstream_connections: share(s.upstream_connections),
+    },
+  };
+}
+
+/** What an edge is given: the request path's shared parts, and where /v2 calls go. */
+export interface EdgeDeps {
+  cfg: Readonly<Config>;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  ring: KeyRing;
+  limiter: RateLimiter;
+  capture: Capture;
+  /** Answers a /v2 call that reached the main listener (the control thread, here or across threads). */
+  manage: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Listen with SO_REUSEPORT, beside the other edge threads. */
+  reusePort: boolean;
+  /** Tests only: every answer says which edge thread served it (x-wakegate-thread). */
+  threadLabel: string | null;
+}
+
+/**
+ * One edge: the main listener and the whole request path behind it (routes, key
+ * check, buckets, forwarding, upgrades and tunnels, capture). An edge thread runs
+ * one; with `threads: 1` the control thread runs it too.
+ */
+export interface Edge {
+  readonly name: 'edge';
+  readonly server: http.Server;
+  readonly proxy: ProxyHandler;
+  readonly tunnels: TunnelSet;
+  readonly routes: RouteTable;
+  listen(port: number): Promise<number>;
+  /** Stops accepting, serves what comes on open connections with Connection: close, then closes them. */
+  drain(graceMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createEdge(d: EdgeDeps): Edge {
+  const { cfg } = d;
+  const s = cfg.server;
+  const server = http.createServer({
+    maxHeaderSize: s.max_header_bytes,
+    headersTimeout: s.headers_timeout_ms,
+    requestTimeout: s.request_timeout_ms,
+    keepAliveTimeout: s.keep_alive_timeout_ms,
+    // Node only enforces headersTimeout/requestTimeout when it checks connections
+    // (every 30 s by default); check often enough for the configured timeouts to bite.
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(s.headers_timeout_ms / 4))),
+    // The gateway answers 431 / 400 itself for malformed requests (see clientError below).
+    requireHostHeader: false,
+  });
+  server.maxConnections = s.max_connections;
+  const tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
+  const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
+  const proxyDeps = {
+    routes,
+    ring: d.ring,
+    limiter: d.limiter,
+    recorder: d.capture.recorder,
+    metrics: d.metrics,
+    log: d.log,
+    trusted: trustedProxies(s.trusted_proxies),
+    server: {
+      bufferBytes: s.buffer_request_body_bytes,
+      bufferTotal: s.max_buffered_request_bytes,
+      streamsPerClient: s.max_streaming_uploads_per_client,
+      connections: s.upstream_connections,
+    },
+  };
+  const proxy = new ProxyHandler(proxyDeps);
+  const onMain = cfg.management.on_main;
+  const label = d.threadLabel;
+  let draining = false;
+  // The main listener proxies; /v2 is answered there too unless management.on_main is
+  // false. A gateway key in a /v2 URL is refused like any other (admission's first checks).
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    // Draining: served, then the connection closes (the client knows not to reuse it).
+    if (draining) res.shouldKeepAlive = false;
+    if (label !== null) res.setHeader('x-wakegate-thread', label);
+    const url = req.url ?? '/';
+    if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res);
+    d.manage(req, res);
+  });
+  // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
+  // request would be accepted, so a refused key never gets a 100 Continue.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? '/';
+    if (label !== null) res.setHeader('x-wakegate-thread', label);
+    if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
+    // /v2: continue only for a key that is known and live; the API answers the rest.
+    if (authenticate(d.ring, req.headers.authorization, d.clock.now()).error === null) res.writeContinue();
+    d.manage(req, res);
+  });
+  const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
+  server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
+  server.on('clientError', answerMalformed);
+
+  return {
+    name: 'edge',
+    server,
+    proxy,
+    tunnels,
+    routes,
+    listen: (port) =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
+        const opts: net.ListenOptions & { reusePort?: boolean } = { port, host: s.host };
+        if (d.reusePort) opts.reusePort = true;
+        server.listen(opts, () => resolve((server.address() as AddressInfo).port));
+      }),
+    async drain(graceMs) {
+      draining = true;
+      // net.Server's close: stop accepting; http.Server's would also drop idle keep-alive
+      // connections at once, racing clients that are sending on them.
+      const closed = new Promise<void>((r) => net.Server.prototype.close.call(server, () => r()));
+      let quietSince = performance.now();
+      const idle = setInterval(() => {
+        if (d.capture.recorder.open - tunnels.size > 0) quietSince = performance.now();
+        else if (performance.now() - quietSince >= DRAIN_QUIET_MS) server.closeIdleConnections();
+      }, 25);
+      const force = setTimeout(() => {
+        server.closeAllConnections();
+        // Upgraded sockets are no longer the HTTP server's to close.
+        tunnels.destroyAll();
+      }, graceMs);
+      await closed;
+      clearInterval(idle);
+      clearTimeout(force);
+    },
+    close: () => proxy.close(),
+  };
+}
+
+/**
+ * A request Node could not parse: answered with the gateway's own error body (431,
+ * 408 or 400), then the socket is let go even if the client never reads or closes.
+ */
+function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket): void {
+  if (!socket.writable) return void socket.destroy();
+  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const type = code === 431 ? 'request_header_fields_too_large' : 'invalid_request';
+  const body = JSON.stringify({
+    error: {
+      type,
+      message: code === 408 ? 'request timed out' : 'malformed request',
+      param: null,
+      retry_after: null,
+      wake_id: null,
+    },
+  });
+  const text = code === 431 ? 'Request Header Fields Too Large' : code === 408 ? 'Request Timeout' : 'Bad Request';
+  socket.end(
+    `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
+  );
+}

@@ -1,0 +1,209 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { KeyRing } from '../auth/keyring.js';
+import type { RowListener, Sink } from '../capture/batcher.js';
+import { createCapture } from '../capture/pipeline.js';
+import type { Wake } from '../capture/wake.js';
+import { systemClock } from '../clock.js';
+import { createEdge, shareOf } from '../edge.js';
+import { errorBody } from '../errors.js';
+import type { EventSink } from '../events/bus.js';
+import { wakeRules } from '../events/wake-rules.js';
+import { createLogger } from '../log.js';
+import { createMetrics } from '../metrics/index.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
+import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
+
+/**
+ * An edge thread: the main listener (beside the other edge threads, SO_REUSEPORT)
+ * and the whole request path, with its own log stream; it never opens the store.
+ * What must be one (storage, event rules, /v2) is the control thread's, reached
+ * through the messages of protocol.ts.
+ */
+const data = workerData as EdgeData;
+const port = parentPort as MessagePort;
+const cfg = shareOf(data.config, data.threads);
+const send = (m: FromEdge) => port.postMessage(m);
+const log = createLogger(cfg.log.level);
+const metrics = createMetrics({ process: false });
+
+const ring = new KeyRing(null, log);
+for (const k of data.keys) ring.apply(k);
+
+/** Events raised here (wake rules, quota warnings) go to the control thread's bus, a batch per turn. */
+let raised: EmittedEvent[] = [];
+const events: EventSink = {
+  emit(type, environment, eventData, at, dedupeKey) {
+    raised.push({ type, environment, data: eventData, at, dedupeKey });
+    if (raised.length === 1)
+      queueMicrotask(() => {
+        send({ type: 'events', events: raised });
+        raised = [];
+      });
+  },
+};
+
+const limiter = new RateLimiter(cfg, data.buckets);
+limiter.onWarning = (w) =>
+  events.emit('consumer.quota.warning', w.key.environment, {
+    key_id: w.key.id,
+    consumer: w.key.consumer,
+    threshold: w.threshold,
+    limit: w.limit,
+    used: w.used,
+    window: w.window,
+  });
+
+/** Inserts are the control thread's: a sealed segment's file crosses, not its rows. */
+let insertSeq = 0;
+const inserting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+const sink: Sink<Wake> = (rows, token, file) =>
+  new Promise<void>((resolve, reject) => {
+    const id = ++insertSeq;
+    inserting.set(id, { resolve, reject });
+    send({ type: 'insert', id, token, file, rows: file === null ? [...rows] : [] });
+  });
+
+const capture = createCapture({
+  cfg,
+  clock: systemClock,
+  log,
+  metrics,
+  stream: `wakes-${data.index}`,
+  sink,
+  redactionKey: Buffer.from(data.redactionKey),
+  ...(data.retryMs === undefined ? {} : { retryMs: data.retryMs }),
+});
+capture.batcher.onRows(wakeRules(cfg, events));
+capture.batcher.onRows(sloRows(cfg.routes));
+
+const edge = createEdge({
+  cfg,
+  clock: systemClock,
+  log,
+  metrics,
+  ring,
+  limiter,
+  capture,
+  manage: handOver(data.internal),
+  reusePort: true,
+  threadLabel: data.testHooks ? String(data.index) : null,
+});
+
+/** Key uses go back to the control thread, which writes them (last_used_at) with its own. */
+const sendUsage = () => {
+  const used = ring.takeUsage();
+  if (used.size > 0) send({ type: 'usage', used: [...used] });
+};
+const usageTimer = setInterval(sendUsage, 1000);
+usageTimer.unref();
+
+port.on('message', (m: ToEdge) => {
+  switch (m.type) {
+    case 'keys':
+      for (const k of m.keys) ring.apply(k);
+      send({ type: 'keys-held', seq: m.seq });
+      return;
+    case 'inserted': {
+      const p = inserting.get(m.id);
+      inserting.delete(m.id);
+      if (m.error === null) p?.resolve();
+      else p?.reject(new Error(m.error));
+      return;
+    }
+    case 'metrics':
+      metrics.wakesBuffered.set(capture.batcher.buffered);
+      metrics.spoolBytes.set(capture.batcher.stats.spoolBytes);
+      metrics.spoolBatches.set(capture.batcher.stats.spoolBatches);
+      void metrics.registry.getMetricsAsJSON().then((json) => send({ type: 'metrics', seq: m.seq, metrics: json }));
+      return;
+    case 'stop':
+      void stop(m.graceMs);
+      return;
+    case 'crash':
+      setImmediate(() => {
+        throw new Error('test hook: this edge thread was told to crash');
+      });
+      return;
+  }
+});
+
+async function stop(graceMs: number): Promise<void> {
+  await edge.drain(graceMs);
+  await capture.close();
+  clearInterval(usageTimer);
+  sendUsage();
+  await edge.close();
+  send({ type: 'stopped' });
+}
+
+// A bug that reaches the top: every answered wake is written to this thread's log
+// first, then the thread ends and the control thread starts another, which stores it.
+process.on('uncaughtException', (e) => {
+  log.error('an edge thread failed', { thread: data.index, err: e });
+  capture.batcher.writeLog();
+  process.exit(1);
+});
+
+const listening = await edge.listen(data.port);
+// What this thread's log holds from an earlier run (a crash) is stored now, while serving.
+capture.batcher.resume();
+send({ type: 'listening', port: listening });
+
+/** The SLO rules' share of each wake, for the control thread, which keeps them for every thread. */
+function sloRows(routes: EdgeData['config']['routes']): RowListener<Wake> {
+  const kept = new Set(
+    routes.filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null).map((r) => r.name),
+  );
+  let rows: SloRow[] = [];
+  return {
+    row(w) {
+      if (kept.has(w.route) && w.refused !== true)
+        rows.push([w.route, w.environment, w.captured_at, w.status, w.latency_ms]);
+    },
+    end() {
+      if (rows.length === 0) return;
+      send({ type: 'slo', rows });
+      rows = [];
+    },
+  };
+}
+
+/**
+ * A /v2 call on the main listener, handed to the control thread on loopback with
+ * the client's address; the control thread answers it (and records its wake).
+ */
+function handOver(internal: EdgeData['internal']): (req: IncomingMessage, res: ServerResponse) => void {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  return (req, res) => {
+    const headers: http.OutgoingHttpHeaders = { ...req.headers };
+    // This edge already answered Expect (checkContinue); the connection's own headers stay on its hop.
+    delete headers.expect;
+    delete headers.connection;
+    delete headers['keep-alive'];
+    headers['x-wakegate-internal'] = internal.token;
+    headers['x-wakegate-peer'] = req.socket.remoteAddress ?? '';
+    const up = http.request(
+      { host: '127.0.0.1', port: internal.port, method: req.method, path: req.url, headers, agent },
+      (r) => {
+        const out: http.OutgoingHttpHeaders = { ...r.headers };
+        delete out.connection;
+        delete out['keep-alive'];
+        delete out['transfer-encoding'];
+        res.writeHead(r.statusCode ?? 502, out);
+        r.pipe(res);
+      },
+    );
+    up.on('error', (e) => {
+      log.warn('a /v2 call could not reach the control thread', { err: e });
+      if (res.headersSent) return void res.destroy();
+      const body = JSON.stringify(errorBody('service_unavailable', null, 'the gateway is stopping; try again', null));
+      res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.pipe(up);
+  };
+}
