@@ -80,14 +80,14 @@ export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/$
  * never refuses, capture, metrics), `auth: none` is pass-through. Returns the process
  * (stop it), its URLs, its data directory and the headers a request needs.
  */
-export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '', env = {}) {
+export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '', env = {}, threads = null) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const ops = await freePort();
   const cfgFile = join(dir, 'cfg.yaml');
   writeFileSync(
     cfgFile,
-    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: ${auth}, scopes: { read: bench:read, write: bench:write }, origins: { production: ${originUrl} }, latency_objective_ms: 1000 }\n${extraYaml}`,
+    `server: { port: ${port}, host: 127.0.0.1, ops_port: ${ops}${threads === null ? '' : `, threads: ${threads}`} }\nlog: { level: warn }\nrate_limits:\n  default: { limit: 1000000000, burst: 1000000000, window: minute }\nroutes:\n  - { name: bench, prefix: /, auth: ${auth}, scopes: { read: bench:read, write: bench:write }, origins: { production: ${originUrl} }, latency_objective_ms: 1000 }\n${extraYaml}`,
   );
   const dataDir = join(dir, 'data');
   let headers = {};

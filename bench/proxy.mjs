@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { hasReusePort } from '../dist/startup.js';
 import {
   cannon,
   freePort,
@@ -51,7 +52,7 @@ async function main() {
   // Every Node target samples its own event-loop delay (bench/servers/loop-delay.mjs).
   const probe = (name) => loopDelay(join(tmp, `${name}.loop-delay.json`));
   const fullLd = probe('full');
-  const full = await startBenchGateway(join(tmp, 'full'), origin, 'required', '', fullLd.env);
+  const full = await startBenchGateway(join(tmp, 'full'), origin, 'required', '', fullLd.env, 1);
   procs.push(full.gateway);
   targets.push({
     name: 'wakegate (full)',
@@ -63,6 +64,23 @@ async function main() {
     ops: full.opsUrl,
     loop: fullLd,
   });
+  // The full gateway with two edge threads, where this Node can share a port between
+  // threads (22.12 or later: run the bench with the Node of scripts/test-on-lts.sh).
+  if (hasReusePort()) {
+    const twoLd = probe('full2');
+    const two = await startBenchGateway(join(tmp, 'full2'), origin, 'required', '', twoLd.env, 2);
+    procs.push(two.gateway);
+    targets.push({
+      name: 'wakegate (full, 2 threads)',
+      url: two.url,
+      headers: two.headers,
+      pid: two.gateway.proc.pid,
+    });
+  } else {
+    console.log(
+      `Node ${process.versions.node} has no reusePort: wakegate with 2 threads skipped (run on Node >= 22.12)`,
+    );
+  }
   // BENCH_HTTP_STORAGE=1: the full gateway again, with its storage in another process
   // behind ClickHouse's HTTP interface (CLICKHOUSE_URL), to show the gateway's own cost.
   if (process.env.BENCH_HTTP_STORAGE === '1') {
@@ -113,13 +131,14 @@ async function main() {
   await peer('http-proxy-3', 'http-proxy-3');
   await peer('fastify + reply-from', 'reply-from');
 
-  if (hasNginx()) {
+  /** nginx with `workers` worker processes in front of the origin (its CPU is its whole process tree). */
+  const startNginx = async (workers) => {
     const nPort = await freePort();
-    const nDir = join(tmp, 'nginx');
+    const nDir = join(tmp, `nginx-${workers}`);
     mkdirSync(nDir);
     writeFileSync(
       join(nDir, 'nginx.conf'),
-      `worker_processes 1;
+      `worker_processes ${workers};
 pid ${nDir}/nginx.pid;
 error_log ${nDir}/error.log warn;
 events { worker_connections 4096; }
@@ -129,7 +148,7 @@ http {
   uwsgi_temp_path ${nDir}/uwsgi; scgi_temp_path ${nDir}/scgi;
   upstream origin { server ${new URL(origin).host}; keepalive 256; }
   server {
-    listen 127.0.0.1:${nPort};
+    listen 127.0.0.1:${nPort}${workers > 1 ? ' reuseport' : ''};
     keepalive_requests 1000000;
     location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
@@ -146,11 +165,14 @@ http {
       ),
     );
     targets.push({
-      name: 'nginx (1 worker)',
+      name: workers === 1 ? 'nginx (1 worker)' : `nginx (${workers} workers)`,
       url: `http://127.0.0.1:${nPort}`,
       headers: {},
       pid: procs.at(-1).proc.pid,
     });
+  };
+  if (hasNginx()) {
+    for (const workers of [1, 2]) await startNginx(workers);
   } else {
     console.log('nginx not installed: skipped (apt-get install nginx to include it)');
   }
@@ -281,7 +303,20 @@ http {
       `\n${t.name}: the storage process used ${m(t.name, 'storageCpu').toFixed(0)} us of CPU per request besides the gateway's ${m(t.name, 'cpu').toFixed(0)}.`,
     );
   const fullCpu = m('wakegate (full)', 'cpu');
+  const two = results['wakegate (full, 2 threads)'] ? 'wakegate (full, 2 threads)' : null;
+  const ng2 = results['nginx (2 workers)'] ? m('nginx (2 workers)', 'rps') : null;
   const lines = [
+    [
+      '2 edge threads: CPU per request <= 1.1x one thread',
+      two ? `${(m(two, 'cpu') / fullCpu).toFixed(2)}x` : 'n/a',
+      two ? m(two, 'cpu') / fullCpu <= 1.1 : null,
+    ],
+    [
+      '2 edge threads: throughput >= 1.5x one thread',
+      two ? `${(m(two, 'rps') / fullRps).toFixed(2)}x` : 'n/a',
+      two ? m(two, 'rps') / fullRps >= 1.5 : null,
+    ],
+    ['(nginx 2 workers vs 1, the same cores)', ng && ng2 ? `${(ng2 / ng).toFixed(2)}x` : 'n/a', null],
     ['full CPU per request <= 1.3x bare undici', `${(fullCpu / bareCpu).toFixed(2)}x`, fullCpu / bareCpu <= 1.3],
     ['full throughput >= 0.85x bare undici', `${(fullRps / bare).toFixed(2)}x`, fullRps / bare >= 0.85],
     ['full vs pass-through within 10%', `${((1 - fullRps / passRps) * 100).toFixed(1)}%`, 1 - fullRps / passRps <= 0.1],

@@ -145,7 +145,13 @@ process.on('uncaughtException', (e) => {
   process.exit(1);
 });
 
-const listening = await edge.listen(data.port);
+let listening: number;
+try {
+  listening = await edge.listen(data.port);
+} catch (e) {
+  send({ type: 'failed', message: (e as Error).message });
+  process.exit(1);
+}
 // What this thread's log holds from an earlier run (a crash) is stored now, while serving.
 capture.batcher.resume();
 send({ type: 'listening', port: listening });

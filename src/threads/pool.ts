@@ -8,6 +8,7 @@ import type { EventSink } from '../events/bus.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
+import { StartError } from '../startup.js';
 import type { EdgeData, FromEdge, ToEdge } from './protocol.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -96,10 +97,13 @@ export class EdgePool {
     this.threads.set(index, t);
     return new Promise<number>((resolve, reject) => {
       let listening = false;
+      let failure: Error | null = null;
       worker.on('message', (m: FromEdge) => {
         if (m.type === 'listening') {
           listening = true;
           resolve(m.port);
+        } else if (m.type === 'failed') {
+          failure = new StartError(m.message);
         } else this.hear(t, m);
       });
       worker.on('error', (e) => {
@@ -108,7 +112,7 @@ export class EdgePool {
       });
       worker.on('exit', (code) => {
         this.forget(t);
-        if (!listening) return reject(new Error(`edge thread ${index} exited (${code}) before it listened`));
+        if (!listening) return reject(failure ?? new Error(`edge thread ${index} exited (${code}) before it listened`));
         if (this.stopping || t.stopped) return;
         const seen = this.last.get(t);
         if (seen) this.retired.push(seen.filter((m) => String(m.type) !== 'gauge'));
@@ -180,6 +184,7 @@ export class EdgePool {
         void t.worker.terminate();
         return;
       case 'listening':
+      case 'failed':
         return;
     }
   }

@@ -50,6 +50,8 @@ export type ToEdge =
 
 export type FromEdge =
   | { type: 'listening'; port: number }
+  /** The edge could not start (its port in use): the start fails with this line. */
+  | { type: 'failed'; message: string }
   | { type: 'keys-held'; seq: number }
   /** A sealed batch of the edge's log to store: its file, or its rows when the log could not write it whole. */
   | { type: 'insert'; id: number; token: string; file: string | null; rows: Wake[] }
