@@ -1,24 +1,10 @@
-import type { Sink } from './capture/batcher.js';
-import type { Wake } from './capture/wake.js';
-import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
-import { buildControl, type Control } from './control.js';
+import { buildControl, type Control, type ControlOptions } from './control.js';
 import type { Logger } from './log.js';
 
 export { isManagementPath } from './edge.js';
 
-export interface GatewayOptions {
-  clock?: Clock;
-  log?: Logger;
-  /** Replaces the wake inserter (tests inject a failing one). */
-  wakeSink?: (real: Sink<Wake>) => Sink<Wake>;
-  /** How often spooled batches are retried while storage is down. */
-  spoolRetryMs?: number;
-  /** Where the config came from, for the start line: its file, and ORIGIN_URL in drop-in mode. */
-  source?: { file: string | null; dropIn: string | null };
-  /** Test hooks: the serving thread in a header, and a way to crash an edge thread. */
-  testHooks?: boolean;
-}
+export type GatewayOptions = ControlOptions;
 
 /**
  * The whole gateway, built from a config: start() builds the control root

@@ -29,7 +29,7 @@ import { KEY_IN_URL } from './proxy/admit.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
-import { RateLimiter } from './ratelimit/limiter.js';
+import { quotaWarningData, RateLimiter } from './ratelimit/limiter.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { checkDataDir, checkServer, listenError, resolveThreads, startLine, storageError } from './startup.js';
@@ -52,6 +52,7 @@ import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
 
+/** How a gateway is built besides its config (GatewayOptions). */
 export interface ControlOptions {
   clock?: Clock;
   log?: Logger;
@@ -342,15 +343,7 @@ function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: 
 /** The rate limiter over the shared bucket table; its quota warnings are events. */
 function limiterPart(cfg: Readonly<Config>, clock: Clock, bus: EventBus) {
   const limiter = new RateLimiter(cfg);
-  limiter.onWarning = (w) =>
-    bus.emit('consumer.quota.warning', w.key.environment, {
-      key_id: w.key.id,
-      consumer: w.key.consumer,
-      threshold: w.threshold,
-      limit: w.limit,
-      used: w.used,
-      window: w.window,
-    });
+  limiter.onWarning = (w) => bus.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
   limiter.start(() => clock.now());
   return { name: 'limiter', limiter, close: () => limiter.stop() };
 }

@@ -12,6 +12,16 @@ export interface QuotaWarning {
   window: string;
 }
 
+/** The data of the consumer.quota.warning event a warning raises. */
+export const quotaWarningData = (w: QuotaWarning): Record<string, unknown> => ({
+  key_id: w.key.id,
+  consumer: w.key.consumer,
+  threshold: w.threshold,
+  limit: w.limit,
+  used: w.used,
+  window: w.window,
+});
+
 const THRESHOLDS = [0.8, 0.95];
 const UNAUTH_DEFAULT = { limit: 600, burst: 600, window: 'minute' } as const;
 /** Refill arithmetic is in floating point; a token short by less than this is a whole token. */

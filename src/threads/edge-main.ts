@@ -11,7 +11,7 @@ import type { EventSink } from '../events/bus.js';
 import { wakeRules } from '../events/wake-rules.js';
 import { createLogger } from '../log.js';
 import { createMetrics } from '../metrics/index.js';
-import { RateLimiter } from '../ratelimit/limiter.js';
+import { quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
 import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
 
 /**
@@ -44,15 +44,7 @@ const events: EventSink = {
 };
 
 const limiter = new RateLimiter(cfg, data.buckets);
-limiter.onWarning = (w) =>
-  events.emit('consumer.quota.warning', w.key.environment, {
-    key_id: w.key.id,
-    consumer: w.key.consumer,
-    threshold: w.threshold,
-    limit: w.limit,
-    used: w.used,
-    window: w.window,
-  });
+limiter.onWarning = (w) => events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
 
 /** Inserts are the control thread's: a sealed segment's file crosses, not its rows. */
 let insertSeq = 0;

@@ -3,22 +3,10 @@ import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
 import type { LimitDecision } from '../../src/ratelimit/types.js';
+import { keyRecord } from '../helpers/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
-const key = (id: string, env = 'production', rate_limit: KeyRecord['rate_limit'] = null): KeyRecord => ({
-  id,
-  environment: env,
-  label: id,
-  consumer: id,
-  scopes: [],
-  rate_limit,
-  replaces: null,
-  secret_hash: id,
-  created_at: 0,
-  revoke_at: null,
-  revoked_at: null,
-  updated_at: 0,
-});
+const key = keyRecord;
 const limiter = (over: Record<string, unknown> = {}) => new RateLimiter(loadConfig({ values: over }));
 const header = (d: LimitDecision, name: string) => d.headers[d.headers.indexOf(name) + 1];
 function drain(

@@ -4,26 +4,14 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { RateLimiter } from '../../src/ratelimit/limiter.js';
+import { keyRecord } from '../helpers/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const HAMMER = fileURLToPath(new URL('../fixtures/bucket-hammer.mjs', import.meta.url));
 const THREADS = 4;
 
-const key = (id: string, env = 'production'): KeyRecord => ({
-  id,
-  environment: env,
-  label: id,
-  consumer: id,
-  scopes: [],
-  // 100 at once, then one a day: nothing refills during the run.
-  rate_limit: { limit: 1, burst: 100, window: 'day' },
-  replaces: null,
-  secret_hash: id,
-  created_at: 0,
-  revoke_at: null,
-  revoked_at: null,
-  updated_at: 0,
-});
+// 100 at once, then one a day: nothing refills during the run.
+const key = (id: string, env = 'production') => keyRecord(id, env, { limit: 1, burst: 100, window: 'day' });
 
 interface Result {
   remaining: number[];
