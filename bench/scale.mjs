@@ -19,9 +19,12 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = 64;
 const cores = availableParallelism();
 const max = Math.min(cores, Number(process.env.BENCH_MAX_THREADS ?? cores));
-const counts = [];
-for (let t = 1; t <= max; t *= 2) counts.push(t);
-if (counts.at(-1) !== max) counts.push(max);
+// BENCH_THREADS=1,2,3,4: these thread counts instead (more threads than cores still shows their memory).
+const counts = process.env.BENCH_THREADS ? process.env.BENCH_THREADS.split(',').map(Number) : [];
+if (counts.length === 0) {
+  for (let t = 1; t <= max; t *= 2) counts.push(t);
+  if (counts.at(-1) !== max) counts.push(max);
+}
 
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-scale-'));
 
@@ -48,6 +51,7 @@ async function main() {
   const rows = [];
   let one = null;
   let oneRss = null;
+  let last = null;
   for (const threads of counts) {
     const g = await startBenchGateway(join(tmp, `t${threads}`), origin.url, 'required', '', {}, threads);
     const spare = cores >= threads + 2;
@@ -78,6 +82,10 @@ async function main() {
     }
     await g.gateway.stop('SIGTERM');
     const m = median(rps);
+    const prev = last;
+    last = { rss, threads };
+    const prevRss = prev?.rss ?? null;
+    const prevThreads = prev?.threads ?? 0;
     one ??= m;
     oneRss ??= rss;
     rows.push([
@@ -89,6 +97,7 @@ async function main() {
       median(cpu).toFixed(0),
       rss.toFixed(0),
       threads > 1 ? ((rss - oneRss) / (threads - 1)).toFixed(1) : '-',
+      prevRss === null ? '-' : ((rss - prevRss) / (threads - prevThreads)).toFixed(1),
     ]);
   }
   await origin.stop('SIGTERM');
@@ -105,7 +114,8 @@ async function main() {
         'x one thread',
         'CPU us/req',
         'idle RSS MB',
-        'MB per extra thread',
+        'MB per thread over 1',
+        'MB per thread over the row above',
       ],
       rows,
     ),
