@@ -2,8 +2,6 @@ import type { Config } from './config/index.js';
 import { buildControl, type Control, type ControlOptions } from './control.js';
 import type { Logger } from './log.js';
 
-export { isManagementPath } from './edge.js';
-
 export type GatewayOptions = ControlOptions;
 
 /**

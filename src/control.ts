@@ -156,11 +156,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         pool: () => edges?.pool ?? null,
         testHooks: opts.testHooks === true,
         refresh: () => {
-          const st = capture.batcher.stats;
-          metrics.wakesBuffered.set(capture.batcher.buffered);
-          metrics.spoolBytes.set(st.spoolBytes);
-          metrics.spoolBatches.set(st.spoolBatches);
-          metrics.storageUp.set(st.storageUp ? 1 : 0);
+          capture.refreshGauges();
+          metrics.storageUp.set(capture.batcher.stats.storageUp ? 1 : 0);
           metrics.keysHeld.set(ring.size);
           metrics.buckets.set(limiter.limiter.size);
         },
@@ -249,11 +246,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     };
 
     const control = {
-      cfg,
-      clock,
       log,
       metrics,
-      threads,
       store,
       ring,
       keys: keys.keys,
@@ -268,9 +262,6 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       dispatcher: webhooks.dispatcher,
       fanout: webhooks.fanout,
       edge,
-      pool: () => edges?.pool ?? null,
-      listeners,
-      parts,
       listen,
       state,
       /** Drains the edges, then closes every subsystem, last built first. */

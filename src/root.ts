@@ -19,10 +19,6 @@ export class Parts {
     return part;
   }
 
-  get names(): string[] {
-    return this.list.map((p) => p.name);
-  }
-
   /** Closes every part, last built first; a part that fails to close is logged and the rest still close. */
   async close(log: Logger): Promise<void> {
     for (const p of this.list.reverse()) {

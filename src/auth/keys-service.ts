@@ -185,9 +185,7 @@ export class KeyService {
       revoked_at: null,
       updated_at: now,
     };
-    await this.table.put(key);
-    this.ring.apply(key);
-    await this.ring.published();
+    await this.save(key);
     if (replaced) {
       this.events.emit('key.rotated', key.environment, { key: this.view(key), replaces: this.view(replaced) }, now);
     }
@@ -277,9 +275,7 @@ export class KeyService {
       if (k.revoke_at !== null && k.revoke_at <= revokeAt) return k;
       next = { ...k, revoke_at: revokeAt, updated_at: Math.max(now, k.updated_at + 1) };
     }
-    await this.table.put(next);
-    this.ring.apply(next);
-    await this.ring.published();
+    await this.save(next);
     if (revokeAt === undefined) {
       this.events.emit('key.revoked', k.environment, { key: this.view(next), scheduled: false }, now, `${k.id}`);
       this.announced.add(k.id);
@@ -317,6 +313,13 @@ export class KeyService {
    * has that secret yet, or, on a first start with no keys at all, a generated
    * one whose secret is returned so the caller can print it once.
    */
+  /** Stores a key version and puts it in force: in the ring, and held by every edge thread. */
+  private async save(k: KeyRecord): Promise<void> {
+    await this.table.put(k);
+    this.ring.apply(k);
+    await this.ring.published();
+  }
+
   async bootstrap(adminSecret: string | null): Promise<{ created: KeyRecord | null; secret: string | null }> {
     const env = Object.entries(this.cfg.environments).find(([, e]) => e.class === 'live')?.[0] as string;
     if (adminSecret) {
@@ -329,18 +332,13 @@ export class KeyService {
       }
       const now = this.clock.now();
       const key = this.adminRecord(env, hash, now);
-      await this.table.put(key);
-      this.ring.apply(key);
-      await this.ring.published();
-      await this.ring.published();
+      await this.save(key);
       return { created: key, secret: null };
     }
     if (this.ring.size > 0 || (await this.table.count()) > 0) return { created: null, secret: null };
     const secret = newKeySecret('live');
     const key = this.adminRecord(env, hashSecret(secret), this.clock.now());
-    await this.table.put(key);
-    this.ring.apply(key);
-    await this.ring.published();
+    await this.save(key);
     return { created: key, secret };
   }
 
@@ -357,9 +355,7 @@ export class KeyService {
       scopes: [...k.scopes, ...missingScopes],
       updated_at: Math.max(this.clock.now(), k.updated_at + 1),
     };
-    await this.table.put(next);
-    this.ring.apply(next);
-    await this.ring.published();
+    await this.save(next);
     this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
   }
 

@@ -63,6 +63,8 @@ export interface Capture {
   recorder: Recorder;
   batcher: Batcher<Wake>;
   redactor: Redactor;
+  /** Sets the gauges of what this capture holds (summed over threads in /metrics). */
+  refreshGauges(): void;
   /** Flushes every wake, then closes the log (what storage did not take stays in it). */
   close(): Promise<void>;
 }
@@ -117,5 +119,10 @@ export function createCapture(d: CaptureDeps): Capture {
     },
     { redactor, budget, onSkip: (reason) => skipped[reason].inc() },
   );
-  return { name: 'capture', recorder, batcher, redactor, close: () => batcher.stop() };
+  const refreshGauges = () => {
+    metrics.wakesBuffered.set(batcher.buffered);
+    metrics.spoolBytes.set(batcher.stats.spoolBytes);
+    metrics.spoolBatches.set(batcher.stats.spoolBatches);
+  };
+  return { name: 'capture', recorder, batcher, redactor, refreshGauges, close: () => batcher.stop() };
 }

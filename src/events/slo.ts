@@ -37,12 +37,11 @@ interface RouteState {
  * error budget at 14.4x or more over the last 5 minutes, with at least 100
  * requests; at most once an hour per route, environment and kind. Time is the wakes' own.
  */
+/** A route the SLO rules watch: it has an availability or a latency objective. */
+export const hasObjective = (r: Route): boolean => r.availability_objective !== null || r.latency_objective_ms !== null;
+
 export function sloRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowListener<Wake> {
-  const routes = new Map(
-    cfg.routes
-      .filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null)
-      .map((r) => [r.name, r] as const),
-  );
+  const routes = new Map(cfg.routes.filter(hasObjective).map((r) => [r.name, r] as const));
   // Route, then environment: no key string is made per wake.
   const state = new Map<string, Map<string, RouteState>>();
   /** States heard of since the last check. */

@@ -48,21 +48,25 @@ export function allocateBuckets(slots: number, sketchCells: number): SharedBucke
 let h1Out = 0;
 let h2Out = 0;
 function hashOf(tag: string, id: string): void {
-  let a = 0x811c9dc5;
-  let b = 0x9747b28c;
-  for (let i = 0; i < tag.length; i++) {
-    const c = tag.charCodeAt(i);
+  h1Out = 0x811c9dc5;
+  h2Out = 0x9747b28c;
+  mix(tag);
+  mix(id);
+  h2Out ^= h2Out >>> 15;
+  h1Out |= 0;
+  h2Out |= 1;
+}
+
+function mix(s: string): void {
+  let a = h1Out;
+  let b = h2Out;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
     a = Math.imul(a ^ c, 0x01000193);
     b = Math.imul(((b ^ c) << 5) | ((b ^ c) >>> 27), 0x5bd1e995);
   }
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(((b ^ c) << 5) | ((b ^ c) >>> 27), 0x5bd1e995);
-  }
-  b ^= b >>> 15;
-  h1Out = a | 0;
-  h2Out = b | 1;
+  h1Out = a;
+  h2Out = b;
 }
 
 export class SharedBuckets {

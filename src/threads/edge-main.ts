@@ -8,6 +8,7 @@ import { systemClock } from '../clock.js';
 import { createEdge, shareOf } from '../edge.js';
 import { errorBody } from '../errors.js';
 import type { EventSink } from '../events/bus.js';
+import { hasObjective } from '../events/slo.js';
 import { wakeRules } from '../events/wake-rules.js';
 import { createLogger } from '../log.js';
 import { createMetrics } from '../metrics/index.js';
@@ -104,9 +105,7 @@ port.on('message', (m: ToEdge) => {
       return;
     }
     case 'metrics':
-      metrics.wakesBuffered.set(capture.batcher.buffered);
-      metrics.spoolBytes.set(capture.batcher.stats.spoolBytes);
-      metrics.spoolBatches.set(capture.batcher.stats.spoolBatches);
+      capture.refreshGauges();
       void metrics.registry.getMetricsAsJSON().then((json) => send({ type: 'metrics', seq: m.seq, metrics: json }));
       return;
     case 'stop':
@@ -150,9 +149,7 @@ send({ type: 'listening', port: listening });
 
 /** The SLO rules' share of each wake, for the control thread, which keeps them for every thread. */
 function sloRows(routes: EdgeData['config']['routes']): RowListener<Wake> {
-  const kept = new Set(
-    routes.filter((r) => r.availability_objective !== null || r.latency_objective_ms !== null).map((r) => r.name),
-  );
+  const kept = new Set(routes.filter(hasObjective).map((r) => r.name));
   let rows: SloRow[] = [];
   return {
     row(w) {

@@ -66,10 +66,6 @@ export class EdgePool {
 
   constructor(private readonly d: PoolDeps) {}
 
-  get size(): number {
-    return this.threads.size;
-  }
-
   /** Starts every edge thread: the first picks the port (when it is 0), the others join it. */
   async start(port: number): Promise<number> {
     this.port = await this.spawn(1, port);
