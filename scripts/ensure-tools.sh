@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite uses when they are missing:
 # promtool (package prometheus) checks the exported metrics and the alert rules;
-# chromium runs the console's browser tests.
+# chromium runs the console's browser tests; redis-server coordinates the fleet's tests.
 set -euo pipefail
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # The console's tests drive Debian's Chromium (playwright-core never downloads a browser).
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The fleet's tests run three gateways against one Redis (Debian's redis-server).
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "The tests need: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2

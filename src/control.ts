@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
+import type { KeyRecord } from './auth/key.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import { Batcher, type RowListener, type Sink } from './capture/batcher.js';
@@ -22,6 +23,9 @@ import { errorBody } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
+import { DeliveryLeases, FanoutLeader, firstInFleet } from './fleet/dispatch.js';
+import { coordinatorFor, limiterPart } from './fleet/limiter.js';
+import type { Coordinator } from './fleet/redis.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
@@ -29,7 +33,6 @@ import { KEY_IN_URL } from './proxy/admit.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
-import { quotaWarningData, RateLimiter } from './ratelimit/limiter.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { checkDataDir, checkServer, listenError, resolveThreads, startLine, storageError } from './startup.js';
@@ -88,15 +91,20 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const ring = keyring.ring;
     const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'));
     bus.onDrop = (n, reason) => metrics.eventsDropped.labels(reason).inc(n);
-    const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics));
+    const co = await coordinatorFor(cfg, log, metrics);
+    // The fleet's Redis connection closes last of what uses it.
+    if (co) parts.add({ name: 'coordination', close: () => co.close() });
+    const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics, co));
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
     const keys = parts.add(keyService(cfg, keyring.table, ring, bus, clock, log));
-    const limiter = parts.add(limiterPart(cfg, clock, bus));
+    if (co) await announceKeys(co, keys.keys, ring, log);
+    const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now() }));
     const inserter = new WakeInserter(store, retentionOf(cfg));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
-    const rules = [wakeRules(cfg, bus), sloRules(cfg, bus)] as const;
+    const once = co ? (name: string, ttlMs: number) => firstInFleet(co, name, ttlMs) : null;
+    const rules = [wakeRules(cfg, bus), sloRules(cfg, bus, once)] as const;
     const capture = parts.add(
       createCapture({
         cfg,
@@ -159,7 +167,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           capture.refreshGauges();
           metrics.storageUp.set(capture.batcher.stats.storageUp ? 1 : 0);
           metrics.keysHeld.set(ring.size);
-          metrics.buckets.set(limiter.limiter.size);
+          metrics.buckets.set(limiter.size());
         },
         ready: () => readiness(store, capture, bus, state.stopping),
       }),
@@ -207,7 +215,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           log,
           metrics,
           threads,
-          buckets: limiter.limiter.layout,
+          buckets: limiter.layout,
           keys: () => [...ring.all()],
           redactionKey: redactionKey(sealingKey),
           internal: listeners.internalAddress(),
@@ -331,13 +339,36 @@ function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: 
   return { name: 'key-service', keys, close: () => keys.stop() };
 }
 
-/** The rate limiter over the shared bucket table; its quota warnings are events. */
-function limiterPart(cfg: Readonly<Config>, clock: Clock, bus: EventBus) {
-  const limiter = new RateLimiter(cfg);
-  limiter.onWarning = (w) => bus.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
-  limiter.start(() => clock.now());
-  return { name: 'limiter', limiter, close: () => limiter.stop() };
+/**
+ * Key versions reach the fleet within 100 ms: each one this instance stores is
+ * published, and each one another instance publishes is applied here (and so handed
+ * to the edge threads). The key poll stays the backstop.
+ */
+async function announceKeys(co: Coordinator, keys: KeyService, ring: KeyRing, log: Logger): Promise<void> {
+  keys.announce = async (k) => {
+    try {
+      await co.command(['PUBLISH', KEYS_CHANNEL, JSON.stringify({ from: co.owner, key: k })], 'publish', 1000);
+    } catch (e) {
+      log.warn('key change not published to the fleet; the others see it at their next key poll', {
+        key_id: k.id,
+        err: e as Error,
+      });
+    }
+  };
+  await co.subscribe(KEYS_CHANNEL, (m) => {
+    try {
+      const { from, key } = JSON.parse(m) as { from: string; key: KeyRecord };
+      if (from !== co.owner && typeof key?.id === 'string') ring.apply(key, true);
+    } catch {
+      log.warn('a malformed key message on the coordination channel was ignored');
+    }
+  });
 }
+const KEYS_CHANNEL = 'wg:keys';
+const ENDPOINTS_CHANNEL = 'wg:endpoints';
+
+/** A delivery's lease outlasts its attempt (webhooks.timeout_ms) by this. */
+const LEASE_MARGIN_MS = 5000;
 
 /** Endpoints, deliveries, fan-out from the events table, and dispatch. */
 async function webhooksPart(
@@ -348,6 +379,7 @@ async function webhooksPart(
   clock: Clock,
   log: Logger,
   metrics: Metrics,
+  co: Coordinator | null,
 ) {
   const endpointTable = new EndpointTable(store, new SecretBox(sealingKey));
   endpointTable.onUnsealable = (id) =>
@@ -377,15 +409,28 @@ async function webhooksPart(
     log,
     metrics,
     new FanoutCursorTable(store),
-    cfg.instance.index,
+    co ? new FanoutLeader(co) : null,
   );
+  if (co) {
+    // A fleet's deliveries are attempted under leases, by whichever instance is free,
+    // and an endpoint registered or changed on one instance is read at once by the others.
+    dispatcher.leases = new DeliveryLeases(co, cfg.webhooks.timeout_ms + LEASE_MARGIN_MS);
+    endpoints.changed = () =>
+      co.command(['PUBLISH', ENDPOINTS_CHANNEL, co.owner], 'publish', 1000).then(
+        () => {},
+        () => {},
+      );
+    await co.subscribe(ENDPOINTS_CHANNEL, (from) => {
+      if (from !== co.owner) void endpoints.poll();
+    });
+  }
   await fanout.init();
   await dispatcher.resume();
   bus.onRecorded(() => void fanout.poll());
   endpoints.start(cfg.storage.key_poll_interval_ms);
   dispatcher.start();
-  // Alone (instance.count 1), this instance records every event and polls as it does.
-  fanout.start(250, cfg.instance.count === 1);
+  // Alone, this instance records every event and polls as it does.
+  fanout.start(250, co === null);
   const plugin: ApiPlugin = webhooksPlugin({ endpoints, deliveries, dispatcher });
   return {
     name: 'webhooks',

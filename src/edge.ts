@@ -14,7 +14,7 @@ import { ProxyHandler } from './proxy/handler.js';
 import { RouteTable } from './proxy/routes.js';
 import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
-import type { RateLimiter } from './ratelimit/limiter.js';
+import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
 
 /** During a stop, idle connections are closed once no request has been in flight for this long. */
@@ -63,7 +63,7 @@ export interface EdgeDeps {
   log: Logger;
   metrics: Metrics;
   ring: KeyRing;
-  limiter: RateLimiter;
+  limiter: RequestLimiter;
   capture: Capture;
   /** Answers a /v2 call that reached the main listener (the control thread, here or across threads). */
   manage: (req: IncomingMessage, res: ServerResponse) => void;

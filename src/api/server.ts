@@ -139,6 +139,7 @@ export async function buildApi(
       .send(errorBody('resource_missing', wakeId, `no such endpoint: ${request.method} ${request.url.split('?')[0]}`));
   });
 
+  const UNCOORDINATED = 'rate limits cannot be checked: the coordination server does not answer';
   app.decorateRequest('key', null as never);
   app.addHook('onRequest', async (request, reply) => {
     const auth = request.routeOptions.config.auth;
@@ -153,7 +154,8 @@ export async function buildApi(
         x.environment = a.key.environment;
       }
       // Refused keys are limited per address, as at the proxy.
-      const over = deps.limiter?.refused((request.raw as WithPeer)[PEER] ?? request.ip, now);
+      const over = await deps.limiter?.refused((request.raw as WithPeer)[PEER] ?? request.ip, now);
+      if (over?.unavailable) throw new GatewayError('service_unavailable', UNCOORDINATED, null, 1);
       if (over) {
         for (let i = 0; i < over.headers.length; i += 2) {
           if (over.headers[i] !== 'retry-after') reply.header(over.headers[i] as string, over.headers[i + 1]);
@@ -172,7 +174,8 @@ export async function buildApi(
     deps.ring.touch(key.id, now);
     if (auth.scope !== '' && !hasScope(key, auth.scope)) throw scopeError(auth.scope);
     if (deps.limiter) {
-      const d = deps.limiter.check(key, (request.raw as WithPeer)[PEER] ?? request.ip, auth.policy ?? null, now);
+      const d = await deps.limiter.check(key, (request.raw as WithPeer)[PEER] ?? request.ip, auth.policy ?? null, now);
+      if (d.unavailable) throw new GatewayError('service_unavailable', UNCOORDINATED, null, 1);
       for (let i = 0; i < d.headers.length; i += 2) {
         if (d.headers[i] !== 'retry-after') reply.header(d.headers[i] as string, d.headers[i + 1]);
       }

@@ -43,14 +43,18 @@ export class KeyRing {
     if (this.table) for (const k of await this.table.changedSince(0)) this.apply(k);
   }
 
-  /** Applies one key version if it is newer than what is held. */
-  apply(k: KeyRecord): void {
+  /**
+   * Applies one key version if it is newer than what is held. `fromPeer`: announced
+   * by another instance, so it does not move the poll's position (that instance's
+   * clock is not this one's, and the poll still reads what came before it).
+   */
+  apply(k: KeyRecord, fromPeer = false): void {
     const held = this.byId.get(k.id);
     if (held && held.updated_at > k.updated_at) return;
     if (held && held.secret_hash !== k.secret_hash) this.byHash.delete(held.secret_hash);
     this.byId.set(k.id, k);
     this.byHash.set(k.secret_hash, k);
-    if (k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
+    if (!fromPeer && k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
     if (this.publisher) {
       this.unpublished.push(k);
       if (this.unpublished.length === 1) queueMicrotask(() => void this.published());

@@ -47,6 +47,8 @@ export class KeyService {
   private timer: NodeJS.Timeout | null = null;
   /** Keys whose scheduled revocation has already been announced by this instance. */
   private readonly announced = new Set<string>();
+  /** Tells the rest of a fleet of a key version this instance stored (coordination.redis_url). */
+  announce: ((k: KeyRecord) => Promise<void>) | null = null;
 
   constructor(
     private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>,
@@ -317,7 +319,7 @@ export class KeyService {
   private async save(k: KeyRecord): Promise<void> {
     await this.table.put(k);
     this.ring.apply(k);
-    await this.ring.published();
+    await Promise.all([this.ring.published(), this.announce?.(k)]);
   }
 
   async bootstrap(adminSecret: string | null): Promise<{ created: KeyRecord | null; secret: string | null }> {

@@ -57,6 +57,7 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): M
     ['WAKEGATE_ADMIN_KEY', ['admin_key'], 'str'],
     ['WAKEGATE_ENCRYPTION_KEY', ['storage', 'encryption_key'], 'str'],
     ['LOG_LEVEL', ['log', 'level'], 'str'],
+    ['REDIS_URL', ['coordination', 'redis_url'], 'str'],
   ];
   for (const [name, path, kind] of map) {
     const raw = env[name];
@@ -130,15 +131,6 @@ function crossCheck(cfg: Config): void {
     if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
       throw new ConfigError('console.path', `${cp} is the ops listener's own`);
   }
-  if (cfg.storage.cluster !== null) {
-    // Replicated and Distributed tables ON CLUSTER are not built yet; refuse rather than ignore.
-    throw new ConfigError(
-      'storage.cluster',
-      'cluster mode (ON CLUSTER, Replicated/Distributed tables) is not supported yet',
-    );
-  }
-  if (cfg.instance.index >= cfg.instance.count)
-    throw new ConfigError('instance.index', 'must be less than instance.count');
   if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
     throw new ConfigError('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }
@@ -179,6 +171,13 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
       throw new ConfigError('(file)', `${opts.file} is not valid YAML: ${(e as Error).message.split('\n')[0]}`);
     }
     if (!isPlain(fromFile)) throw new ConfigError('(file)', `${opts.file} must hold a mapping at the top level`);
+  }
+  if (isPlain(fromFile) && 'instance' in fromFile) {
+    // The static split (every limit divided by count, dispatch sharded by endpoint) is gone.
+    throw new ConfigError(
+      'instance',
+      'instance: {index, count} is retired; gateways share buckets, revocations and webhook dispatch through coordination.redis_url (a Redis or Valkey server)',
+    );
   }
   const merged = mergeConfig(structuredClone(defaults), fromFile) as Plain;
   const fromEnv = applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);

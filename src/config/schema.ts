@@ -156,7 +156,17 @@ export const configSchema = z.strictObject({
     max_queued_events: positiveInt,
     dead_letter_retention_days: positiveInt,
   }),
-  instance: z.strictObject({ index: nonNegativeInt, count: positiveInt }),
+  /** Several gateways as one fleet: buckets, revocations and webhook dispatch shared through Redis or Valkey. */
+  coordination: z.strictObject({
+    redis_url: z
+      .string()
+      .regex(/^rediss?:\/\/[^\s]+$/, 'must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379/0')
+      .nullable(),
+    /** A bucket decision waits at most this for Redis. */
+    timeout_ms: positiveInt.max(10_000),
+    /** Admit (open) or refuse with 503 (closed) while Redis cannot answer. */
+    on_unavailable: z.enum(['open', 'closed']),
+  }),
   ratelimit: z.strictObject({
     /** Most token buckets held at once; past it the oldest are folded into a fixed-size sketch. */
     max_buckets: positiveInt,

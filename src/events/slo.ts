@@ -40,7 +40,15 @@ interface RouteState {
 /** A route the SLO rules watch: it has an availability or a latency objective. */
 export const hasObjective = (r: Route): boolean => r.availability_objective !== null || r.latency_objective_ms !== null;
 
-export function sloRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowListener<Wake> {
+/**
+ * `once`: a fleet's gate (Redis), so the instance that first sees a burn raises it and
+ * the others, seeing the same burn within the quiet hour, do not.
+ */
+export function sloRules(
+  cfg: Pick<Config, 'routes'>,
+  events: EventSink,
+  once: ((name: string, ttlMs: number) => Promise<boolean>) | null = null,
+): RowListener<Wake> {
   const routes = new Map(cfg.routes.filter(hasObjective).map((r) => [r.name, r] as const));
   // Route, then environment: no key string is made per wake.
   const state = new Map<string, Map<string, RouteState>>();
@@ -65,20 +73,23 @@ export function sloRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowLis
       const burn = bad / total / (1 - objective);
       if (burn < BURN_THRESHOLD || now - st.lastAlert[kind] < QUIET_MS) return;
       st.lastAlert[kind] = now;
-      events.emit(
-        'slo.burn',
-        env,
-        {
-          route: name,
-          objective:
-            kind === 'availability'
-              ? { kind, target: objective }
-              : { kind, target: objective, threshold_ms: r.latency_objective_ms },
-          burn_rate: Math.round(burn * 100) / 100,
-          window: '5m',
-        },
-        now,
-      );
+      const emit = () =>
+        events.emit(
+          'slo.burn',
+          env,
+          {
+            route: name,
+            objective:
+              kind === 'availability'
+                ? { kind, target: objective }
+                : { kind, target: objective, threshold_ms: r.latency_objective_ms },
+            burn_rate: Math.round(burn * 100) / 100,
+            window: '5m',
+          },
+          now,
+        );
+      if (once === null) emit();
+      else void once(`slo:${name}:${env}:${kind}`, QUIET_MS).then((first) => first && emit());
     };
     if (r.availability_objective !== null) raise('availability', r.availability_objective, errors);
     if (r.latency_objective_ms !== null) raise('latency', LATENCY_TARGET, slow);

@@ -175,6 +175,24 @@ export function createMetrics(opts: { process?: boolean } = {}) {
       help: 'Edge threads serving the main listener',
       registers: [registry],
     }),
+    coordinationUp: new Gauge({
+      name: 'wakegate_coordination_up',
+      help: 'Whether Redis (coordination.redis_url) answers: 1 yes, 0 no; absent without coordination',
+      aggregator: 'min',
+      registers: [],
+    }),
+    coordinationUnavailable: new Counter({
+      name: 'wakegate_coordination_unavailable_total',
+      help: 'Rate-limit decisions made without Redis (slower than coordination.timeout_ms, or down), by outcome: admitted (on_unavailable open) or refused (closed)',
+      labelNames: ['outcome'] as const,
+      registers: [],
+    }),
+    coordinationRoundTrips: new Counter({
+      name: 'wakegate_coordination_round_trips_total',
+      help: 'Calls to Redis, by operation (take, give, quota, publish, lease, fanout, once)',
+      labelNames: ['op'] as const,
+      registers: [],
+    }),
     edgeRestarts: new Counter({
       name: 'wakegate_edge_restarts_total',
       help: 'Edge threads that died and were started again',
@@ -202,4 +220,11 @@ export function primeSeries(m: Metrics, policies: readonly string[]): void {
   }
   for (const o of DELIVERY_OUTCOMES) m.deliveries.labels(o).inc(0);
   for (const p of new Set([...policies, 'unauthenticated'])) m.rateLimited.labels(p).inc(0);
+}
+
+/** The coordination series exist only in a fleet (coordination.redis_url set). */
+export function registerCoordination(m: Metrics): void {
+  for (const x of [m.coordinationUp, m.coordinationUnavailable, m.coordinationRoundTrips])
+    m.registry.registerMetric(x as unknown as Metric);
+  for (const o of ['admitted', 'refused']) m.coordinationUnavailable.labels(o).inc(0);
 }

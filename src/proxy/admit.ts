@@ -49,7 +49,15 @@ export const KEY_IN_URL = new GatewayError(
 const MAX_CONSUMER = 128;
 const NONE: string[] = [];
 
+const UNAVAILABLE = new GatewayError(
+  'service_unavailable',
+  'rate limits cannot be checked: the coordination server does not answer (coordination.on_unavailable: closed)',
+  null,
+  1,
+);
+
 function limited(d: AdmitDeps, decision: LimitDecision): Refused {
+  if (decision.unavailable) return { error: UNAVAILABLE, headers: decision.headers };
   d.metrics.rateLimited.labels(decision.policy ?? 'unknown').inc();
   return {
     error: new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter),
@@ -66,7 +74,11 @@ export const clientIp = (req: IncomingMessage): string => req.socket.remoteAddre
  * and the rate limit. Fills in the exchange (route, key, consumer, environment) as
  * it learns them, so a refused request is recorded with all it is known to be.
  */
-export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted | Refused {
+export function admit(
+  d: AdmitDeps,
+  req: IncomingMessage,
+  x: Exchange,
+): Admitted | Refused | Promise<Admitted | Refused> {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const rawPath = q === -1 ? url : url.slice(0, q);
@@ -106,10 +118,14 @@ export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted
       // only a sample of those refusals is stored. The key lookup itself is one
       // in-memory hash, so it runs first: a valid key is never refused because
       // others behind the same address (a NAT) send bad ones.
-      const over = d.limiter?.refused(clientIp(req), x.start);
-      if (!over) return { error: a.error, headers: NONE };
-      x.sampledOut = ++floodSeq % FLOOD_SAMPLE !== 0;
-      return limited(d, over);
+      const over = d.limiter?.refused(clientIp(req), x.start) ?? null;
+      const error = a.error;
+      const refuse = (o: LimitDecision | null): Refused => {
+        if (!o) return { error, headers: NONE };
+        x.sampledOut = ++floodSeq % FLOOD_SAMPLE !== 0;
+        return limited(d, o);
+      };
+      return over instanceof Promise ? over.then(refuse) : refuse(over);
     }
     key = a.key;
     if (cfg.scopes) {
@@ -126,12 +142,11 @@ export function admit(d: AdmitDeps, req: IncomingMessage, x: Exchange): Admitted
     const msg = `route ${route.name} has no origin for environment ${x.environment}`;
     return { error: new GatewayError('resource_missing', msg), headers: NONE };
   }
-  let limitHeaders: string[] | null = null;
-  if (d.limiter) {
-    const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
-    const decision = d.limiter.check(key, clientIp(req), policy, x.start);
-    if (!decision.allowed) return limited(d, decision);
-    limitHeaders = decision.headers;
-  }
-  return { route, origin, path: upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q)), key, limitHeaders };
+  const path = upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q));
+  if (!d.limiter) return { route, origin, path, key, limitHeaders: null };
+  const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
+  const decision = d.limiter.check(key, clientIp(req), policy, x.start);
+  const decide = (dec: LimitDecision): Admitted | Refused =>
+    dec.allowed ? { route, origin, path, key, limitHeaders: dec.headers } : limited(d, dec);
+  return decision instanceof Promise ? decision.then(decide) : decide(decision);
 }

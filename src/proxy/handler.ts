@@ -8,7 +8,7 @@ import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
-import { type Admitted, admit, clientIp } from './admit.js';
+import { type Admitted, admit, clientIp, type Refused } from './admit.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { RouteTable } from './routes.js';
 import { forwardWithTrailers } from './trailers.js';
@@ -83,6 +83,24 @@ export class ProxyHandler {
   handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const x = this.d.recorder.begin();
     const a = admit(this.d, req, x);
+    if (a instanceof Promise) {
+      // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
+      a.then(
+        (r) => this.admitted(req, res, x, r, expectsContinue),
+        (e: Error) => this.fail(req, res, x, 'internal_error', e.message, [], 0, null),
+      );
+      return;
+    }
+    this.admitted(req, res, x, a, expectsContinue);
+  }
+
+  private admitted(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    a: Admitted | Refused,
+    expectsContinue: boolean,
+  ): void {
     if ('error' in a) {
       res.on('close', () => this.closed(req, res, x));
       const e = a.error;

@@ -152,7 +152,9 @@ export class Replayer {
     }
     if (this.d.limiter) {
       const policy = route.cfg.rate_limit !== 'default' ? route.cfg.rate_limit : null;
-      const decision = this.d.limiter.check(caller, '', policy, this.d.clock.now());
+      const decision = await this.d.limiter.check(caller, '', policy, this.d.clock.now());
+      if (decision.unavailable)
+        throw new GatewayError('service_unavailable', 'rate limits cannot be checked now', null, 1);
       if (!decision.allowed) {
         throw new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter);
       }

@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
-import { admit, clientIp } from './admit.js';
+import { type Admitted, admit, clientIp, type Refused } from './admit.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 import type { Origin } from './routes.js';
@@ -148,113 +148,121 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     x.resBytes += body.length;
     finish();
   };
-  const a = admit(d, req, x);
-  if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
-  const token = upgradeToken(req.headers.upgrade);
-  if (token === '') return fail('invalid_request', 'an upgrade request needs an Upgrade header', [], undefined);
-  const { route, origin, key } = a;
-  // Only the protocols a route lists become tunnels: an h2c tunnel would carry requests no rule ever sees.
-  if (!route.upgrades.has(token)) {
-    const allowed = [...route.upgrades].join(', ') || 'none';
-    const msg = `route ${route.name} does not allow upgrades to ${JSON.stringify(token)} (routes[].upgrades: ${allowed})`;
-    return fail('invalid_request', msg, [], new GatewayError('invalid_request', msg, 'upgrade'));
+  const admitted = admit(d, req, x);
+  if (admitted instanceof Promise) {
+    admitted.then(tunnel, (e: Error) => fail('internal_error', e.message, [], undefined));
+    return;
   }
-  if (full) return fail('service_unavailable', full, ['retry-after', '1']);
-  const headers = forwardRequestHeaders(req.rawHeaders, {
-    dropAuthorization: key !== null,
-    clientIp: ip,
-    clientTrusted: d.trusted(ip),
-    proto: 'http',
-    originHost: origin.host,
-    identity: key ? [key.id, key.consumer, key.environment] : null,
-  });
-  // Only the upgrade itself is hop-by-hop information the origin needs.
-  headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);
-  upReq = (origin.protocol === 'https:' ? https : http).request({
-    method: req.method,
-    path: a.path,
-    headers,
-    // No agent: a connection of its own, made by createConnection (half-open).
-    createConnection: connector(origin),
-    timeout: route.cfg.timeout_ms,
-  });
-  x.tUp = performance.now();
-  let answered = false;
-  // A client that ends or closes before the origin answers has gone away.
-  socket.once('end', () => clientGone());
-  const clientGone = () => {
-    if (answered) return;
-    // The client left before the origin answered: let go of both sockets now.
-    upReq?.destroy();
-    socket.destroy();
-    if (x.status === 0) x.status = 499;
-    finish();
-  };
-  socket.once('close', clientGone);
-  upReq.on('timeout', () => {
-    if (answered) return;
-    upReq.destroy();
-    fail('upstream_timeout');
-  });
-  upReq.on('error', (err: NodeJS.ErrnoException) => {
-    if (answered || ended) return;
-    d.log.debug('upgrade upstream error', { route: x.route, code: err.code });
-    fail('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
-  });
-
-  upReq.on('response', (res: IncomingMessage) => {
-    // Not a switch: an ordinary answer, relayed, and this connection ends with it.
-    // Whatever the client sent after its request is dropped, never forwarded.
-    answered = true;
-    socket.off('close', clientGone);
-    socket.off('data', hold);
-    early.length = 0;
-    socket.resume();
-    x.status = res.statusCode ?? 502;
-    const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
-    let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
-    for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
-    socket.write(`${text}\r\n`);
-    res.on('data', (c: Buffer) => {
-      x.resBytes += c.length;
-      if (!socket.write(c)) res.pause();
+  tunnel(admitted);
+  function tunnel(a: Admitted | Refused): void {
+    if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
+    const token = upgradeToken(req.headers.upgrade);
+    if (token === '') return fail('invalid_request', 'an upgrade request needs an Upgrade header', [], undefined);
+    const { route, origin, key } = a;
+    // Only the protocols a route lists become tunnels: an h2c tunnel would carry requests no rule ever sees.
+    if (!route.upgrades.has(token)) {
+      const allowed = [...route.upgrades].join(', ') || 'none';
+      const msg = `route ${route.name} does not allow upgrades to ${JSON.stringify(token)} (routes[].upgrades: ${allowed})`;
+      return fail('invalid_request', msg, [], new GatewayError('invalid_request', msg, 'upgrade'));
+    }
+    if (full) return fail('service_unavailable', full, ['retry-after', '1']);
+    const headers = forwardRequestHeaders(req.rawHeaders, {
+      dropAuthorization: key !== null,
+      clientIp: ip,
+      clientTrusted: d.trusted(ip),
+      proto: 'http',
+      originHost: origin.host,
+      identity: key ? [key.id, key.consumer, key.environment] : null,
     });
-    socket.on('drain', () => res.resume());
-    const done = () => {
-      socket.end(() => socket.destroy());
-      upReq.destroy();
+    // Only the upgrade itself is hop-by-hop information the origin needs.
+    headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);
+    const outgoing = (origin.protocol === 'https:' ? https : http).request({
+      method: req.method,
+      path: a.path,
+      headers,
+      // No agent: a connection of its own, made by createConnection (half-open).
+      createConnection: connector(origin),
+      timeout: route.cfg.timeout_ms,
+    });
+    upReq = outgoing;
+    x.tUp = performance.now();
+    let answered = false;
+    // A client that ends or closes before the origin answers has gone away.
+    socket.once('end', () => clientGone());
+    const clientGone = () => {
+      if (answered) return;
+      // The client left before the origin answered: let go of both sockets now.
+      outgoing.destroy();
+      socket.destroy();
+      if (x.status === 0) x.status = 499;
       finish();
     };
-    res.on('end', done);
-    res.on('error', done);
-    socket.once('close', () => {
-      if (!res.complete) x.status = 499;
-      upReq.destroy();
-      finish();
+    socket.once('close', clientGone);
+    outgoing.on('timeout', () => {
+      if (answered) return;
+      outgoing.destroy();
+      fail('upstream_timeout');
     });
-  });
+    outgoing.on('error', (err: NodeJS.ErrnoException) => {
+      if (answered || ended) return;
+      d.log.debug('upgrade upstream error', { route: x.route, code: err.code });
+      fail('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
+    });
 
-  upReq.on('upgrade', (res: IncomingMessage, up: net.Socket, upHead: Buffer) => {
-    answered = true;
-    socket.off('close', clientGone);
-    up.on('error', () => {});
-    if (upgradeToken(res.headers.upgrade) !== token) {
-      up.destroy();
-      return fail('upstream_unavailable', `the origin switched to ${JSON.stringify(res.headers.upgrade ?? '')}`);
-    }
-    x.status = 101;
-    let text = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
-    const raw = res.rawHeaders;
-    for (let i = 0; i < raw.length; i += 2) {
-      if ((raw[i] as string).toLowerCase() !== 'x-wake-id') text += `${raw[i]}: ${raw[i + 1]}\r\n`;
-    }
-    text += `x-wake-id: ${x.id}\r\n\r\n`;
-    socket.write(text);
-    socket.off('data', hold);
-    early.unshift(head);
-    splice(d, socket, up, upHead, Buffer.concat(early), x, finish);
-  });
-  upReq.end();
+    outgoing.on('response', (res: IncomingMessage) => {
+      // Not a switch: an ordinary answer, relayed, and this connection ends with it.
+      // Whatever the client sent after its request is dropped, never forwarded.
+      answered = true;
+      socket.off('close', clientGone);
+      socket.off('data', hold);
+      early.length = 0;
+      socket.resume();
+      x.status = res.statusCode ?? 502;
+      const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
+      let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
+      for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
+      socket.write(`${text}\r\n`);
+      res.on('data', (c: Buffer) => {
+        x.resBytes += c.length;
+        if (!socket.write(c)) res.pause();
+      });
+      socket.on('drain', () => res.resume());
+      const done = () => {
+        socket.end(() => socket.destroy());
+        outgoing.destroy();
+        finish();
+      };
+      res.on('end', done);
+      res.on('error', done);
+      socket.once('close', () => {
+        if (!res.complete) x.status = 499;
+        outgoing.destroy();
+        finish();
+      });
+    });
+
+    outgoing.on('upgrade', (res: IncomingMessage, up: net.Socket, upHead: Buffer) => {
+      answered = true;
+      socket.off('close', clientGone);
+      up.on('error', () => {});
+      if (upgradeToken(res.headers.upgrade) !== token) {
+        up.destroy();
+        return fail('upstream_unavailable', `the origin switched to ${JSON.stringify(res.headers.upgrade ?? '')}`);
+      }
+      x.status = 101;
+      let text = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
+      const raw = res.rawHeaders;
+      for (let i = 0; i < raw.length; i += 2) {
+        if ((raw[i] as string).toLowerCase() !== 'x-wake-id') text += `${raw[i]}: ${raw[i + 1]}\r\n`;
+      }
+      text += `x-wake-id: ${x.id}\r\n\r\n`;
+      socket.write(text);
+      socket.off('data', hold);
+      early.unshift(head);
+      splice(d, socket, up, upHead, Buffer.concat(early), x, finish);
+    });
+    outgoing.end();
+  }
 }
 
 /** Joins the two sockets: bytes both ways, half-closes both ways, an idle timeout, one wake at the end. */

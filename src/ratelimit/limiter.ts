@@ -1,6 +1,6 @@
 import type { KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
-import { makePolicy, type Policy } from './policy.js';
+import { type Choice, emptyChoice, type Policy, PolicySet } from './policy.js';
 import { allocateBuckets, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
 import type { LimitDecision, RequestLimiter } from './types.js';
 
@@ -22,11 +22,15 @@ export const quotaWarningData = (w: QuotaWarning): Record<string, unknown> => ({
   window: w.window,
 });
 
-const THRESHOLDS = [0.8, 0.95];
-const UNAUTH_DEFAULT = { limit: 600, burst: 600, window: 'minute' } as const;
+export const THRESHOLDS = [0.8, 0.95];
 /** Refill arithmetic is in floating point; a token short by less than this is a whole token. */
-const EPS = 1e-9;
-const WINDOW_NAME: Record<number, string> = { 1000: 'second', 60000: 'minute', 3600000: 'hour', 86400000: 'day' };
+export const EPS = 1e-9;
+export const WINDOW_NAME: Record<number, string> = {
+  1000: 'second',
+  60000: 'minute',
+  3600000: 'hour',
+  86400000: 'day',
+};
 
 /**
  * Token buckets per DESIGN.md: every keyed request takes a token from its key's
@@ -39,14 +43,8 @@ const WINDOW_NAME: Record<number, string> = { 1000: 'second', 60000: 'minute', 3
  * given the same `layout` decides against the same buckets, exactly.
  */
 export class RateLimiter implements RequestLimiter {
-  private readonly policies = new Map<string, Policy>();
-  private readonly keyPolicies = new WeakMap<KeyRecord, Policy>();
-  /** Each route policy's bucket name prefix, made once. */
-  private readonly tags = new Map<string, string>();
-  private readonly unauth: Policy;
-  private readonly testEnvs = new Set<string>();
-  private readonly def: Policy;
-  private readonly sandbox: Policy;
+  private readonly set: PolicySet;
+  private readonly c: Choice;
   private readonly table: SharedBuckets;
   /** The shared table, for other threads' limiters. */
   readonly layout: SharedBucketsLayout;
@@ -56,26 +54,16 @@ export class RateLimiter implements RequestLimiter {
   private used = 0;
   onWarning: (w: QuotaWarning) => void = () => {};
 
-  constructor(
-    private readonly cfg: Pick<Config, 'rate_limits' | 'environments' | 'instance' | 'ratelimit'>,
-    layout?: SharedBucketsLayout,
-  ) {
-    const n = cfg.instance.count;
-    for (const [name, p] of Object.entries(cfg.rate_limits)) {
-      this.policies.set(name, makePolicy(name, p, n));
-      this.tags.set(name, `x${name}\u0000`);
-    }
-    this.def = this.policies.get('default') as Policy;
-    this.sandbox = this.policies.get('sandbox') as Policy;
-    this.unauth = this.policies.get('unauthenticated') ?? makePolicy('unauthenticated', UNAUTH_DEFAULT, n);
-    for (const [name, e] of Object.entries(cfg.environments)) if (e.class === 'test') this.testEnvs.add(name);
+  constructor(cfg: Pick<Config, 'rate_limits' | 'environments' | 'ratelimit'>, layout?: SharedBucketsLayout) {
+    this.set = new PolicySet(cfg);
+    this.c = emptyChoice(this.set.def);
     this.layout = layout ?? allocateBuckets(cfg.ratelimit.max_buckets, cfg.ratelimit.sketch_cells);
     this.table = new SharedBuckets(this.layout);
   }
 
   refused(clientIp: string, now: number): LimitDecision | null {
     const t = this.table;
-    const p = this.unauth;
+    const p = this.set.unauth;
     const s = this.locked('r', clientIp, p, now);
     const tokens = t.refill(s, now, p.burst, p.rate);
     if (tokens >= 1 - EPS) {
@@ -109,54 +97,11 @@ export class RateLimiter implements RequestLimiter {
   }
 
   policy(name: string): Policy | undefined {
-    return this.policies.get(name);
-  }
-
-  private keyPolicy(key: KeyRecord): Policy {
-    if (!key.rate_limit) return this.def;
-    let p = this.keyPolicies.get(key);
-    if (!p) {
-      p = makePolicy(`key`, key.rate_limit, this.cfg.instance.count);
-      this.keyPolicies.set(key, p);
-    }
-    return p;
+    return this.set.get(name);
   }
 
   check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision {
-    let p1: Policy;
-    let tag1: string;
-    let id1: string;
-    let test = false;
-    if (key === null) {
-      p1 = this.def;
-      tag1 = 'a';
-      id1 = clientIp;
-    } else if (this.testEnvs.has(key.environment)) {
-      p1 = this.sandbox;
-      tag1 = 's';
-      id1 = p1.name;
-      test = true;
-    } else {
-      p1 = this.keyPolicy(key);
-      tag1 = 'k';
-      id1 = key.id;
-    }
-    let p2: Policy | null = null;
-    let tag2 = '';
-    let id2 = '';
-    if (extraPolicy !== null) {
-      const q = this.policies.get(extraPolicy);
-      if (q && q !== p1) {
-        p2 = q;
-        if (q.shared) {
-          tag2 = 's';
-          id2 = q.name;
-        } else {
-          tag2 = this.tags.get(q.name) as string;
-          id2 = key ? key.id : clientIp;
-        }
-      }
-    }
+    const { p1, tag1, id1, test, p2, tag2, id2 } = this.set.choose(key, clientIp, extraPolicy, this.c);
     const t = this.table;
     if (p2 === null) {
       const s1 = this.locked(tag1, id1, p1, now);
@@ -266,7 +211,7 @@ export class RateLimiter implements RequestLimiter {
   }
 }
 
-function refusal(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): LimitDecision {
+export function refusal(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): LimitDecision {
   const retryAfter = Math.max(1, Math.ceil((second ? wait(p2 as Policy, tok2) : wait(p1, tok1)) / 1000));
   const headers = headersFor(p1, tok1, p2, tok2, second);
   headers.push('retry-after', String(retryAfter));
@@ -281,7 +226,7 @@ const wait = (p: Policy, tokens: number): number => (tokens >= 1 - EPS ? 0 : (1 
  * fewer tokens left: the second when `second`); RateLimit-Policy and RateLimit (IETF
  * draft draft-ietf-httpapi-ratelimit-headers) list every bucket the request drew from.
  */
-function headersFor(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): string[] {
+export function headersFor(p1: Policy, tok1: number, p2: Policy | null, tok2: number, second: boolean): string[] {
   const reset = (p: Policy, tokens: number) => Math.max(0, Math.ceil((p.burst - tokens) / p.rate / 1000 - EPS));
   const remaining = (tokens: number) => (tokens < 0 ? 0 : Math.floor(tokens + EPS));
   const item = (p: Policy, tokens: number) => `"${p.name}";r=${remaining(tokens)};t=${reset(p, tokens)}`;

@@ -1,4 +1,5 @@
-import type { RateLimitPolicy, RateWindow } from '../config/index.js';
+import type { KeyRecord } from '../auth/key.js';
+import type { Config, RateLimitPolicy, RateWindow } from '../config/index.js';
 
 export const WINDOW_MS: Record<RateWindow, number> = {
   second: 1_000,
@@ -10,7 +11,7 @@ export const WINDOW_MS: Record<RateWindow, number> = {
 /** A policy ready for arithmetic. */
 export interface Policy {
   name: string;
-  /** Requests per window (as configured, divided among instances). */
+  /** Requests per window. */
   limit: number;
   /** Bucket capacity. */
   burst: number;
@@ -22,20 +23,13 @@ export interface Policy {
   header: string;
 }
 
-/**
- * Each instance enforces its share: limit and burst divided by the instance
- * count (rounded up, at least 1). With N instances behind a balancer that spreads
- * a client's requests evenly this approximates the global limit; a client pinned
- * to one instance gets only 1/N of it.
- */
+/** A configured policy, ready for arithmetic (a fleet shares one bucket through Redis, never a split). */
 export function makePolicy(
   name: string,
   p: Pick<RateLimitPolicy, 'limit' | 'burst' | 'window'> & { shared?: boolean },
-  instances = 1,
 ): Policy {
   const windowMs = WINDOW_MS[p.window];
-  const limit = Math.max(1, Math.ceil(p.limit / instances));
-  const burst = Math.max(1, Math.ceil(p.burst / instances));
+  const { limit, burst } = p;
   return {
     name,
     limit,
@@ -45,4 +39,105 @@ export function makePolicy(
     shared: p.shared ?? false,
     header: `"${name}";q=${limit};w=${windowMs / 1000}`,
   };
+}
+
+const UNAUTH_DEFAULT = { limit: 600, burst: 600, window: 'minute' } as const;
+
+/** The buckets one request draws from: its key's (or address's) and, maybe, its route's. */
+export interface Choice {
+  p1: Policy;
+  /** The bucket's kind ('a' address, 'k' key, 's' shared) and its id within the kind. */
+  tag1: string;
+  id1: string;
+  /** A test-class key: its bucket is the shared sandbox one. */
+  test: boolean;
+  p2: Policy | null;
+  tag2: string;
+  id2: string;
+}
+
+export const emptyChoice = (p: Policy): Choice => ({
+  p1: p,
+  tag1: '',
+  id1: '',
+  test: false,
+  p2: null,
+  tag2: '',
+  id2: '',
+});
+
+/**
+ * The configured policies, and which buckets a request draws from per DESIGN.md:
+ * its key's own rate_limit, else `default`; every test-class key the one shared
+ * `sandbox` bucket; a route or operation with its own policy that policy's bucket
+ * too; an unkeyed request its client address's.
+ */
+export class PolicySet {
+  private readonly policies = new Map<string, Policy>();
+  private readonly keyPolicies = new WeakMap<KeyRecord, Policy>();
+  /** Each route policy's bucket name prefix, made once. */
+  private readonly tags = new Map<string, string>();
+  private readonly testEnvs = new Set<string>();
+  readonly unauth: Policy;
+  readonly def: Policy;
+  readonly sandbox: Policy;
+
+  constructor(cfg: Pick<Config, 'rate_limits' | 'environments'>) {
+    for (const [name, p] of Object.entries(cfg.rate_limits)) {
+      this.policies.set(name, makePolicy(name, p));
+      this.tags.set(name, `x${name}\u0000`);
+    }
+    this.def = this.policies.get('default') as Policy;
+    this.sandbox = this.policies.get('sandbox') as Policy;
+    this.unauth = this.policies.get('unauthenticated') ?? makePolicy('unauthenticated', UNAUTH_DEFAULT);
+    for (const [name, e] of Object.entries(cfg.environments)) if (e.class === 'test') this.testEnvs.add(name);
+  }
+
+  get(name: string): Policy | undefined {
+    return this.policies.get(name);
+  }
+
+  private keyPolicy(key: KeyRecord): Policy {
+    if (!key.rate_limit) return this.def;
+    let p = this.keyPolicies.get(key);
+    if (!p) {
+      p = makePolicy('key', key.rate_limit);
+      this.keyPolicies.set(key, p);
+    }
+    return p;
+  }
+
+  /** Fills `c` (reused by the caller, so the hot path allocates nothing) and returns it. */
+  choose(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, c: Choice): Choice {
+    c.test = false;
+    if (key === null) {
+      c.p1 = this.def;
+      c.tag1 = 'a';
+      c.id1 = clientIp;
+    } else if (this.testEnvs.has(key.environment)) {
+      c.p1 = this.sandbox;
+      c.tag1 = 's';
+      c.id1 = c.p1.name;
+      c.test = true;
+    } else {
+      c.p1 = this.keyPolicy(key);
+      c.tag1 = 'k';
+      c.id1 = key.id;
+    }
+    c.p2 = null;
+    if (extraPolicy !== null) {
+      const q = this.policies.get(extraPolicy);
+      if (q && q !== c.p1) {
+        c.p2 = q;
+        if (q.shared) {
+          c.tag2 = 's';
+          c.id2 = q.name;
+        } else {
+          c.tag2 = this.tags.get(q.name) as string;
+          c.id2 = key ? key.id : clientIp;
+        }
+      }
+    }
+    return c;
+  }
 }

@@ -9,15 +9,25 @@ export interface LimitDecision {
   retryAfter: number;
   /** Name of the policy that refused the request. */
   policy: string | null;
+  /** Refused because the fleet's Redis cannot answer (coordination.on_unavailable: closed): a 503. */
+  unavailable?: boolean;
 }
 
-/** The gateway's view of a rate limiter, called once per request. */
+/**
+ * The gateway's view of a rate limiter, called once per request. A lone gateway
+ * decides at once; a fleet's may have to ask Redis first (a promise).
+ */
 export interface RequestLimiter {
   /** `extraPolicy`: a route's or operation's own policy, drawn from as well as the key's bucket. */
-  check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision;
+  check(
+    key: KeyRecord | null,
+    clientIp: string,
+    extraPolicy: string | null,
+    now: number,
+  ): LimitDecision | Promise<LimitDecision>;
   /**
    * Draws a token for a request whose key is refused, per client address
    * (`unauthenticated` policy). Null: within the limit (answer 401); else the 429.
    */
-  refused(clientIp: string, now: number): LimitDecision | null;
+  refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null>;
 }

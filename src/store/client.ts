@@ -2,12 +2,15 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
+import { CLUSTER_SETTINGS } from './cluster.js';
 import { privateDir, privateUmask } from './private-dir.js';
 
 export interface Store {
   client: ClickHouseClient;
   /** Database name, validated as a plain identifier by the config schema. */
   db: string;
+  /** storage.cluster: tables are Replicated behind Distributed ones (store/cluster.ts). */
+  cluster: string | null;
   /** The engine runs in this process and can read files under DATA_DIR (the log's segments) itself. */
   readsFiles: boolean;
   /**
@@ -52,7 +55,10 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
         password: storage.clickhouse_password ?? '',
         request_timeout: 10_000,
         max_open_connections: 16,
-        clickhouse_settings: { date_time_input_format: 'best_effort' },
+        clickhouse_settings: {
+          date_time_input_format: 'best_effort',
+          ...(storage.cluster === null ? {} : CLUSTER_SETTINGS),
+        },
         // The client's own log lines are not the gateway's: every failure reaches the caller, which says it once.
         log: { level: ClickHouseLogLevel.OFF },
       }),
@@ -71,6 +77,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   return {
     client,
     db,
+    cluster: storage.cluster,
     readsFiles: raw !== null,
     async insertBytes(table, columns, format, bytes, token) {
       if (bytes.length === 0) return;

@@ -1,4 +1,5 @@
 import { isUnknownSetting, type Store } from './client.js';
+import { clusterLedger, clusterMigrations } from './cluster.js';
 import { DETAIL_COMPACT_PARTS, detailTableSql, remakeDetailTable } from './detail-table.js';
 import { logTableStatements } from './wake-log.js';
 
@@ -271,11 +272,16 @@ const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migratio
   version UInt32, name String, applied_at DateTime64(3, 'UTC')
 ) ENGINE = MergeTree ORDER BY version`;
 
+/** The migrations a store gets: one at a time on a single server, today's schema at once on a cluster. */
+export const migrationsFor = (store: Pick<Store, 'cluster'>): Migration[] =>
+  store.cluster === null ? MIGRATIONS : clusterMigrations(MIGRATIONS, store.cluster);
+
 /** Applies every migration not yet recorded, in order, and records each. Returns the applied versions. */
-export async function migrate(store: Store, migrations: Migration[] = MIGRATIONS): Promise<number[]> {
-  const { client, db } = store;
-  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
-  await client.command({ query: ledger(db) });
+export async function migrate(store: Store, migrations: Migration[] = migrationsFor(store)): Promise<number[]> {
+  const { client, db, cluster } = store;
+  const onCluster = cluster === null ? '' : ` ON CLUSTER ${cluster}`;
+  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}${onCluster}` });
+  await client.command({ query: cluster === null ? ledger(db) : clusterLedger(db, cluster) });
   const rs = await client.query({ query: `SELECT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
   const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
   const applied: number[] = [];

@@ -301,6 +301,6 @@ export class FanoutCursorTable {
 export async function applyDeliveryRetention(store: Store, days: number): Promise<void> {
   const n = Math.max(1, Math.floor(days));
   await store.client.command({
-    query: `ALTER TABLE ${store.db}.webhook_deliveries MODIFY TTL toDateTime(updated_at) + toIntervalDay(${n})`,
+    query: `ALTER TABLE ${store.db}.${store.cluster === null ? 'webhook_deliveries' : `webhook_deliveries_local ON CLUSTER ${store.cluster}`} MODIFY TTL toDateTime(updated_at) + toIntervalDay(${n})`,
   });
 }

@@ -10,9 +10,9 @@ import { errorBody } from '../errors.js';
 import type { EventSink } from '../events/bus.js';
 import { hasObjective } from '../events/slo.js';
 import { wakeRules } from '../events/wake-rules.js';
+import { coordinatorFor, limiterPart } from '../fleet/limiter.js';
 import { createLogger } from '../log.js';
 import { createMetrics } from '../metrics/index.js';
-import { quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
 import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
 
 /**
@@ -44,8 +44,17 @@ const events: EventSink = {
   },
 };
 
-const limiter = new RateLimiter(cfg, data.buckets);
-limiter.onWarning = (w) => events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
+const co = await coordinatorFor(cfg, log, metrics);
+const limiting = limiterPart(cfg, {
+  co,
+  events,
+  metrics,
+  log,
+  now: () => systemClock.now(),
+  sweep: false,
+  ...(data.buckets ? { layout: data.buckets } : {}),
+});
+const limiter = limiting.limiter;
 
 /** Inserts are the control thread's: a sealed segment's file crosses, not its rows. */
 let insertSeq = 0;
@@ -125,6 +134,8 @@ async function stop(graceMs: number): Promise<void> {
   clearInterval(usageTimer);
   sendUsage();
   await edge.close();
+  await limiting.close();
+  await co?.close();
   send({ type: 'stopped' });
 }
 

@@ -18,7 +18,8 @@ export interface PoolDeps {
   log: Logger;
   metrics: Metrics;
   threads: number;
-  buckets: SharedBucketsLayout;
+  /** The shared-memory buckets; null in a fleet (each edge thread leases from Redis). */
+  buckets: SharedBucketsLayout | null;
   keys: () => KeyRecord[];
   redactionKey: Buffer;
   internal: EdgeData['internal'];

@@ -18,7 +18,8 @@ export interface EdgeData {
   threads: number;
   /** The port to listen on (with SO_REUSEPORT); 0 for the first edge of a start on port 0. */
   port: number;
-  buckets: SharedBucketsLayout;
+  /** The shared-memory buckets; null in a fleet (each edge thread leases from Redis). */
+  buckets: SharedBucketsLayout | null;
   keys: KeyRecord[];
   redactionKey: Uint8Array;
   /** The control thread's loopback listener for /v2 calls, and the token it asks of them. */

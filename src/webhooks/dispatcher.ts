@@ -2,6 +2,7 @@ import { Batcher } from '../capture/batcher.js';
 import type { Wal } from '../capture/wal.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import type { Claim, DeliveryLeases } from '../fleet/dispatch.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { DeliveryRecord, DeliveryTable } from '../store/webhooks.js';
@@ -9,6 +10,10 @@ import { retryDelay } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import { MinHeap } from './heap.js';
 import { type AttemptOutcome, MAX_STORED_BODY, sendAttempt } from './sender.js';
+
+/** A fleet's instances look for deliveries to take over this often, this far ahead. */
+const SCAN_EVERY_MS = 2000;
+const SCAN_AHEAD_MS = 5000;
 
 export type Send = (d: DeliveryRecord, attemptNo: number, nowMs: number) => Promise<AttemptOutcome>;
 
@@ -33,8 +38,15 @@ export class Dispatcher {
   /** Outcomes are written in batches, and spooled to disk while storage fails, like wakes. */
   private readonly outcomes: Batcher<DeliveryRecord>;
   private timer: NodeJS.Timeout | null = null;
+  private scanTimer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** Ids waiting or being attempted here (a fleet's scan adds only the others). */
+  private readonly known = new Set<string>();
+  /** Outcomes Redis has not heard of yet (it was unreachable when they were made). */
+  private unreleased: DeliveryRecord[] = [];
   random: () => number = Math.random;
+  /** A fleet's shared queue (coordination.redis_url): attempts under leases. Null: alone. */
+  leases: DeliveryLeases | null = null;
   send: Send;
 
   constructor(
@@ -85,6 +97,7 @@ export class Dispatcher {
       this.queues.set(d.endpoint_id, q);
     }
     q.push(d);
+    this.known.add(d.id);
     this.waiting++;
   }
 
@@ -105,6 +118,7 @@ export class Dispatcher {
     let n = 0;
     for (let d = q.pop(); d !== undefined; d = q.pop()) {
       this.waiting--;
+      this.known.delete(d.id);
       n++;
       this.finish({ ...d, status: 'dead_lettered', next_attempt_at: null, response_body: reason });
       this.metrics.deliveries.labels('dead_lettered').inc();
@@ -140,15 +154,39 @@ export class Dispatcher {
     this.outcomes.resume();
   }
 
-  /** Loads unfinished deliveries this instance dispatches for (after a restart). */
+  /**
+   * Loads unfinished deliveries (after a restart). In a fleet, Redis holds the queue:
+   * storage fills it once (the fleet's first start), then every instance takes what is due.
+   */
   async resume(): Promise<number> {
     let n = 0;
-    for (const d of await this.table.unfinished()) {
-      if (!this.endpoints.owns(d.endpoint_id)) continue;
-      this.enqueue(d);
-      n++;
+    if (this.leases === null || (await this.leases.seed())) {
+      const rows = await this.table.unfinished();
+      if (this.leases) await this.leases.add(rows);
+      for (const d of rows) this.enqueue(d);
+      n = rows.length;
     }
+    if (this.leases) n += await this.scan();
     if (n) this.log.info('webhook deliveries resumed', { count: n });
+    return n;
+  }
+
+  /** A fleet's deliveries due soon that this instance does not hold yet (any instance's, a dead one's too). */
+  async scan(): Promise<number> {
+    if (!this.leases || this.stopped) return 0;
+    let n = 0;
+    try {
+      const held = this.unreleased.splice(0);
+      for (const d of held) if (!(await this.leases.release(d).catch(() => null))) this.unreleased.push(d);
+      for (const d of await this.leases.due(this.clock.now() + SCAN_AHEAD_MS)) {
+        if (this.known.has(d.id)) continue;
+        this.enqueue(d);
+        n++;
+      }
+    } catch (e) {
+      this.log.debug('webhook queue scan failed (Redis unavailable)', { err: e as Error });
+    }
+    if (n) this.tick();
     return n;
   }
 
@@ -156,6 +194,7 @@ export class Dispatcher {
   async add(rows: DeliveryRecord[]): Promise<void> {
     if (rows.length === 0) return;
     await this.table.put(rows);
+    if (this.leases) await this.leases.add(rows);
     for (const d of rows) this.enqueue(d);
     this.tick();
   }
@@ -203,11 +242,29 @@ export class Dispatcher {
     this.active.add(p);
   }
 
-  private async attempt(d: DeliveryRecord): Promise<void> {
+  private async attempt(queued: DeliveryRecord): Promise<void> {
+    let d = queued;
+    if (this.leases) {
+      let c: Claim;
+      try {
+        c = await this.leases.claim(d, this.clock.now());
+      } catch {
+        // Redis unreachable: no attempt without a lease; try again in a second.
+        this.enqueue({ ...d, next_attempt_at: this.clock.now() + 1000 });
+        return;
+      }
+      if (!c.ok) {
+        this.known.delete(d.id);
+        // Not due yet in the fleet's state (another instance attempted it): wait for that time.
+        if (c.next) this.enqueue(c.next);
+        return;
+      }
+      d = c.d;
+    }
     const ep = this.endpoints.get(d.endpoint_id);
     const w = this.cfg.webhooks;
     if (!ep || ep.status !== 'enabled') {
-      this.finish({ ...d, status: 'dead_lettered', next_attempt_at: null, response_body: 'endpoint disabled' });
+      await this.done({ ...d, status: 'dead_lettered', next_attempt_at: null, response_body: 'endpoint disabled' });
       this.metrics.deliveries.labels('dead_lettered').inc();
       return;
     }
@@ -257,9 +314,19 @@ export class Dispatcher {
       this.superseded.delete(d.id);
       next = { ...next, next_attempt_at: null, response_body: replaced };
     }
+    await this.done(next);
+    await this.endpoints.recordAnswer(d.endpoint_id, out.status, after);
+  }
+
+  /** An attempt's outcome: written, queued again when it will be retried, and the fleet's lease ended. */
+  private async done(next: DeliveryRecord): Promise<void> {
     this.finish(next);
     if (next.status === 'failed' && next.next_attempt_at !== null) this.enqueue(next);
-    await this.endpoints.recordAnswer(d.endpoint_id, out.status, after);
+    else this.known.delete(next.id);
+    if (!this.leases) return;
+    const ok = await this.leases.release(next).catch(() => null);
+    if (ok === null) this.unreleased.push(next);
+    else if (!ok) this.log.warn('webhook delivery lease expired during its attempt', { delivery_id: next.id });
   }
 
   private finish(d: DeliveryRecord): void {
@@ -279,6 +346,10 @@ export class Dispatcher {
   }
 
   start(everyMs = 50): void {
+    if (this.leases) {
+      this.scanTimer = setInterval(() => void this.scan(), SCAN_EVERY_MS);
+      this.scanTimer.unref();
+    }
     this.timer = setInterval(() => {
       this.tick();
       this.metrics.deliveryQueue.set(this.queued);
@@ -291,7 +362,9 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.scanTimer) clearInterval(this.scanTimer);
     this.timer = null;
+    this.scanTimer = null;
     await this.idle();
   }
 }

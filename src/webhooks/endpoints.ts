@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { newSigningSecret } from '../auth/secrets.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
@@ -70,12 +69,15 @@ export class EndpointService {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly cfg: Pick<Config, 'webhooks' | 'instance'>,
+    private readonly cfg: Pick<Config, 'webhooks'>,
     private readonly table: EndpointTable,
     private readonly events: EventBus,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
+
+  /** Tells the rest of a fleet that an endpoint changed here (they poll at once). */
+  changed: (() => Promise<void>) | null = null;
 
   async load(): Promise<void> {
     for (const e of await this.table.changedSince(0)) this.apply(e);
@@ -128,6 +130,7 @@ export class EndpointService {
     const r: EndpointRecord = { ...e, ...next, updated_at: Math.max(now, e.updated_at + 1) };
     await this.table.put(r);
     this.apply(r);
+    await this.changed?.();
     return r;
   }
 
@@ -174,18 +177,11 @@ export class EndpointService {
     return r;
   }
 
-  /** Whether this instance dispatches for the endpoint (shared by endpoint id hash). */
-  owns(id: string): boolean {
-    const { index, count } = this.cfg.instance;
-    if (count === 1) return true;
-    return createHash('sha256').update(id).digest().readUInt32BE(0) % count === index;
-  }
-
-  /** Enabled endpoints of `env` subscribed to `type` (or to "*"), that this instance dispatches for. */
+  /** Enabled endpoints of `env` subscribed to `type` (or to "*"). */
   subscribers(env: string, type: string, except?: string): EndpointRecord[] {
     const out: EndpointRecord[] = [];
     for (const e of this.byId.values()) {
-      if (e.environment !== env || e.status !== 'enabled' || e.id === except || !this.owns(e.id)) continue;
+      if (e.environment !== env || e.status !== 'enabled' || e.id === except) continue;
       if (e.events.includes('*') || e.events.includes(type)) out.push(e);
     }
     return out;
@@ -232,6 +228,7 @@ export class EndpointService {
     };
     await this.table.put(e);
     this.apply(e);
+    await this.changed?.();
     this.log.info('webhook endpoint registered', { endpoint_id: e.id, environment: env, events: e.events });
     return e;
   }

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import type { FanoutLeader } from '../fleet/dispatch.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { EventRecord, EventTable } from '../store/events.js';
@@ -60,8 +61,12 @@ export class FanOut {
     private readonly log: Logger,
     private readonly metrics: Metrics,
     private readonly cursors: FanoutCursorTable,
-    private readonly instance: number,
+    /** A fleet's lead (one instance fans out at a time); null: alone. */
+    private readonly leader: FanoutLeader | null = null,
   ) {}
+
+  /** The one cursor: a fleet's instances take turns with it. */
+  private readonly instance = 0;
 
   /** Resumes from the saved cursor (or a short look-back on a first start). */
   async init(): Promise<void> {
@@ -93,6 +98,12 @@ export class FanOut {
   }
 
   private async pollOnce(): Promise<void> {
+    if (this.leader) {
+      const { leading, gained } = await this.leader.lead();
+      if (!leading) return;
+      // Taken over: the last leader may have fanned out past the saved cursor; those are checked.
+      if (gained) await this.init();
+    }
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
     for (;;) {
       const page = await this.events.recordedAfter(pos.t, pos.id);
@@ -181,5 +192,6 @@ export class FanOut {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     if (this.polling) await this.polling;
+    await this.leader?.resign();
   }
 }

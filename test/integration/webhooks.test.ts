@@ -523,13 +523,4 @@ describe('the fan-out poll', () => {
       await rx.close();
     }
   });
-
-  it('one of several instances polls every 250 ms, for events the others record', async () => {
-    const t = await startGateway({ instance: { index: 0, count: 2 } });
-    try {
-      expect(await eventPolls(t, idle(1200))).toBeGreaterThanOrEqual(3);
-    } finally {
-      await t.cleanup();
-    }
-  });
 });

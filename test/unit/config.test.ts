@@ -111,9 +111,19 @@ describe('config', () => {
     expect(fail(() => loadConfig({ values: { routes: [{ prefix: 'x' }] } }))).toMatch(/^config: routes\[0\]\./);
     expect(fail(() => loadConfig({ env: { WAKEGATE_ADMIN_KEY: 'nope' } }))).toMatch(/^config: admin_key: /);
     expect(fail(() => loadConfig({ file: '/nonexistent.yaml' }))).toMatch(/cannot read/);
-    expect(fail(() => loadConfig({ values: { storage: { cluster: 'main' } } }))).toMatch(
-      /^config: storage\.cluster: .*not supported yet/,
+    expect(fail(() => loadConfig({ values: { instance: { index: 0, count: 2 } } }))).toMatch(
+      /^config: instance: .*retired.*coordination\.redis_url/,
     );
+    expect(fail(() => loadConfig({ values: { coordination: { redis_url: 'http://x' } } }))).toMatch(
+      /^config: coordination\.redis_url: must be a redis:\/\//,
+    );
+    expect(fail(() => loadConfig({ values: { coordination: { on_unavailable: 'maybe' } } }))).toMatch(
+      /^config: coordination\.on_unavailable: /,
+    );
+    expect(loadConfig({ env: { REDIS_URL: 'redis://127.0.0.1:6379/0' } }).coordination.redis_url).toBe(
+      'redis://127.0.0.1:6379/0',
+    );
+    expect(loadConfig({ values: { storage: { cluster: 'main' } } }).storage.cluster).toBe('main');
     expect(fail(() => loadConfig({ env: { WAKEGATE_ENCRYPTION_KEY: 'short' } }))).toMatch(
       /^config: storage\.encryption_key: /,
     );

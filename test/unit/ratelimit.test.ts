@@ -119,12 +119,6 @@ describe('token buckets', () => {
     expect(drain(l, null, 10, T0, null, '10.0.0.1')).toBe(3);
     expect(drain(l, null, 10, T0, null, '10.0.0.2')).toBe(3);
   });
-
-  it('divides each limit among instances', () => {
-    const l = limiter({ instance: { index: 0, count: 3 } });
-    expect(drain(l, key('i'), 9000, T0)).toBe(3000);
-    expect(l.policy('default')?.limit).toBe(2000);
-  });
 });
 
 describe('quota warnings', () => {

@@ -1,0 +1,326 @@
+import { performance } from 'node:perf_hooks';
+import type { KeyRecord } from '../auth/key.js';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/index.js';
+import { headersFor, type QuotaWarning, refusal, THRESHOLDS, WINDOW_NAME } from '../ratelimit/limiter.js';
+import { type Choice, emptyChoice, type Policy, PolicySet } from '../ratelimit/policy.js';
+import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
+import type { Coordinator } from './redis.js';
+import { GIVE, QUOTA, TAKE } from './scripts.js';
+
+/** A lease is spent within this locally; Redis holds it a little longer, so it never expires there first. */
+export const LEASE_MS = 1000;
+const LEASE_GRACE_MS = 250;
+/** The most tokens one lease asks for (Redis grants at most an eighth of what the bucket holds). */
+const MAX_BATCH = 64;
+/** How often unspent leases are given back and quota counts sent. */
+const SWEEP_MS = 200;
+/** A request waits on at most this many lease calls before it is refused (contention, never Redis down). */
+const MAX_TRIES = 8;
+
+/** This instance's lease on one shared bucket. */
+interface Lease {
+  readonly name: string;
+  readonly leases: string;
+  policy: Policy;
+  /** Tokens held, to spend before `until` (local monotonic ms). */
+  held: number;
+  until: number;
+  member: string;
+  /** What the shared bucket held after the last grant, for the headers. */
+  left: number;
+  /** Redis said the bucket is empty: refused here, without asking, until then. */
+  emptyUntil: number;
+  /** Tokens the next lease asks for: doubles while leases are spent in time, back to 1 when not. */
+  want: number;
+  fetching: Promise<void> | null;
+}
+
+interface Give {
+  lease: Lease;
+  member: string;
+  back: number;
+}
+
+const UNAVAILABLE_OPEN: LimitDecision = { allowed: true, headers: [], retryAfter: 0, policy: null };
+const UNAVAILABLE_CLOSED: LimitDecision = {
+  allowed: false,
+  headers: ['retry-after', '1'],
+  retryAfter: 1,
+  policy: null,
+  unavailable: true,
+};
+
+/**
+ * Token buckets shared by every gateway of a fleet through Redis, exact: the fleet
+ * never admits more than one bucket would. Each instance leases tokens from the
+ * shared bucket (scripts.ts: TAKE) and spends them locally, so a busy key costs a
+ * fraction of a round trip per request; grants shrink as the bucket drains, down to
+ * one token at a time, and what a lease did not spend within LEASE_MS is given back
+ * (GIVE) or, if the instance died, taken as spent when the lease expires in Redis.
+ * A bucket Redis says is empty is refused here, without a call, until its next token.
+ * Redis slower than coordination.timeout_ms, or down: on_unavailable decides (open
+ * admits, closed answers 503), counted in wakegate_coordination_unavailable_total.
+ * Quota uses are counted in Redis (QUOTA), so a threshold is crossed once per fleet.
+ */
+export class FleetLimiter implements RequestLimiter {
+  private readonly set: PolicySet;
+  private readonly leases = new Map<string, Lease>();
+  private readonly gives: Give[] = [];
+  /** Uses per key since the last sweep, for the quota counters. */
+  private readonly uses = new Map<string, { key: KeyRecord; p: Policy; n: number; window: number }>();
+  private seq = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private sweeping: Promise<void> | null = null;
+  private readonly open: boolean;
+  onWarning: (w: QuotaWarning) => void = () => {};
+
+  constructor(
+    cfg: Pick<Config, 'rate_limits' | 'environments' | 'coordination'>,
+    private readonly co: Coordinator,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {
+    this.set = new PolicySet(cfg);
+    this.open = cfg.coordination.on_unavailable === 'open';
+  }
+
+  check(
+    key: KeyRecord | null,
+    clientIp: string,
+    extraPolicy: string | null,
+    now: number,
+  ): LimitDecision | Promise<LimitDecision> {
+    const c = this.set.choose(key, clientIp, extraPolicy, emptyChoice(this.set.def));
+    const l1 = this.lease(c.tag1, c.id1, c.p1);
+    const l2 = c.p2 === null ? null : this.lease(c.tag2, c.id2, c.p2);
+    const d = this.local(l1, l2, key, c, now);
+    return d ?? this.remote(l1, l2, key, c, now);
+  }
+
+  refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null> {
+    const l = this.lease('r', clientIp, this.set.unauth);
+    const d = this.local(l, null, null, null, now);
+    const pass = (x: LimitDecision) => (x.allowed ? null : x);
+    if (d) return pass(d);
+    return this.remote(l, null, null, null, now).then(pass);
+  }
+
+  private lease(tag: string, id: string, p: Policy): Lease {
+    const name = `${tag}:${id}`;
+    let l = this.leases.get(name);
+    if (l === undefined) {
+      const b = `wg:b:${name}`;
+      l = {
+        name: b,
+        leases: `${b}:l`,
+        policy: p,
+        held: 0,
+        until: 0,
+        member: '',
+        left: p.burst,
+        emptyUntil: 0,
+        want: 1,
+        fetching: null,
+      };
+      this.leases.set(name, l);
+    } else if (l.policy !== p) {
+      l.policy = p;
+    }
+    return l;
+  }
+
+  /** A decision from the leases held, or null when a lease must be taken first. */
+  private local(
+    l1: Lease,
+    l2: Lease | null,
+    key: KeyRecord | null,
+    c: Choice | null,
+    now: number,
+  ): LimitDecision | null {
+    const t = performance.now();
+    const ok1 = l1.held >= 1 && t < l1.until;
+    const ok2 = l2 === null || (l2.held >= 1 && t < l2.until);
+    if (ok1 && ok2) {
+      l1.held--;
+      if (l2 !== null) l2.held--;
+      if (key !== null && c !== null) this.count(key, c.p1, now);
+      const tok1 = l1.left + l1.held;
+      if (l2 === null)
+        return { allowed: true, headers: headersFor(l1.policy, tok1, null, 0, false), retryAfter: 0, policy: null };
+      const tok2 = l2.left + l2.held;
+      return {
+        allowed: true,
+        headers: headersFor(l1.policy, tok1, l2.policy, tok2, tok2 < tok1),
+        retryAfter: 0,
+        policy: null,
+      };
+    }
+    const e1 = !ok1 && t < l1.emptyUntil;
+    const e2 = l2 !== null && !ok2 && t < l2.emptyUntil;
+    if (!e1 && !e2) return null;
+    const w1 = e1 ? 1 - (l1.emptyUntil - t) * l1.policy.rate : l1.left + l1.held;
+    if (l2 === null) return refusal(l1.policy, w1, null, 0, false);
+    const w2 = e2 ? 1 - (l2.emptyUntil - t) * l2.policy.rate : l2.left + l2.held;
+    return refusal(l1.policy, w1, l2.policy, w2, !e1 || (e2 && l2.emptyUntil > l1.emptyUntil));
+  }
+
+  private async remote(
+    l1: Lease,
+    l2: Lease | null,
+    key: KeyRecord | null,
+    c: Choice | null,
+    now: number,
+  ): Promise<LimitDecision> {
+    for (let i = 0; i < MAX_TRIES; i++) {
+      const pending = l1.fetching ?? l2?.fetching ?? null;
+      try {
+        await (pending ?? this.take(l1, l2));
+      } catch {
+        this.metrics.coordinationUnavailable.labels(this.open ? 'admitted' : 'refused').inc();
+        return this.open ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
+      }
+      const d = this.local(l1, l2, key, c, now);
+      if (d) return d;
+    }
+    // Others kept spending each grant first: refuse rather than wait on (never over-admit).
+    return refusal(l1.policy, 0, null, 0, false);
+  }
+
+  /** Takes a lease on whichever of the buckets holds no usable token (one round trip). */
+  private take(l1: Lease, l2: Lease | null): Promise<void> {
+    const t = performance.now();
+    const need = [l1, l2].filter((l): l is Lease => l !== null && !(l.held >= 1 && t < l.until));
+    const id = `${this.co.owner}.${(++this.seq).toString(36)}`;
+    const keys: string[] = [];
+    const args: (string | number)[] = [id, LEASE_MS + LEASE_GRACE_MS];
+    for (const l of need) {
+      this.retire(l);
+      keys.push(l.name, l.leases);
+      args.push(l.policy.burst, l.policy.rate, l.want);
+    }
+    const p = this.co.run(TAKE, keys, args, 'take').then((r) => {
+      const a = r as [number, string, number][] & (number | string)[];
+      need.forEach((l, i) => {
+        const grant = Number(a[i * 3]);
+        l.left = Number(a[i * 3 + 1]);
+        if (grant > 0) {
+          l.held = grant;
+          l.until = t + LEASE_MS;
+          l.member = `${id}:${i + 1}:${grant}`;
+          l.emptyUntil = 0;
+        } else {
+          const waitMs = Number(a[i * 3 + 2]);
+          if (waitMs > 0) l.emptyUntil = performance.now() + waitMs;
+        }
+      });
+    });
+    const done = p.finally(() => {
+      for (const l of need) if (l.fetching === done) l.fetching = null;
+    });
+    for (const l of need) l.fetching = done;
+    return done;
+  }
+
+  /** The end of a lease: its unspent tokens are given back at the next sweep; the next lease is sized by how it went. */
+  private retire(l: Lease): void {
+    if (l.member === '') return;
+    if (l.held >= 1) {
+      this.gives.push({ lease: l, member: l.member, back: Math.floor(l.held) });
+      l.want = 1;
+    } else {
+      l.want = Math.min(MAX_BATCH, l.want * 2);
+    }
+    l.held = 0;
+    l.member = '';
+  }
+
+  private count(key: KeyRecord, p: Policy, now: number): void {
+    const window = now - (now % p.windowMs);
+    const u = this.uses.get(key.id);
+    if (u === undefined || u.window !== window) {
+      if (u !== undefined) void this.sendQuota([[key.id, u]]);
+      this.uses.set(key.id, { key, p, n: 1, window });
+    } else u.n++;
+  }
+
+  /** Gives back leases past their time, drops idle ones, sends the quota counts. */
+  sweep(): Promise<void> {
+    if (this.sweeping) return this.sweeping;
+    const t = performance.now();
+    for (const [name, l] of this.leases) {
+      if (l.fetching !== null) continue;
+      if (l.member !== '' && t >= l.until) this.retire(l);
+      if (l.member === '' && t >= l.emptyUntil && l.want === 1) this.leases.delete(name);
+    }
+    const gives = this.gives.splice(0);
+    const uses = [...this.uses];
+    this.uses.clear();
+    this.sweeping = Promise.all([this.sendGives(gives), this.sendQuota(uses)])
+      .then(() => {})
+      .finally(() => {
+        this.sweeping = null;
+      });
+    return this.sweeping;
+  }
+
+  private async sendGives(gives: Give[]): Promise<void> {
+    for (let i = 0; i < gives.length; i += 500) {
+      const keys: string[] = [];
+      const args: (string | number)[] = [];
+      for (const g of gives.slice(i, i + 500)) {
+        keys.push(g.lease.name, g.lease.leases);
+        args.push(g.member, g.back, g.lease.policy.burst, g.lease.policy.rate);
+      }
+      // Not given back (Redis down): the lease expires there, the tokens counted as spent. Never over.
+      await this.co.run(GIVE, keys, args, 'give', 1000).catch(() => {});
+    }
+  }
+
+  private async sendQuota(uses: [string, { key: KeyRecord; p: Policy; n: number; window: number }][]): Promise<void> {
+    if (uses.length === 0) return;
+    const keys = uses.map(([id, u]) => `wg:q:${id}:${u.window}`);
+    const args = uses.flatMap(([, u]) => [u.n, u.p.windowMs]);
+    let totals: number[];
+    try {
+      totals = (await this.co.run(QUOTA, keys, args, 'quota', 1000)) as number[];
+    } catch (e) {
+      this.log.debug('quota counts not sent (Redis unavailable)', { err: e as Error });
+      return;
+    }
+    uses.forEach(([, u], i) => {
+      const total = Number(totals[i]);
+      const before = total - u.n;
+      for (const th of THRESHOLDS) {
+        const at = Math.ceil(th * u.p.limit);
+        if (before < at && total >= at)
+          this.onWarning({
+            key: u.key,
+            threshold: th,
+            limit: u.p.limit,
+            used: total,
+            window: WINDOW_NAME[u.p.windowMs] ?? `${u.p.windowMs}ms`,
+          });
+      }
+    });
+  }
+
+  get size(): number {
+    return this.leases.size;
+  }
+
+  start(everyMs = SWEEP_MS): void {
+    this.timer = setInterval(() => void this.sweep(), everyMs);
+    this.timer.unref();
+  }
+
+  /** Gives back every lease held, so a stopping instance leaves its tokens to the others. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.sweeping) await this.sweeping;
+    for (const l of this.leases.values()) this.retire(l);
+    await this.sweep();
+  }
+}

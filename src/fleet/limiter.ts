@@ -1,0 +1,68 @@
+import type { Config } from '../config/index.js';
+import type { EventSink } from '../events/bus.js';
+import type { Logger } from '../log.js';
+import { type Metrics, registerCoordination } from '../metrics/index.js';
+import { quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
+import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
+import type { RequestLimiter } from '../ratelimit/types.js';
+import { FleetLimiter } from './buckets.js';
+import { Coordinator } from './redis.js';
+
+/** A thread's rate limiter: the fleet's (Redis) when coordination.redis_url is set, else the shared-memory one. */
+export interface LimiterPart {
+  name: 'limiter';
+  limiter: RequestLimiter;
+  /** Buckets (or leases) held here, for wakegate_ratelimit_buckets. */
+  size(): number;
+  /** The shared-memory table for edge threads; null in a fleet (each thread leases on its own). */
+  layout: SharedBucketsLayout | null;
+  close(): Promise<void>;
+}
+
+/** The connection to the fleet's Redis, or null for a gateway alone. */
+export async function coordinatorFor(
+  cfg: Pick<Config, 'coordination'>,
+  log: Logger,
+  metrics: Metrics,
+): Promise<Coordinator | null> {
+  const url = cfg.coordination.redis_url;
+  if (url === null) return null;
+  registerCoordination(metrics);
+  const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
+  await co.start();
+  return co;
+}
+
+/** The limiter; its quota warnings become consumer.quota.warning events. */
+export function limiterPart(
+  cfg: Pick<Config, 'rate_limits' | 'environments' | 'ratelimit' | 'coordination'>,
+  o: {
+    co: Coordinator | null;
+    events: EventSink;
+    metrics: Metrics;
+    log: Logger;
+    now: () => number;
+    layout?: SharedBucketsLayout;
+    sweep?: boolean;
+  },
+): LimiterPart {
+  const warn = (w: Parameters<RateLimiter['onWarning']>[0]) =>
+    o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
+  if (o.co) {
+    const fleet = new FleetLimiter(cfg, o.co, o.metrics, o.log);
+    fleet.onWarning = warn;
+    fleet.start();
+    return { name: 'limiter', limiter: fleet, size: () => fleet.size, layout: null, close: () => fleet.stop() };
+  }
+  const local = new RateLimiter(cfg, o.layout);
+  local.onWarning = warn;
+  // The shared table is swept by the thread that made it (the control thread), not by every edge.
+  if (o.sweep !== false) local.start(o.now);
+  return {
+    name: 'limiter',
+    limiter: local,
+    size: () => local.size,
+    layout: local.layout,
+    close: async () => local.stop(),
+  };
+}

@@ -1,0 +1,168 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createClient, type RedisClientType } from '@redis/client';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/index.js';
+
+/** A Lua script run by its SHA-1 (EVALSHA), loaded on first use. */
+export interface Script {
+  readonly source: string;
+  readonly sha: string;
+}
+
+export const script = (source: string): Script => ({ source, sha: createHash('sha1').update(source).digest('hex') });
+
+export type Reply = string | number | null | Reply[];
+
+/** Raised instead of waiting when Redis is down or slower than the caller allows. */
+export class Unavailable extends Error {
+  constructor(why: string) {
+    super(`redis unavailable: ${why}`);
+    this.name = 'Unavailable';
+  }
+}
+
+export interface CoordinatorOptions {
+  url: string;
+  /** What one call waits at most (coordination.timeout_ms for bucket decisions). */
+  timeoutMs: number;
+  log: Logger;
+  metrics: Metrics;
+  /** Names this process in leases (random unless given). */
+  owner?: string;
+}
+
+/**
+ * One gateway's connection to the fleet's Redis (or Valkey), through node-redis
+ * (@redis/client, the client Redis itself maintains). Calls never queue while the
+ * connection is down (offline queue disabled) and never wait past their timeout:
+ * they fail with Unavailable, and the callers decide (on_unavailable). An outage is
+ * logged once when it starts and once when it ends; `wakegate_coordination_up`
+ * follows it. Every script runs atomically in Redis (EVALSHA, falling back to EVAL
+ * once after a restart of Redis empties its script cache).
+ */
+export class Coordinator {
+  readonly owner: string;
+  private readonly client: RedisClientType;
+  private sub: RedisClientType | null = null;
+  private down = false;
+  private closed = false;
+  private readonly handlers = new Map<string, (message: string) => void>();
+
+  constructor(private readonly o: CoordinatorOptions) {
+    this.owner = o.owner ?? randomBytes(6).toString('hex');
+    this.client = createClient({
+      url: o.url,
+      disableOfflineQueue: true,
+      socket: {
+        connectTimeout: Math.max(1000, o.timeoutMs),
+        // Back off to at most a second between attempts, forever: Redis coming back is noticed within 1 s.
+        reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 1000),
+      },
+    }) as RedisClientType;
+    this.client.on('error', (e: Error) => this.outage(e.message));
+    this.client.on('ready', () => this.recovered());
+    o.metrics.coordinationUp.set(0);
+  }
+
+  /** Starts connecting; resolves when connected or after `waitMs` (the gateway starts either way). */
+  async start(waitMs = 2000): Promise<void> {
+    const connecting = this.client.connect().catch(() => {});
+    await Promise.race([connecting, new Promise((r) => setTimeout(r, waitMs).unref())]);
+    if (!this.client.isReady) this.outage('not connected at start');
+    else this.o.log.info('coordination: joined the fleet', { owner: this.owner });
+  }
+
+  get ready(): boolean {
+    return this.client.isReady;
+  }
+
+  private outage(why: string): void {
+    this.o.metrics.coordinationUp.set(0);
+    if (this.down || this.closed) return;
+    this.down = true;
+    this.o.log.warn('coordination: Redis is unavailable; following coordination.on_unavailable until it is back', {
+      reason: why,
+    });
+  }
+
+  private recovered(): void {
+    this.o.metrics.coordinationUp.set(1);
+    if (!this.down) return;
+    this.down = false;
+    this.o.log.info('coordination: Redis is back');
+  }
+
+  /** Runs a script; `op` names it in wakegate_coordination_round_trips_total. */
+  async run(
+    s: Script,
+    keys: string[],
+    args: (string | number)[],
+    op: string,
+    timeoutMs = this.o.timeoutMs,
+  ): Promise<Reply> {
+    if (!this.client.isReady) throw new Unavailable('not connected');
+    this.o.metrics.coordinationRoundTrips.labels(op).inc();
+    const tail = [String(keys.length), ...keys, ...args.map(String)];
+    try {
+      return await this.send(['EVALSHA', s.sha, ...tail], timeoutMs);
+    } catch (e) {
+      if (!(e instanceof Error) || !e.message.startsWith('NOSCRIPT')) throw this.failed(e);
+      try {
+        return await this.send(['EVAL', s.source, ...tail], timeoutMs);
+      } catch (e2) {
+        throw this.failed(e2);
+      }
+    }
+  }
+
+  /** One plain command (PUBLISH, SET, …). */
+  async command(args: string[], op: string, timeoutMs = this.o.timeoutMs): Promise<Reply> {
+    if (!this.client.isReady) throw new Unavailable('not connected');
+    this.o.metrics.coordinationRoundTrips.labels(op).inc();
+    try {
+      return await this.send(args, timeoutMs);
+    } catch (e) {
+      throw this.failed(e);
+    }
+  }
+
+  private send(args: string[], timeoutMs: number): Promise<Reply> {
+    return this.client.sendCommand(args, { timeout: timeoutMs }) as Promise<Reply>;
+  }
+
+  private failed(e: unknown): Error {
+    const msg = e instanceof Error ? e.message : String(e);
+    // A script's own error (a bug, or a wrong type) is not an outage.
+    if (e instanceof Error && /^(ERR|WRONGTYPE|NOSCRIPT)/.test(msg)) return e;
+    if (!this.client.isReady) this.outage(msg);
+    return new Unavailable(msg);
+  }
+
+  /** Calls `handler` with each message published on `channel` (a second connection, as pub/sub needs). */
+  async subscribe(channel: string, handler: (message: string) => void): Promise<void> {
+    this.handlers.set(channel, handler);
+    if (!this.sub) {
+      this.sub = this.client.duplicate() as RedisClientType;
+      this.sub.on('error', () => {});
+      void this.sub.connect().catch(() => {});
+    }
+    const sub = this.sub;
+    const wait = Date.now() + 2000;
+    while (!sub.isReady && Date.now() < wait) await new Promise((r) => setTimeout(r, 20));
+    // node-redis subscribes again by itself after a reconnect.
+    await sub.subscribe(channel, (m: string) => this.handlers.get(channel)?.(m)).catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const c of [this.sub, this.client]) {
+      if (!c) continue;
+      try {
+        if (c.isOpen) await c.close();
+        else c.destroy();
+      } catch {
+        c.destroy();
+      }
+    }
+  }
+}

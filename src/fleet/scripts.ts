@@ -1,0 +1,125 @@
+import { script } from './redis.js';
+
+/*
+ * The fleet's shared token buckets, one Redis hash each: tok (tokens in the bucket),
+ * ts (ms of Redis's clock when tok was last brought up to date) and out (tokens handed
+ * out in leases and not yet given back or expired). Leases are members of a sorted
+ * set beside the hash, "<lease id>:<tokens>" scored by the instant they expire.
+ *
+ * A bucket refills at `rate` tokens a millisecond up to `cap - out`: tokens held in
+ * leases count as still in the bucket, so the bucket plus every lease never holds more
+ * than one bucket would. A lease's tokens that are neither spent nor given back by its
+ * expiry are taken as spent. Time is Redis's own (TIME), so instances' clocks never
+ * matter. Each script is atomic: no other command runs between its reads and writes.
+ */
+
+const COMMON = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function state(b, l, cap, rate)
+  local h = redis.call('HMGET', b, 'tok', 'ts', 'out')
+  local tok = tonumber(h[1]) or cap
+  local ts = tonumber(h[2]) or now
+  local out = tonumber(h[3]) or 0
+  local gone = redis.call('ZRANGEBYSCORE', l, '-inf', now)
+  if #gone > 0 then
+    for _, m in ipairs(gone) do out = out - tonumber(string.match(m, ':(%d+)$')) end
+    redis.call('ZREMRANGEBYSCORE', l, '-inf', now)
+    if out < 0 then out = 0 end
+  end
+  if now > ts then
+    local room = cap - out
+    if tok < room then tok = math.min(room, tok + (now - ts) * rate) end
+    ts = now
+  end
+  return tok, ts, out
+end
+local function save(b, l, tok, ts, out, cap, rate)
+  redis.call('HSET', b, 'tok', tostring(tok), 'ts', ts, 'out', out)
+  -- Kept until it would be full again (and no lease is left), then it is a fresh bucket anyway.
+  local ttl = math.ceil((cap - tok) / rate) + 2000
+  redis.call('PEXPIRE', b, ttl)
+  redis.call('PEXPIRE', l, ttl)
+end
+`;
+
+/**
+ * TAKE: KEYS = bucket, leases (per bucket, one or two buckets); ARGV = lease id,
+ * lease ms, then per bucket: cap, rate (tokens/ms), most tokens wanted.
+ * All or nothing: when any bucket holds less than one token, none is taken.
+ * Grants shrink as a bucket drains: at most an eighth of what it holds (at least 1).
+ * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until
+ * a whole token (0 when granted).
+ */
+export const TAKE = script(`${COMMON}
+local id = ARGV[1]
+local lease = tonumber(ARGV[2])
+local n = #KEYS / 2
+local s = {}
+local short = false
+for i = 1, n do
+  local cap = tonumber(ARGV[3 + (i - 1) * 3])
+  local rate = tonumber(ARGV[4 + (i - 1) * 3])
+  local want = tonumber(ARGV[5 + (i - 1) * 3])
+  local tok, ts, out = state(KEYS[2 * i - 1], KEYS[2 * i], cap, rate)
+  s[i] = { cap, rate, want, tok, ts, out }
+  if tok < 1 - 1e-9 then short = true end
+end
+local r = {}
+for i = 1, n do
+  local cap, rate, want, tok, ts, out = unpack(s[i])
+  local grant = 0
+  if not short then
+    grant = math.max(1, math.min(want, math.floor(tok / 8)))
+    if grant > math.floor(tok + 1e-9) then grant = math.floor(tok + 1e-9) end
+    tok = tok - grant
+    out = out + grant
+    redis.call('ZADD', KEYS[2 * i], now + lease, id .. ':' .. i .. ':' .. grant)
+  end
+  save(KEYS[2 * i - 1], KEYS[2 * i], tok, ts, out, cap, rate)
+  local waitMs = 0
+  if grant == 0 and tok < 1 - 1e-9 then waitMs = math.ceil((1 - tok) / rate) end
+  r[#r + 1] = grant
+  r[#r + 1] = tostring(tok)
+  r[#r + 1] = waitMs
+end
+return r
+`);
+
+/**
+ * GIVE: gives back what leases did not spend. KEYS = bucket, leases, … (pairs);
+ * ARGV = per bucket: lease member, tokens unspent, cap, rate. A lease Redis already
+ * expired gives nothing back (its tokens were taken as spent). Returns nothing.
+ */
+export const GIVE = script(`${COMMON}
+for i = 1, #KEYS / 2 do
+  local b, l = KEYS[2 * i - 1], KEYS[2 * i]
+  local member = ARGV[(i - 1) * 4 + 1]
+  local back = tonumber(ARGV[(i - 1) * 4 + 2])
+  local cap = tonumber(ARGV[(i - 1) * 4 + 3])
+  local rate = tonumber(ARGV[(i - 1) * 4 + 4])
+  if redis.call('ZREM', l, member) == 1 then
+    local tok, ts, out = state(b, l, cap, rate)
+    out = out - tonumber(string.match(member, ':(%d+)$'))
+    if out < 0 then out = 0 end
+    tok = math.min(cap - out, tok + back)
+    save(b, l, tok, ts, out, cap, rate)
+  end
+end
+return 0
+`);
+
+/**
+ * QUOTA: counts uses against quota windows. KEYS = one counter per key and window;
+ * ARGV = per key: uses to add, window ms. Returns each counter's total after adding:
+ * exactly one caller sees a threshold crossed, however many instances count.
+ */
+export const QUOTA = script(`
+local r = {}
+for i = 1, #KEYS do
+  local v = redis.call('INCRBY', KEYS[i], ARGV[2 * i - 1])
+  if v == tonumber(ARGV[2 * i - 1]) then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2 * i]) * 2) end
+  r[i] = v
+end
+return r
+`);
