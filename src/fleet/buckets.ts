@@ -14,10 +14,16 @@ export const LEASE_MS = 1000;
 const LEASE_GRACE_MS = 250;
 /** The most tokens one lease asks for (Redis grants at most an eighth of what the bucket holds). */
 const MAX_BATCH = 64;
+/** The first lease of a bucket asks for this many (the bucket's own eighth caps it). */
+const FIRST_WANT = 4;
 /** How often unspent leases are given back and quota counts sent. */
 const SWEEP_MS = 200;
-/** A request waits on at most this many lease calls before it is refused (contention, never Redis down). */
-const MAX_TRIES = 8;
+/**
+ * A request waits on at most this many lease calls before it is refused: many
+ * requests waiting on one bucket near empty share its grants one round trip at a
+ * time (each call grants at least one token or says the bucket is empty).
+ */
+const MAX_TRIES = 64;
 
 /** This instance's lease on one shared bucket. */
 interface Lease {
@@ -32,8 +38,10 @@ interface Lease {
   left: number;
   /** Redis said the bucket is empty: refused here, without asking, until then. */
   emptyUntil: number;
-  /** Tokens the next lease asks for: doubles while leases are spent in time, back to 1 when not. */
+  /** Tokens the next lease asks for: doubles while leases are spent in time, halves when not. */
   want: number;
+  /** Requests waiting for this bucket's next lease: the next one asks for at least as many. */
+  waiting: number;
   fetching: Promise<void> | null;
 }
 
@@ -66,11 +74,15 @@ const UNAVAILABLE_CLOSED: LimitDecision = {
  */
 export class FleetLimiter implements RequestLimiter {
   private readonly set: PolicySet;
+  /** Reused by every decision (read before any wait). */
+  private readonly c: Choice;
   private readonly leases = new Map<string, Lease>();
   private readonly gives: Give[] = [];
   /** Uses per key since the last sweep, for the quota counters. */
   private readonly uses = new Map<string, { key: KeyRecord; p: Policy; n: number; window: number }>();
   private seq = 0;
+  /** Leases asked for in this turn of the event loop, sent together. */
+  private asks: { need: Lease[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private timer: NodeJS.Timeout | null = null;
   private sweeping: Promise<void> | null = null;
   private readonly open: boolean;
@@ -83,6 +95,7 @@ export class FleetLimiter implements RequestLimiter {
     private readonly log: Logger,
   ) {
     this.set = new PolicySet(cfg);
+    this.c = emptyChoice(this.set.def);
     this.open = cfg.coordination.on_unavailable === 'open';
   }
 
@@ -92,11 +105,11 @@ export class FleetLimiter implements RequestLimiter {
     extraPolicy: string | null,
     now: number,
   ): LimitDecision | Promise<LimitDecision> {
-    const c = this.set.choose(key, clientIp, extraPolicy, emptyChoice(this.set.def));
+    const c = this.set.choose(key, clientIp, extraPolicy, this.c);
     const l1 = this.lease(c.tag1, c.id1, c.p1);
     const l2 = c.p2 === null ? null : this.lease(c.tag2, c.id2, c.p2);
-    const d = this.local(l1, l2, key, c, now);
-    return d ?? this.remote(l1, l2, key, c, now);
+    const d = this.local(l1, l2, key, c.p1, now);
+    return d ?? this.remote(l1, l2, key, c.p1, now);
   }
 
   refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null> {
@@ -121,7 +134,8 @@ export class FleetLimiter implements RequestLimiter {
         member: '',
         left: p.burst,
         emptyUntil: 0,
-        want: 1,
+        want: FIRST_WANT,
+        waiting: 0,
         fetching: null,
       };
       this.leases.set(name, l);
@@ -136,7 +150,7 @@ export class FleetLimiter implements RequestLimiter {
     l1: Lease,
     l2: Lease | null,
     key: KeyRecord | null,
-    c: Choice | null,
+    p1: Policy | null,
     now: number,
   ): LimitDecision | null {
     const t = performance.now();
@@ -145,7 +159,7 @@ export class FleetLimiter implements RequestLimiter {
     if (ok1 && ok2) {
       l1.held--;
       if (l2 !== null) l2.held--;
-      if (key !== null && c !== null) this.count(key, c.p1, now);
+      if (key !== null && p1 !== null) this.count(key, p1, now);
       const tok1 = l1.left + l1.held;
       if (l2 === null)
         return { allowed: true, headers: headersFor(l1.policy, tok1, null, 0, false), retryAfter: 0, policy: null };
@@ -170,52 +184,43 @@ export class FleetLimiter implements RequestLimiter {
     l1: Lease,
     l2: Lease | null,
     key: KeyRecord | null,
-    c: Choice | null,
+    p1: Policy | null,
     now: number,
   ): Promise<LimitDecision> {
-    for (let i = 0; i < MAX_TRIES; i++) {
-      const pending = l1.fetching ?? l2?.fetching ?? null;
-      try {
-        await (pending ?? this.take(l1, l2));
-      } catch {
-        this.metrics.coordinationUnavailable.labels(this.open ? 'admitted' : 'refused').inc();
-        return this.open ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
+    l1.waiting++;
+    if (l2 !== null) l2.waiting++;
+    try {
+      for (let i = 0; i < MAX_TRIES; i++) {
+        const pending = l1.fetching ?? l2?.fetching ?? null;
+        try {
+          await (pending ?? this.take(l1, l2));
+        } catch {
+          this.metrics.coordinationUnavailable.labels(this.open ? 'admitted' : 'refused').inc();
+          return this.open ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
+        }
+        const d = this.local(l1, l2, key, p1, now);
+        if (d) return d;
       }
-      const d = this.local(l1, l2, key, c, now);
-      if (d) return d;
+    } finally {
+      l1.waiting--;
+      if (l2 !== null) l2.waiting--;
     }
     // Others kept spending each grant first: refuse rather than wait on (never over-admit).
     return refusal(l1.policy, 0, null, 0, false);
   }
 
-  /** Takes a lease on whichever of the buckets holds no usable token (one round trip). */
+  /**
+   * Takes a lease on whichever of the buckets holds no usable token. The requests of
+   * one turn of the event loop share one call (one round trip for all of them).
+   */
   private take(l1: Lease, l2: Lease | null): Promise<void> {
     const t = performance.now();
     const need = [l1, l2].filter((l): l is Lease => l !== null && !(l.held >= 1 && t < l.until));
-    const id = `${this.co.owner}.${(++this.seq).toString(36)}`;
-    const keys: string[] = [];
-    const args: (string | number)[] = [id, LEASE_MS + LEASE_GRACE_MS];
-    for (const l of need) {
-      this.retire(l);
-      keys.push(l.name, l.leases);
-      args.push(l.policy.burst, l.policy.rate, l.want);
-    }
-    const p = this.co.run(TAKE, keys, args, 'take').then((r) => {
-      const a = r as [number, string, number][] & (number | string)[];
-      need.forEach((l, i) => {
-        const grant = Number(a[i * 3]);
-        l.left = Number(a[i * 3 + 1]);
-        if (grant > 0) {
-          l.held = grant;
-          l.until = t + LEASE_MS;
-          l.member = `${id}:${i + 1}:${grant}`;
-          l.emptyUntil = 0;
-        } else {
-          const waitMs = Number(a[i * 3 + 2]);
-          if (waitMs > 0) l.emptyUntil = performance.now() + waitMs;
-        }
-      });
+    for (const l of need) this.retire(l);
+    const p = new Promise<void>((resolve, reject) => {
+      this.asks.push({ need, resolve, reject });
     });
+    if (this.asks.length === 1) setImmediate(() => this.flush());
     const done = p.finally(() => {
       for (const l of need) if (l.fetching === done) l.fetching = null;
     });
@@ -223,12 +228,58 @@ export class FleetLimiter implements RequestLimiter {
     return done;
   }
 
-  /** The end of a lease: its unspent tokens are given back at the next sweep; the next lease is sized by how it went. */
+  private flush(): void {
+    const asks = this.asks.splice(0);
+    const id = `${this.co.owner}.${(++this.seq).toString(36)}`;
+    const keys: string[] = [];
+    const args: (string | number)[] = [id, LEASE_MS + LEASE_GRACE_MS, asks.length];
+    for (const a of asks) {
+      args.push(a.need.length);
+      for (const l of a.need) {
+        keys.push(l.name, l.leases);
+        args.push(l.policy.burst, l.policy.rate, Math.max(l.want, Math.min(MAX_BATCH, l.waiting)));
+      }
+    }
+    // Sent now: each lease is spent within LEASE_MS of this, before Redis (whose clock starts later) expires it.
+    const t = performance.now();
+    this.co.run(TAKE, keys, args, 'take').then(
+      (r) => {
+        const a = r as (number | string)[];
+        let k = 0;
+        for (const ask of asks) {
+          for (const l of ask.need) {
+            const grant = Number(a[k * 3]);
+            l.left = Number(a[k * 3 + 1]);
+            if (grant > 0) {
+              l.held = grant;
+              l.until = t + LEASE_MS;
+              l.member = `${id}:${k + 1}:${grant}`;
+              l.emptyUntil = 0;
+            } else {
+              const waitMs = Number(a[k * 3 + 2]);
+              if (waitMs > 0) l.emptyUntil = performance.now() + waitMs;
+            }
+            k++;
+          }
+          ask.resolve();
+        }
+      },
+      (e: unknown) => {
+        for (const ask of asks) ask.reject(e);
+      },
+    );
+  }
+
+  /**
+   * The end of a lease: at the next sweep Redis hears of it (its unspent tokens go
+   * back, and the bucket stops counting it as held); the next lease is sized by how it went.
+   */
   private retire(l: Lease): void {
     if (l.member === '') return;
-    if (l.held >= 1) {
-      this.gives.push({ lease: l, member: l.member, back: Math.floor(l.held) });
-      l.want = 1;
+    const back = Math.floor(l.held);
+    this.gives.push({ lease: l, member: l.member, back });
+    if (back >= 1) {
+      l.want = Math.max(1, l.want >> 1);
     } else {
       l.want = Math.min(MAX_BATCH, l.want * 2);
     }
@@ -252,7 +303,7 @@ export class FleetLimiter implements RequestLimiter {
     for (const [name, l] of this.leases) {
       if (l.fetching !== null) continue;
       if (l.member !== '' && t >= l.until) this.retire(l);
-      if (l.member === '' && t >= l.emptyUntil && l.want === 1) this.leases.delete(name);
+      if (l.member === '' && t >= l.emptyUntil) this.leases.delete(name);
     }
     const gives = this.gives.splice(0);
     const uses = [...this.uses];

@@ -44,44 +44,54 @@ end
 `;
 
 /**
- * TAKE: KEYS = bucket, leases (per bucket, one or two buckets); ARGV = lease id,
- * lease ms, then per bucket: cap, rate (tokens/ms), most tokens wanted.
- * All or nothing: when any bucket holds less than one token, none is taken.
- * Grants shrink as a bucket drains: at most an eighth of what it holds (at least 1).
- * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until
- * a whole token (0 when granted).
+ * TAKE: leases for the requests of one moment, in groups (a request's one or two
+ * buckets). KEYS = bucket, leases, … for every bucket of every group in order;
+ * ARGV = lease id, lease ms, group count, then per group its bucket count and per
+ * bucket: cap, rate (tokens/ms), most tokens wanted. All or nothing within a group:
+ * when any of its buckets holds less than one token, none of them gives one. Grants
+ * shrink as a bucket drains: at most an eighth of what it holds (at least 1).
+ * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until a
+ * whole token (0 when granted). A lease is "<id>:<bucket's place>:<tokens>".
  */
 export const TAKE = script(`${COMMON}
 local id = ARGV[1]
 local lease = tonumber(ARGV[2])
-local n = #KEYS / 2
-local s = {}
-local short = false
-for i = 1, n do
-  local cap = tonumber(ARGV[3 + (i - 1) * 3])
-  local rate = tonumber(ARGV[4 + (i - 1) * 3])
-  local want = tonumber(ARGV[5 + (i - 1) * 3])
-  local tok, ts, out = state(KEYS[2 * i - 1], KEYS[2 * i], cap, rate)
-  s[i] = { cap, rate, want, tok, ts, out }
-  if tok < 1 - 1e-9 then short = true end
-end
+local groups = tonumber(ARGV[3])
+local a = 4
+local b = 0
 local r = {}
-for i = 1, n do
-  local cap, rate, want, tok, ts, out = unpack(s[i])
-  local grant = 0
-  if not short then
-    grant = math.max(1, math.min(want, math.floor(tok / 8)))
-    if grant > math.floor(tok + 1e-9) then grant = math.floor(tok + 1e-9) end
-    tok = tok - grant
-    out = out + grant
-    redis.call('ZADD', KEYS[2 * i], now + lease, id .. ':' .. i .. ':' .. grant)
+for g = 1, groups do
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  local s = {}
+  local short = false
+  for i = 1, n do
+    local cap, rate, want = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    a = a + 3
+    local k = b + i
+    local tok, ts, out = state(KEYS[2 * k - 1], KEYS[2 * k], cap, rate)
+    s[i] = { cap, rate, want, tok, ts, out }
+    if tok < 1 - 1e-9 then short = true end
   end
-  save(KEYS[2 * i - 1], KEYS[2 * i], tok, ts, out, cap, rate)
-  local waitMs = 0
-  if grant == 0 and tok < 1 - 1e-9 then waitMs = math.ceil((1 - tok) / rate) end
-  r[#r + 1] = grant
-  r[#r + 1] = tostring(tok)
-  r[#r + 1] = waitMs
+  for i = 1, n do
+    local cap, rate, want, tok, ts, out = unpack(s[i])
+    local k = b + i
+    local grant = 0
+    if not short then
+      grant = math.max(1, math.min(want, math.floor(tok / 8)))
+      if grant > math.floor(tok + 1e-9) then grant = math.floor(tok + 1e-9) end
+      tok = tok - grant
+      out = out + grant
+      redis.call('ZADD', KEYS[2 * k], now + lease, id .. ':' .. k .. ':' .. grant)
+    end
+    save(KEYS[2 * k - 1], KEYS[2 * k], tok, ts, out, cap, rate)
+    local waitMs = 0
+    if grant == 0 and tok < 1 - 1e-9 then waitMs = math.ceil((1 - tok) / rate) end
+    r[#r + 1] = grant
+    r[#r + 1] = tostring(tok)
+    r[#r + 1] = waitMs
+  end
+  b = b + n
 end
 return r
 `);

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KeyRecord } from '../../src/auth/key.js';
+import { loadConfig } from '../../src/config/index.js';
+import { FleetLimiter } from '../../src/fleet/buckets.js';
+import { Coordinator } from '../../src/fleet/redis.js';
+import { createLogger } from '../../src/log.js';
+import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
+import type { QuotaWarning } from '../../src/ratelimit/limiter.js';
+import { keyRecord } from '../helpers/keys.js';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
+
+/** Two limiters (two instances' worth: each its own connection) on one real redis-server. */
+let redis: TestRedis;
+const made: { limiter: FleetLimiter; co: Coordinator }[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const m of made) {
+    await m.limiter.stop();
+    await m.co.close();
+  }
+  await redis.stop();
+});
+
+async function instance(over: Record<string, unknown> = {}) {
+  const cfg = loadConfig({ values: { coordination: { redis_url: redis.url, timeout_ms: 1000 }, ...over } });
+  const metrics = createMetrics({ process: false });
+  registerCoordination(metrics);
+  const log = createLogger('silent');
+  const co = new Coordinator({ url: redis.url, timeoutMs: 1000, log, metrics });
+  await co.start();
+  const limiter = new FleetLimiter(cfg, co, metrics, log);
+  made.push({ limiter, co });
+  return { limiter, metrics };
+}
+
+const key = (id: string, rl: KeyRecord['rate_limit']): KeyRecord => keyRecord(id, 'production', rl);
+
+describe('buckets shared through Redis', () => {
+  it('admit exactly a bucket between two instances deciding at once', async () => {
+    const [a, b] = [await instance(), await instance()];
+    const k = key('exact', { limit: 1, burst: 50, window: 'day' });
+    const all = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? b : a).limiter.check(k, '', null, Date.now())),
+    );
+    expect(all.filter((d) => d.allowed)).toHaveLength(50);
+    const refused = all.find((d) => !d.allowed);
+    expect(refused?.retryAfter).toBeGreaterThan(60);
+  });
+
+  it('take from a route policy and the key all or nothing, and give back what a stopped instance did not spend', async () => {
+    const rate_limits = { reports: { limit: 1, burst: 5, window: 'day' } };
+    const a = await instance({ rate_limits });
+    const k = key('both', { limit: 1, burst: 100, window: 'day' });
+    const ds = [];
+    for (let i = 0; i < 20; i++) ds.push(await a.limiter.check(k, '', 'reports', Date.now()));
+    expect(ds.filter((d) => d.allowed)).toHaveLength(5);
+    expect(ds.at(-1)?.policy).toBe('reports');
+    await a.limiter.stop();
+    const tok = Number(await redis.cli('HGET', 'wg:b:k:both', 'tok'));
+    const out = Number(await redis.cli('HGET', 'wg:b:k:both', 'out'));
+    // The key's bucket gave 5; what its leases held beyond them came back, and none is held now.
+    expect(Math.floor(tok + 1e-6)).toBe(95);
+    expect(out).toBe(0);
+  });
+
+  it('raise each quota warning once for the fleet', async () => {
+    const [a, b] = [await instance(), await instance()];
+    const warnings: QuotaWarning[] = [];
+    a.limiter.onWarning = (w) => warnings.push(w);
+    b.limiter.onWarning = (w) => warnings.push(w);
+    const k = key('quota', { limit: 10, burst: 100, window: 'hour' });
+    for (let i = 0; i < 12; i++) await (i % 2 ? a : b).limiter.check(k, '', null, Date.now());
+    await Promise.all([a.limiter.sweep(), b.limiter.sweep()]);
+    expect(warnings.map((w) => w.threshold).sort()).toEqual([0.8, 0.95]);
+  });
+
+  it('cost a fraction of a round trip per decision on a busy key', async () => {
+    const a = await instance();
+    const k = key('busy', { limit: 1_000_000, burst: 1_000_000, window: 'second' });
+    for (let i = 0; i < 2000; i++) {
+      const d = a.limiter.check(k, '', null, Date.now());
+      expect((d instanceof Promise ? await d : d).allowed).toBe(true);
+    }
+    const trips = (await a.metrics.coordinationRoundTrips.get()).values.find((v) => v.labels.op === 'take')?.value ?? 0;
+    expect(trips).toBeLessThan(2000 / 16);
+  });
+});
