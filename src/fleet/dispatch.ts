@@ -40,9 +40,16 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {'ok', cur}
 `);
 
-/** RELEASE: KEYS = state, lease, due; ARGV = owner, id, state, next due ('' when finished). */
+/**
+ * RELEASE: KEYS = state, lease, due; ARGV = owner, id, state, next due ('' when finished).
+ * A delivery ended meanwhile by hand (replayed: its state is gone) stays ended.
+ */
 const RELEASE = script(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
 if ARGV[4] == '' then
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[2])
@@ -116,6 +123,12 @@ export class DeliveryLeases {
       5000,
     );
     return r === 1;
+  }
+
+  /** Ends a delivery for the whole fleet (replayed by hand): no instance attempts it again. */
+  async cancel(id: string): Promise<void> {
+    await this.co.command(['DEL', stateKey(id)], 'lease', 5000);
+    await this.co.command(['ZREM', DUE, id], 'lease', 5000);
   }
 
   /** Deliveries due by `until` (any instance's). */

@@ -104,11 +104,11 @@ export class Coordinator {
     this.o.metrics.coordinationRoundTrips.labels(op).inc();
     const tail = [String(keys.length), ...keys, ...args.map(String)];
     try {
-      return await this.send(['EVALSHA', s.sha, ...tail], timeoutMs);
+      return this.answered(await this.send(['EVALSHA', s.sha, ...tail], timeoutMs));
     } catch (e) {
       if (!(e instanceof Error) || !e.message.startsWith('NOSCRIPT')) throw this.failed(e);
       try {
-        return await this.send(['EVAL', s.source, ...tail], timeoutMs);
+        return this.answered(await this.send(['EVAL', s.source, ...tail], timeoutMs));
       } catch (e2) {
         throw this.failed(e2);
       }
@@ -120,21 +120,44 @@ export class Coordinator {
     if (!this.client.isReady) throw new Unavailable('not connected');
     this.o.metrics.coordinationRoundTrips.labels(op).inc();
     try {
-      return await this.send(args, timeoutMs);
+      return this.answered(await this.send(args, timeoutMs));
     } catch (e) {
       throw this.failed(e);
     }
   }
 
+  /** An answer in time ends an outage that was Redis being slow (a lost connection ends at 'ready'). */
+  private answered(r: Reply): Reply {
+    if (this.down) this.recovered();
+    return r;
+  }
+
+  /**
+   * One command, given up on after `timeoutMs` (its answer, if it comes, is dropped:
+   * a lease granted too late is never spent, and expires in Redis as spent: never over).
+   */
   private send(args: string[], timeoutMs: number): Promise<Reply> {
-    return this.client.sendCommand(args, { timeout: timeoutMs }) as Promise<Reply>;
+    return new Promise<Reply>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      (this.client.sendCommand(args) as Promise<Reply>).then(
+        (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        (e: unknown) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
+    });
   }
 
   private failed(e: unknown): Error {
     const msg = e instanceof Error ? e.message : String(e);
     // A script's own error (a bug, or a wrong type) is not an outage.
     if (e instanceof Error && /^(ERR|WRONGTYPE|NOSCRIPT)/.test(msg)) return e;
-    if (!this.client.isReady) this.outage(msg);
+    // Gone, or slower than the caller allows: an outage either way (logged once).
+    this.outage(this.client.isReady ? `no answer within the timeout (${msg})` : msg);
     return new Unavailable(msg);
   }
 

@@ -136,6 +136,13 @@ export class Dispatcher {
   supersede(d: DeliveryRecord, by: string): void {
     const note = `superseded by the replay ${by}`;
     this.superseded.set(d.id, note);
+    // In a fleet another instance may hold it: it ends there too (at its next claim or release).
+    if (this.leases)
+      void this.leases
+        .cancel(d.id)
+        .catch((e: Error) =>
+          this.log.warn('a replayed delivery may be attempted once more', { delivery_id: d.id, err: e }),
+        );
     const q = this.queues.get(d.endpoint_id);
     if (!q) return;
     const keep: DeliveryRecord[] = [];

@@ -29,7 +29,19 @@ export async function startRedis(): Promise<TestRedis> {
   const start = async () => {
     const p = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        // DEBUG SLEEP makes a slow Redis, from loopback only.
+        '--enable-debug-command',
+        'local',
+      ],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
       },

@@ -29,7 +29,7 @@ async function instance(over: Record<string, unknown> = {}) {
   const metrics = createMetrics({ process: false });
   registerCoordination(metrics);
   const log = createLogger('silent');
-  const co = new Coordinator({ url: redis.url, timeoutMs: 1000, log, metrics });
+  const co = new Coordinator({ url: redis.url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
   await co.start();
   const limiter = new FleetLimiter(cfg, co, metrics, log);
   made.push({ limiter, co });
@@ -86,5 +86,25 @@ describe('buckets shared through Redis', () => {
     }
     const trips = (await a.metrics.coordinationRoundTrips.get()).values.find((v) => v.labels.op === 'take')?.value ?? 0;
     expect(trips).toBeLessThan(2000 / 16);
+  });
+
+  it('follow on_unavailable when Redis answers slower than timeout_ms, without waiting for it, and count it', async () => {
+    const open = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'open' } });
+    const closed = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'closed' } });
+    const k = key('slow', { limit: 1, burst: 10, window: 'day' });
+    const sleeping = redis.cli('DEBUG', 'SLEEP', '0.6');
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = performance.now();
+    const [a, b] = await Promise.all([
+      open.limiter.check(k, '', null, Date.now()),
+      closed.limiter.check(k, '', null, Date.now()),
+    ]);
+    const waited = performance.now() - t0;
+    await sleeping;
+    expect(a.allowed).toBe(true);
+    expect(b).toMatchObject({ allowed: false, unavailable: true });
+    expect(waited).toBeLessThan(400);
+    const counted = await open.metrics.coordinationUnavailable.get();
+    expect(counted.values.find((v) => v.labels.outcome === 'admitted')?.value).toBe(1);
   });
 });
