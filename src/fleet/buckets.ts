@@ -240,7 +240,7 @@ export class FleetLimiter implements RequestLimiter {
       args.push(a.need.length);
       for (const l of a.need) {
         keys.push(l.name, l.leases);
-        args.push(l.policy.burst, l.policy.rate, Math.max(l.want, Math.min(MAX_BATCH, l.waiting)));
+        args.push(l.policy.burst, l.policy.rate, l.want, Math.max(1, l.waiting));
       }
     }
     // Sent now: each lease is spent within LEASE_MS of this, before Redis (whose clock starts later) expires it.

@@ -47,9 +47,11 @@ end
  * TAKE: leases for the requests of one moment, in groups (a request's one or two
  * buckets). KEYS = bucket, leases, … for every bucket of every group in order;
  * ARGV = lease id, lease ms, group count, then per group its bucket count and per
- * bucket: cap, rate (tokens/ms), most tokens wanted. All or nothing within a group:
- * when any of its buckets holds less than one token, none of them gives one. Grants
- * shrink as a bucket drains: at most an eighth of what it holds (at least 1).
+ * bucket: cap, rate (tokens/ms), tokens wanted ahead, tokens needed now (requests
+ * waiting). All or nothing within a group: when any of its buckets holds less than
+ * one token, none of them gives one. What is needed now is granted as far as the
+ * bucket holds; what is wanted ahead shrinks as the bucket drains, to at most an
+ * eighth of what it holds.
  * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until a
  * whole token (0 when granted). A lease is "<id>:<bucket's place>:<tokens>".
  */
@@ -66,11 +68,11 @@ for g = 1, groups do
   local s = {}
   local short = false
   for i = 1, n do
-    local cap, rate, want = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    a = a + 3
+    local cap, rate, want, need = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    a = a + 4
     local k = b + i
     local tok, ts, out = state(KEYS[2 * k - 1], KEYS[2 * k], cap, rate)
-    s[i] = { cap, rate, want, tok, ts, out }
+    s[i] = { cap, rate, math.max(need, math.min(want, math.floor(tok / 8))), tok, ts, out }
     if tok < 1 - 1e-9 then short = true end
   end
   for i = 1, n do
@@ -78,8 +80,7 @@ for g = 1, groups do
     local k = b + i
     local grant = 0
     if not short then
-      grant = math.max(1, math.min(want, math.floor(tok / 8)))
-      if grant > math.floor(tok + 1e-9) then grant = math.floor(tok + 1e-9) end
+      grant = math.max(1, math.min(want, math.floor(tok + 1e-9)))
       tok = tok - grant
       out = out + grant
       redis.call('ZADD', KEYS[2 * k], now + lease, id .. ':' .. k .. ':' .. grant)
