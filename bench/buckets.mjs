@@ -5,22 +5,10 @@ import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { loadConfig } from '../dist/config/index.js';
 import { RateLimiter } from '../dist/ratelimit/limiter.js';
+import { benchKey } from './lib.mjs';
 
 const N = Number(process.env.BENCH_DECISIONS ?? 2_000_000);
-const key = (id) => ({
-  id,
-  environment: 'production',
-  label: id,
-  consumer: id,
-  scopes: [],
-  rate_limit: { limit: 1_000_000_000, burst: 1_000_000_000, window: 'second' },
-  replaces: null,
-  secret_hash: id,
-  created_at: 0,
-  revoke_at: null,
-  revoked_at: null,
-  updated_at: 0,
-});
+const key = (id) => benchKey(id, { limit: 1_000_000_000, burst: 1_000_000_000, window: 'second' });
 
 function run(limiter, keys, n) {
   const t0 = process.hrtime.bigint();

@@ -13,6 +13,7 @@ import { Coordinator } from '../dist/fleet/redis.js';
 import { createLogger } from '../dist/log.js';
 import { createMetrics, registerCoordination } from '../dist/metrics/index.js';
 import { RateLimiter } from '../dist/ratelimit/limiter.js';
+import { benchKey } from './lib.mjs';
 
 const N = Number(process.env.BENCH_FLEET_DECISIONS ?? 200_000);
 const CONCURRENCY = Number(process.env.BENCH_FLEET_CONCURRENCY ?? 64);
@@ -24,20 +25,7 @@ const SCENARIOS = {
   // 10,000 keys of 10 each, then one a second: each runs dry (20 decisions a key).
   many: { keys: 10_000, limit: 60, burst: 10, window: 'minute' },
 };
-const key = (id, rl) => ({
-  id,
-  environment: 'production',
-  label: id,
-  consumer: id,
-  scopes: [],
-  rate_limit: { limit: rl.limit, burst: rl.burst, window: rl.window },
-  replaces: null,
-  secret_hash: id,
-  created_at: 0,
-  revoke_at: null,
-  revoked_at: null,
-  updated_at: 0,
-});
+const key = (id, rl) => benchKey(id, { limit: rl.limit, burst: rl.burst, window: rl.window });
 
 async function decide(limiter, keys, n) {
   let next = 0;

@@ -222,3 +222,19 @@ export function treeCpuSeconds(pid) {
   }
   return total;
 }
+
+/** A stored key record for benches that drive a limiter directly (the tests' keyRecord). */
+export const benchKey = (id, rateLimit) => ({
+  id,
+  environment: 'production',
+  label: id,
+  consumer: id,
+  scopes: [],
+  rate_limit: rateLimit,
+  replaces: null,
+  secret_hash: id,
+  created_at: 0,
+  revoke_at: null,
+  revoked_at: null,
+  updated_at: 0,
+});
