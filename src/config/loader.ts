@@ -131,6 +131,13 @@ function crossCheck(cfg: Config): void {
     if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
       throw new ConfigError('console.path', `${cp} is the ops listener's own`);
   }
+  if (cfg.storage.cluster !== null && cfg.storage.clickhouse_url === null) {
+    // The embedded engine is one process: a cluster is servers, reached over HTTP.
+    throw new ConfigError(
+      'storage.cluster',
+      'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers',
+    );
+  }
   if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
     throw new ConfigError('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }

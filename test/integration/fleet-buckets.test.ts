@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
+import type { Wake } from '../../src/capture/wake.js';
 import { loadConfig } from '../../src/config/index.js';
+import type { EventSink } from '../../src/events/bus.js';
+import { sloRules } from '../../src/events/slo.js';
 import { FleetLimiter } from '../../src/fleet/buckets.js';
+import { firstInFleet } from '../../src/fleet/dispatch.js';
 import { Coordinator } from '../../src/fleet/redis.js';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
@@ -33,12 +37,12 @@ async function instance(over: Record<string, unknown> = {}) {
   await co.start();
   const limiter = new FleetLimiter(cfg, co, metrics, log);
   made.push({ limiter, co });
-  return { limiter, metrics };
+  return { limiter, metrics, co };
 }
 
 const key = (id: string, rl: KeyRecord['rate_limit']): KeyRecord => keyRecord(id, 'production', rl);
 
-describe('buckets shared through Redis', () => {
+describe('buckets and once-per-fleet events through Redis', () => {
   it('admit exactly a bucket between two instances deciding at once', async () => {
     const [a, b] = [await instance(), await instance()];
     const k = key('exact', { limit: 1, burst: 50, window: 'day' });
@@ -107,4 +111,45 @@ describe('buckets shared through Redis', () => {
     const counted = await open.metrics.coordinationUnavailable.get();
     expect(counted.values.find((v) => v.labels.outcome === 'admitted')?.value).toBe(1);
   });
+
+  it('raise slo.burn once for the fleet when two instances see the same burn', async () => {
+    const [a, b] = [await instance(), await instance()];
+    const cfg = loadConfig({ values: { coordination: { redis_url: redis.url } } });
+    const raised: string[] = [];
+    const sink = (who: string): EventSink => ({
+      emit(type, environment, data) {
+        raised.push(`${who}:${type}`);
+        return { id: 'evt', type, environment, created_at: 0, data };
+      },
+    });
+    const route = cfg.routes[0]?.name as string;
+    const rulesA = sloRules(cfg, sink('a'), (name, ttl) => firstInFleet(a.co, name, ttl));
+    const rulesB = sloRules(cfg, sink('b'), (name, ttl) => firstInFleet(b.co, name, ttl));
+    // 2% errors on each, against a 0.1% budget: both see a burn of 20.
+    const t0 = Date.now();
+    for (const rules of [rulesA, rulesB]) {
+      for (let i = 0; i < 500; i++) rules.row(sloWake(route, i % 50 === 0 ? 503 : 200, t0 + i));
+      rules.end();
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(raised.filter((x) => x.endsWith('slo.burn'))).toHaveLength(1);
+  });
+});
+
+const sloWake = (route: string, status: number, t: number): Wake => ({
+  id: `wk_${t}`,
+  method: 'GET',
+  path: '/p',
+  route,
+  status,
+  latency_ms: 5,
+  consumer: 'c',
+  key_id: '',
+  environment: 'production',
+  region: 'local',
+  captured_at: t,
+  request_bytes: 0,
+  response_bytes: 0,
+  client_ip: '',
+  user_agent: '',
 });

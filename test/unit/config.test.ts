@@ -123,7 +123,11 @@ describe('config', () => {
     expect(loadConfig({ env: { REDIS_URL: 'redis://127.0.0.1:6379/0' } }).coordination.redis_url).toBe(
       'redis://127.0.0.1:6379/0',
     );
-    expect(loadConfig({ values: { storage: { cluster: 'main' } } }).storage.cluster).toBe('main');
+    expect(fail(() => loadConfig({ values: { storage: { cluster: 'main' } } }))).toMatch(
+      /^config: storage\.cluster: a cluster needs storage\.clickhouse_url/,
+    );
+    const onCluster = { storage: { cluster: 'main', clickhouse_url: 'http://127.0.0.1:8123' } };
+    expect(loadConfig({ values: onCluster }).storage.cluster).toBe('main');
     expect(fail(() => loadConfig({ env: { WAKEGATE_ENCRYPTION_KEY: 'short' } }))).toMatch(
       /^config: storage\.encryption_key: /,
     );
