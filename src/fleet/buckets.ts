@@ -20,7 +20,9 @@ const MAX_BATCH = 256;
 /** The first lease of a bucket asks for this many (the bucket's own eighth caps it). */
 const FIRST_WANT = 4;
 /** How often unspent leases are given back and quota counts sent. */
-const SWEEP_MS = 200;
+const SWEEP_MS = 100;
+/** A lease no decision has drawn on for this long goes back early: its tokens are of more use elsewhere. */
+const IDLE_MS = 100;
 /**
  * A request waits on at most this many lease calls before it is refused: many
  * requests waiting on one bucket near empty share its grants one round trip at a
@@ -36,11 +38,15 @@ interface Lease {
   /** Tokens held, to spend before `until` (local monotonic ms). */
   held: number;
   until: number;
+  /** When a decision last drew on this lease (local monotonic ms). */
+  used: number;
   member: string;
   /** What the shared bucket held after the last grant, for the headers. */
   left: number;
   /** Redis said the bucket is empty: refused here, without asking, until then. */
   emptyUntil: number;
+  /** When the shared bucket refills a whole token (local monotonic ms), for retry-after. */
+  refillAt: number;
   /** Tokens the next lease asks for: doubles while leases are spent in time, halves when not. */
   want: number;
   /** Requests waiting for this bucket's next lease: the next one asks for at least as many. */
@@ -134,9 +140,11 @@ export class FleetLimiter implements RequestLimiter {
         policy: p,
         held: 0,
         until: 0,
+        used: 0,
         member: '',
         left: p.burst,
         emptyUntil: 0,
+        refillAt: 0,
         want: FIRST_WANT,
         waiting: 0,
         fetching: null,
@@ -161,7 +169,11 @@ export class FleetLimiter implements RequestLimiter {
     const ok2 = l2 === null || (l2.held >= 1 && t < l2.until);
     if (ok1 && ok2) {
       l1.held--;
-      if (l2 !== null) l2.held--;
+      l1.used = t;
+      if (l2 !== null) {
+        l2.held--;
+        l2.used = t;
+      }
       if (key !== null && p1 !== null) this.count(key, p1, now);
       const tok1 = l1.left + l1.held;
       if (l2 === null)
@@ -177,10 +189,11 @@ export class FleetLimiter implements RequestLimiter {
     const e1 = !ok1 && t < l1.emptyUntil;
     const e2 = l2 !== null && !ok2 && t < l2.emptyUntil;
     if (!e1 && !e2) return null;
-    const w1 = e1 ? 1 - (l1.emptyUntil - t) * l1.policy.rate : l1.left + l1.held;
+    // Headers tell the refill's wait (tokens that may come back from leases are not promised).
+    const w1 = e1 ? 1 - Math.max(0, l1.refillAt - t) * l1.policy.rate : l1.left + l1.held;
     if (l2 === null) return refusal(l1.policy, w1, null, 0, false);
-    const w2 = e2 ? 1 - (l2.emptyUntil - t) * l2.policy.rate : l2.left + l2.held;
-    return refusal(l1.policy, w1, l2.policy, w2, !e1 || (e2 && l2.emptyUntil > l1.emptyUntil));
+    const w2 = e2 ? 1 - Math.max(0, l2.refillAt - t) * l2.policy.rate : l2.left + l2.held;
+    return refusal(l1.policy, w1, l2.policy, w2, !e1 || (e2 && l2.refillAt > l1.refillAt));
   }
 
   private async remote(
@@ -251,16 +264,19 @@ export class FleetLimiter implements RequestLimiter {
         let k = 0;
         for (const ask of asks) {
           for (const l of ask.need) {
-            const grant = Number(a[k * 3]);
-            l.left = Number(a[k * 3 + 1]);
+            const grant = Number(a[k * 4]);
+            l.left = Number(a[k * 4 + 1]);
             if (grant > 0) {
               l.held = grant;
               l.until = t + LEASE_MS;
+              l.used = t;
               l.member = `${id}:${k + 1}:${grant}`;
               l.emptyUntil = 0;
             } else {
-              const waitMs = Number(a[k * 3 + 2]);
-              if (waitMs > 0) l.emptyUntil = performance.now() + waitMs;
+              const at = performance.now();
+              l.refillAt = at + Number(a[k * 4 + 2]);
+              const askMs = Number(a[k * 4 + 3]);
+              if (askMs > 0) l.emptyUntil = at + askMs;
             }
             k++;
           }
@@ -305,7 +321,7 @@ export class FleetLimiter implements RequestLimiter {
     const t = performance.now();
     for (const [name, l] of this.leases) {
       if (l.fetching !== null) continue;
-      if (l.member !== '' && t >= l.until) this.retire(l);
+      if (l.member !== '' && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
       if (l.member === '' && t >= l.emptyUntil) this.leases.delete(name);
     }
     const gives = this.gives.splice(0);

@@ -24,11 +24,12 @@ export async function coordinatorFor(
   cfg: Pick<Config, 'coordination'>,
   log: Logger,
   metrics: Metrics,
+  quiet = false,
 ): Promise<Coordinator | null> {
   const url = cfg.coordination.redis_url;
   if (url === null) return null;
   registerCoordination(metrics);
-  const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
+  const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics, quiet });
   await co.start();
   return co;
 }

@@ -29,6 +29,8 @@ export interface CoordinatorOptions {
   metrics: Metrics;
   /** Names this process in leases (random unless given). */
   owner?: string;
+  /** An edge thread's connection: its outages are the control thread's to log (one line per process). */
+  quiet?: boolean;
 }
 
 /**
@@ -69,7 +71,7 @@ export class Coordinator {
     const connecting = this.client.connect().catch(() => {});
     await Promise.race([connecting, new Promise((r) => setTimeout(r, waitMs).unref())]);
     if (!this.client.isReady) this.outage('not connected at start');
-    else this.o.log.info('coordination: joined the fleet', { owner: this.owner });
+    else if (!this.o.quiet) this.o.log.info('coordination: joined the fleet', { owner: this.owner });
   }
 
   get ready(): boolean {
@@ -80,16 +82,17 @@ export class Coordinator {
     this.o.metrics.coordinationUp.set(0);
     if (this.down || this.closed) return;
     this.down = true;
-    this.o.log.warn('coordination: Redis is unavailable; following coordination.on_unavailable until it is back', {
-      reason: why,
-    });
+    const msg = 'coordination: Redis is unavailable; following coordination.on_unavailable until it is back';
+    if (this.o.quiet) this.o.log.debug(msg, { reason: why });
+    else this.o.log.warn(msg, { reason: why });
   }
 
   private recovered(): void {
     this.o.metrics.coordinationUp.set(1);
     if (!this.down) return;
     this.down = false;
-    this.o.log.info('coordination: Redis is back');
+    if (this.o.quiet) this.o.log.debug('coordination: Redis is back');
+    else this.o.log.info('coordination: Redis is back');
   }
 
   /** Runs a script; `op` names it in wakegate_coordination_round_trips_total. */

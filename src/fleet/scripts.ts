@@ -53,7 +53,9 @@ end
  * bucket holds; what is wanted ahead shrinks as the bucket drains, to at most an
  * eighth of what it holds.
  * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until a
- * whole token (0 when granted). A lease is "<id>:<bucket's place>:<tokens>".
+ * whole token refills (0 when granted), and ms until it is worth asking again (sooner
+ * when tokens are out in leases, which may come back). A lease is
+ * "<id>:<bucket's place>:<tokens>".
  */
 export const TAKE = script(`${COMMON}
 local id = ARGV[1]
@@ -87,10 +89,17 @@ for g = 1, groups do
     end
     save(KEYS[2 * k - 1], KEYS[2 * k], tok, ts, out, cap, rate)
     local waitMs = 0
-    if grant == 0 and tok < 1 - 1e-9 then waitMs = math.ceil((1 - tok) / rate) end
+    local askMs = 0
+    if grant == 0 and tok < 1 - 1e-9 then
+      waitMs = math.ceil((1 - tok) / rate)
+      askMs = waitMs
+      -- Tokens out in leases come back soon (unspent ones within a fraction of a second): ask again then.
+      if out >= 1 and askMs > 50 then askMs = 50 end
+    end
     r[#r + 1] = grant
     r[#r + 1] = tostring(tok)
     r[#r + 1] = waitMs
+    r[#r + 1] = askMs
   end
   b = b + n
 end

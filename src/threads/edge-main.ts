@@ -44,7 +44,8 @@ const events: EventSink = {
   },
 };
 
-const co = await coordinatorFor(cfg, log, metrics);
+// Its outages are logged by the control thread, once for the process.
+const co = await coordinatorFor(cfg, log, metrics, true);
 const limiting = limiterPart(cfg, {
   co,
   events,
