@@ -25,39 +25,48 @@ end
 return n
 `);
 
+/** A finished delivery's state stays this long (ms), so no instance holding an old copy attempts it again. */
+const ENDED_MS = 86_400_000;
+
 /**
- * CLAIM: KEYS = state, lease; ARGV = owner, lease ms, now. Returns {verdict, state}:
- * ok (leased to the caller), busy (another holds it), later (not due: its state), gone.
+ * CLAIM: KEYS = state, lease, due; ARGV = owner, lease ms, now, the caller's copy, id.
+ * Returns {verdict, state}: ok (leased to the caller), busy (another holds it), later
+ * (not due: its state), gone (finished). A state Redis no longer holds (it restarted
+ * empty) is put back from the caller's copy, so no retry is lost with it.
  */
 const CLAIM = script(`
 local cur = redis.call('GET', KEYS[1])
-if not cur then return {'gone', ''} end
+if not cur then
+  cur = ARGV[4]
+  redis.call('SET', KEYS[1], cur)
+end
+local st = cjson.decode(cur)
+if st.next_attempt_at == cjson.null then return {'gone', ''} end
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[1] then return {'busy', cur} end
-local st = cjson.decode(cur)
-if st.next_attempt_at == cjson.null or tonumber(st.next_attempt_at) > tonumber(ARGV[3]) then return {'later', cur} end
+redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', st.next_attempt_at), ARGV[5])
+if tonumber(st.next_attempt_at) > tonumber(ARGV[3]) then return {'later', cur} end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {'ok', cur}
 `);
 
 /**
- * RELEASE: KEYS = state, lease, due; ARGV = owner, id, state, next due ('' when finished).
- * A delivery ended meanwhile by hand (replayed: its state is gone) stays ended.
+ * RELEASE: KEYS = state, lease, due; ARGV = owner, id, state, next due ('' when
+ * finished), ms a finished state is kept. A delivery ended meanwhile (replayed by
+ * hand) stays ended.
  */
 const RELEASE = script(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[2])
-  return 1
-end
+redis.call('DEL', KEYS[2])
+local cur = redis.call('GET', KEYS[1])
+if cur and cjson.decode(cur).next_attempt_at == cjson.null then return 1 end
 if ARGV[4] == '' then
-  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
   redis.call('ZREM', KEYS[3], ARGV[2])
 else
   redis.call('SET', KEYS[1], ARGV[3])
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 end
-redis.call('DEL', KEYS[2])
 return 1
 `);
 
@@ -72,7 +81,7 @@ end
 return r
 `);
 
-/** SEED: marks the fleet's queue as filled from storage; true for the one instance that should fill it. */
+/** Set once the fleet's queue holds what storage holds of unfinished deliveries. */
 const SEEDED = 'wg:wh:seeded';
 
 export type Claim = { ok: true; d: DeliveryRecord } | { ok: false; next: DeliveryRecord | null };
@@ -100,13 +109,9 @@ export class DeliveryLeases {
   }
 
   async claim(d: DeliveryRecord, now: number): Promise<Claim> {
-    const r = (await this.co.run(
-      CLAIM,
-      [stateKey(d.id), leaseKey(d.id)],
-      [this.co.owner, this.leaseMs, now],
-      'lease',
-      5000,
-    )) as [string, string];
+    const keys = [stateKey(d.id), leaseKey(d.id), DUE];
+    const args = [this.co.owner, this.leaseMs, now, strip(d), d.id];
+    const r = (await this.co.run(CLAIM, keys, args, 'lease', 5000)) as [string, string];
     const state = r[1] === '' ? null : (JSON.parse(r[1]) as DeliveryRecord);
     if (r[0] === 'ok' && state) return { ok: true, d: state };
     return { ok: false, next: r[0] === 'later' ? state : null };
@@ -118,7 +123,7 @@ export class DeliveryLeases {
     const r = await this.co.run(
       RELEASE,
       [stateKey(d.id), leaseKey(d.id), DUE],
-      [this.co.owner, d.id, strip(d), next],
+      [this.co.owner, d.id, strip(d), next, ENDED_MS],
       'lease',
       5000,
     );
@@ -127,7 +132,8 @@ export class DeliveryLeases {
 
   /** Ends a delivery for the whole fleet (replayed by hand): no instance attempts it again. */
   async cancel(id: string): Promise<void> {
-    await this.co.command(['DEL', stateKey(id)], 'lease', 5000);
+    const ended = JSON.stringify({ id, next_attempt_at: null });
+    await this.co.command(['SET', stateKey(id), ended, 'PX', String(ENDED_MS)], 'lease', 5000);
     await this.co.command(['ZREM', DUE, id], 'lease', 5000);
   }
 
@@ -137,9 +143,14 @@ export class DeliveryLeases {
     return r.map((s) => JSON.parse(s) as DeliveryRecord);
   }
 
-  /** True once per fleet queue: this instance fills it from storage (a fleet's first start). */
-  async seed(): Promise<boolean> {
-    return (await this.co.command(['SET', SEEDED, this.co.owner, 'NX'], 'lease', 5000)) === 'OK';
+  /** Whether the fleet's queue was never filled from storage (a fleet's first start, or Redis restarted empty). */
+  async unseeded(): Promise<boolean> {
+    return (await this.co.command(['EXISTS', SEEDED], 'lease', 5000)) === 0;
+  }
+
+  /** Marks the queue as filled from storage (after the deliveries are added). */
+  async seeded(): Promise<void> {
+    await this.co.command(['SET', SEEDED, this.co.owner], 'lease', 5000);
   }
 }
 

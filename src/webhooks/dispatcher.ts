@@ -163,17 +163,17 @@ export class Dispatcher {
 
   /**
    * Loads unfinished deliveries (after a restart). In a fleet, Redis holds the queue:
-   * storage fills it once (the fleet's first start), then every instance takes what is due.
+   * storage fills it when Redis holds none (the fleet's first start, or Redis restarted
+   * empty), then every instance takes what is due.
    */
   async resume(): Promise<number> {
     let n = 0;
-    if (this.leases === null || (await this.leases.seed())) {
-      const rows = await this.table.unfinished();
-      if (this.leases) await this.leases.add(rows);
-      for (const d of rows) this.enqueue(d);
-      n = rows.length;
-    }
-    if (this.leases) n += await this.scan();
+    if (this.leases === null) {
+      for (const d of await this.table.unfinished()) {
+        this.enqueue(d);
+        n++;
+      }
+    } else n = await this.scan();
     if (n) this.log.info('webhook deliveries resumed', { count: n });
     return n;
   }
@@ -183,15 +183,26 @@ export class Dispatcher {
     if (!this.leases || this.stopped) return 0;
     let n = 0;
     try {
-      const held = this.unreleased.splice(0);
-      for (const d of held) if (!(await this.leases.release(d).catch(() => null))) this.unreleased.push(d);
+      for (const d of this.unreleased.splice(0)) {
+        if ((await this.leases.release(d).catch(() => null)) === null) this.unreleased.push(d);
+      }
+      if (await this.leases.unseeded()) {
+        const rows = await this.table.unfinished();
+        await this.leases.add(rows);
+        await this.leases.seeded();
+        for (const d of rows) {
+          if (this.known.has(d.id)) continue;
+          this.enqueue(d);
+          n++;
+        }
+      }
       for (const d of await this.leases.due(this.clock.now() + SCAN_AHEAD_MS)) {
         if (this.known.has(d.id)) continue;
         this.enqueue(d);
         n++;
       }
     } catch (e) {
-      this.log.debug('webhook queue scan failed (Redis unavailable)', { err: e as Error });
+      this.log.debug('webhook queue scan failed (Redis or storage unavailable)', { err: e as Error });
     }
     if (n) this.tick();
     return n;
