@@ -49,6 +49,7 @@ export class Coordinator {
   private down = false;
   private closed = false;
   private readonly handlers = new Map<string, (message: string) => void>();
+  private readonly subscribed = new Set<string>();
 
   constructor(private readonly o: CoordinatorOptions) {
     this.owner = o.owner ?? randomBytes(6).toString('hex');
@@ -164,19 +165,37 @@ export class Coordinator {
     return new Unavailable(msg);
   }
 
-  /** Calls `handler` with each message published on `channel` (a second connection, as pub/sub needs). */
+  /**
+   * Calls `handler` with each message published on `channel` (a second connection, as
+   * pub/sub needs). A channel not yet subscribed (Redis was down) is subscribed when
+   * the connection is ready; node-redis subscribes again by itself after a reconnect.
+   */
   async subscribe(channel: string, handler: (message: string) => void): Promise<void> {
     this.handlers.set(channel, handler);
     if (!this.sub) {
-      this.sub = this.client.duplicate() as RedisClientType;
-      this.sub.on('error', () => {});
-      void this.sub.connect().catch(() => {});
+      const sub = this.client.duplicate() as RedisClientType;
+      this.sub = sub;
+      sub.on('error', () => {});
+      sub.on('ready', () => void this.subscribeAll());
+      void sub.connect().catch(() => {});
     }
-    const sub = this.sub;
     const wait = Date.now() + 2000;
-    while (!sub.isReady && Date.now() < wait) await new Promise((r) => setTimeout(r, 20));
-    // node-redis subscribes again by itself after a reconnect.
-    await sub.subscribe(channel, (m: string) => this.handlers.get(channel)?.(m)).catch(() => {});
+    while (!this.sub.isReady && Date.now() < wait) await new Promise((r) => setTimeout(r, 20));
+    await this.subscribeAll();
+  }
+
+  private async subscribeAll(): Promise<void> {
+    const sub = this.sub;
+    if (!sub?.isReady) return;
+    for (const channel of this.handlers.keys()) {
+      if (this.subscribed.has(channel)) continue;
+      try {
+        await sub.subscribe(channel, (m: string) => this.handlers.get(channel)?.(m));
+        this.subscribed.add(channel);
+      } catch {
+        // Not ready after all: the next 'ready' tries again.
+      }
+    }
   }
 
   async close(): Promise<void> {

@@ -175,6 +175,11 @@ export class FanOut {
         });
       }
     }
+    // A fleet's leader that lost the lead meanwhile (paused past it) writes nothing: the
+    // new leader fans these events out. Checked right before writing, the window is a
+    // round trip, not a poll.
+    if (this.leader && rows.length > 0 && !(await this.leader.lead()).leading)
+      throw new Error('the fan-out lead passed to another instance');
     await this.dispatcher.add(rows);
   }
 

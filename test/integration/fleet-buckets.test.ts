@@ -136,6 +136,32 @@ describe('buckets and once-per-fleet events through Redis', () => {
   });
 });
 
+describe('the coordination connection', () => {
+  it('subscribes to its channels once Redis is up, though it was down when the gateway started', async () => {
+    const r = await startRedis();
+    await r.stop();
+    const metrics = createMetrics({ process: false });
+    registerCoordination(metrics);
+    const co = new Coordinator({ url: r.url, timeoutMs: 200, log: createLogger('silent'), metrics });
+    try {
+      await co.start(200);
+      const got: string[] = [];
+      await co.subscribe('wg:test', (m) => got.push(m));
+      expect(co.ready).toBe(false);
+      await r.start();
+      const until = Date.now() + 5000;
+      while (got.length === 0 && Date.now() < until) {
+        if (co.ready) await co.command(['PUBLISH', 'wg:test', 'hello'], 'publish').catch(() => {});
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      expect(got[0]).toBe('hello');
+    } finally {
+      await co.close();
+      await r.stop();
+    }
+  });
+});
+
 const sloWake = (route: string, status: number, t: number): Wake => ({
   id: `wk_${t}`,
   method: 'GET',
