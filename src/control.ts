@@ -23,7 +23,7 @@ import { errorBody } from './errors.js';
 import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
-import { DeliveryLeases, FanoutLeader, firstInFleet } from './fleet/dispatch.js';
+import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
 import type { Coordinator } from './fleet/redis.js';
 import { createLogger, type Logger } from './log.js';
@@ -103,7 +103,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const inserter = new WakeInserter(store, retentionOf(cfg));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
-    const once = co ? (name: string, ttlMs: number) => firstInFleet(co, name, ttlMs) : null;
+    const once = co ? (name: string, ttlMs: number) => co.once(name, ttlMs) : null;
     const rules = [wakeRules(cfg, bus), sloRules(cfg, bus, once)] as const;
     const capture = parts.add(
       createCapture({
@@ -345,24 +345,21 @@ function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: 
  * to the edge threads). The key poll stays the backstop.
  */
 async function announceKeys(co: Coordinator, keys: KeyService, ring: KeyRing, log: Logger): Promise<void> {
-  keys.announce = async (k) => {
+  const publish = await co.channel(KEYS_CHANNEL, (m) => {
     try {
-      await co.command(['PUBLISH', KEYS_CHANNEL, JSON.stringify({ from: co.owner, key: k })], 'publish', 1000);
-    } catch (e) {
-      log.warn('key change not published to the fleet; the others see it at their next key poll', {
-        key_id: k.id,
-        err: e as Error,
-      });
-    }
-  };
-  await co.subscribe(KEYS_CHANNEL, (m) => {
-    try {
-      const { from, key } = JSON.parse(m) as { from: string; key: KeyRecord };
-      if (from !== co.owner && typeof key?.id === 'string') ring.apply(key, true);
+      const key = JSON.parse(m) as KeyRecord;
+      if (typeof key?.id === 'string') ring.apply(key, true);
     } catch {
       log.warn('a malformed key message on the coordination channel was ignored');
     }
   });
+  keys.announce = (k) =>
+    publish(JSON.stringify(k)).catch((e: Error) =>
+      log.warn('key change not published to the fleet; the others see it at their next key poll', {
+        key_id: k.id,
+        err: e,
+      }),
+    );
 }
 const KEYS_CHANNEL = 'wg:keys';
 const ENDPOINTS_CHANNEL = 'wg:endpoints';
@@ -415,14 +412,9 @@ async function webhooksPart(
     // A fleet's deliveries are attempted under leases, by whichever instance is free,
     // and an endpoint registered or changed on one instance is read at once by the others.
     dispatcher.leases = new DeliveryLeases(co, cfg.webhooks.timeout_ms + LEASE_MARGIN_MS);
-    endpoints.changed = () =>
-      co.command(['PUBLISH', ENDPOINTS_CHANNEL, co.owner], 'publish', 1000).then(
-        () => {},
-        () => {},
-      );
-    await co.subscribe(ENDPOINTS_CHANNEL, (from) => {
-      if (from !== co.owner) void endpoints.poll();
-    });
+    const touched = await co.channel(ENDPOINTS_CHANNEL, () => void endpoints.poll());
+    // Not published (Redis down): the others read it at their endpoint poll.
+    endpoints.changed = () => touched('').catch(() => {});
   }
   await fanout.init();
   await dispatcher.resume();

@@ -85,7 +85,8 @@ export class FleetLimiter implements RequestLimiter {
   private readonly set: PolicySet;
   /** Reused by every decision (read before any wait). */
   private readonly c: Choice;
-  private readonly leases = new Map<string, Lease>();
+  /** Leases by bucket kind (tag), then id: a decision finds its lease without making a string. */
+  private readonly leases = new Map<string, Map<string, Lease>>();
   private readonly gives: Give[] = [];
   /** Uses per key since the last sweep, for the quota counters. */
   private readonly uses = new Map<string, { key: KeyRecord; p: Policy; n: number; window: number }>();
@@ -130,10 +131,14 @@ export class FleetLimiter implements RequestLimiter {
   }
 
   private lease(tag: string, id: string, p: Policy): Lease {
-    const name = `${tag}:${id}`;
-    let l = this.leases.get(name);
+    let kind = this.leases.get(tag);
+    if (kind === undefined) {
+      kind = new Map();
+      this.leases.set(tag, kind);
+    }
+    let l = kind.get(id);
     if (l === undefined) {
-      const b = `wg:b:${name}`;
+      const b = `wg:b:${tag}:${id}`;
       l = {
         name: b,
         leases: `${b}:l`,
@@ -149,7 +154,7 @@ export class FleetLimiter implements RequestLimiter {
         waiting: 0,
         fetching: null,
       };
-      this.leases.set(name, l);
+      kind.set(id, l);
     } else if (l.policy !== p) {
       l.policy = p;
     }
@@ -319,10 +324,12 @@ export class FleetLimiter implements RequestLimiter {
   sweep(): Promise<void> {
     if (this.sweeping) return this.sweeping;
     const t = performance.now();
-    for (const [name, l] of this.leases) {
-      if (l.fetching !== null) continue;
-      if (l.member !== '' && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
-      if (l.member === '' && t >= l.emptyUntil) this.leases.delete(name);
+    for (const kind of this.leases.values()) {
+      for (const [id, l] of kind) {
+        if (l.fetching !== null) continue;
+        if (l.member !== '' && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
+        if (l.member === '' && t >= l.emptyUntil) kind.delete(id);
+      }
     }
     const gives = this.gives.splice(0);
     const uses = [...this.uses];
@@ -377,7 +384,9 @@ export class FleetLimiter implements RequestLimiter {
   }
 
   get size(): number {
-    return this.leases.size;
+    let n = 0;
+    for (const kind of this.leases.values()) n += kind.size;
+    return n;
   }
 
   start(everyMs = SWEEP_MS): void {
@@ -390,7 +399,7 @@ export class FleetLimiter implements RequestLimiter {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     if (this.sweeping) await this.sweeping;
-    for (const l of this.leases.values()) this.retire(l);
+    for (const kind of this.leases.values()) for (const l of kind.values()) this.retire(l);
     await this.sweep();
   }
 }

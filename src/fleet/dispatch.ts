@@ -196,12 +196,3 @@ const RESIGN = script(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 `);
-
-/** Once per fleet: true for the first instance to ask for `name` within `ttlMs`; Redis unreachable: true (rather twice than never). */
-export async function firstInFleet(co: Coordinator, name: string, ttlMs: number): Promise<boolean> {
-  try {
-    return (await co.command(['SET', `wg:once:${name}`, co.owner, 'NX', 'PX', String(ttlMs)], 'once', 2000)) === 'OK';
-  } catch {
-    return true;
-  }
-}

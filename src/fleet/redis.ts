@@ -198,6 +198,32 @@ export class Coordinator {
     }
   }
 
+  /**
+   * A channel the fleet shares: what one instance publishes reaches `heard` on every
+   * other (an instance never hears itself). Publishing fails like any call when Redis
+   * cannot answer.
+   */
+  async channel(name: string, heard: (payload: string) => void): Promise<(payload: string) => Promise<void>> {
+    await this.subscribe(name, (m) => {
+      const cut = m.indexOf(' ');
+      if (cut > 0 && m.slice(0, cut) !== this.owner) heard(m.slice(cut + 1));
+    });
+    return async (payload) => {
+      await this.command(['PUBLISH', name, `${this.owner} ${payload}`], 'publish', 1000);
+    };
+  }
+
+  /** True for the first instance of the fleet to ask for `name` within `ttlMs`; Redis unreachable: true (rather twice than never). */
+  async once(name: string, ttlMs: number): Promise<boolean> {
+    try {
+      return (
+        (await this.command(['SET', `wg:once:${name}`, this.owner, 'NX', 'PX', String(ttlMs)], 'once', 2000)) === 'OK'
+      );
+    } catch {
+      return true;
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const c of [this.sub, this.client]) {

@@ -120,12 +120,8 @@ export function admit(
       // others behind the same address (a NAT) send bad ones.
       const over = d.limiter?.refused(clientIp(req), x.start) ?? null;
       const error = a.error;
-      const refuse = (o: LimitDecision | null): Refused => {
-        if (!o) return { error, headers: NONE };
-        x.sampledOut = ++floodSeq % FLOOD_SAMPLE !== 0;
-        return limited(d, o);
-      };
-      return over instanceof Promise ? over.then(refuse) : refuse(over);
+      if (over instanceof Promise) return over.then((o) => refusedKey(d, x, error, o));
+      return refusedKey(d, x, error, over);
     }
     key = a.key;
     if (cfg.scopes) {
@@ -142,11 +138,32 @@ export function admit(
     const msg = `route ${route.name} has no origin for environment ${x.environment}`;
     return { error: new GatewayError('resource_missing', msg), headers: NONE };
   }
-  const path = upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q));
-  if (!d.limiter) return { route, origin, path, key, limitHeaders: null };
   const policy = cfg.rate_limit !== 'default' ? cfg.rate_limit : null;
-  const decision = d.limiter.check(key, clientIp(req), policy, x.start);
-  const decide = (dec: LimitDecision): Admitted | Refused =>
-    dec.allowed ? { route, origin, path, key, limitHeaders: dec.headers } : limited(d, dec);
-  return decision instanceof Promise ? decision.then(decide) : decide(decision);
+  const decision = d.limiter ? d.limiter.check(key, clientIp(req), policy, x.start) : null;
+  // A closure only when the decision waits on Redis: the usual path allocates none.
+  if (decision instanceof Promise) return decision.then((dec) => settle(d, dec, route, origin, key, rawPath, url, q));
+  return settle(d, decision, route, origin, key, rawPath, url, q);
+}
+
+/** A refused key's answer: its 401/403, or the 429 of the per-address limit (sampled as wakes). */
+function refusedKey(d: AdmitDeps, x: Exchange, error: GatewayError, over: LimitDecision | null): Refused {
+  if (!over) return { error, headers: NONE };
+  x.sampledOut = ++floodSeq % FLOOD_SAMPLE !== 0;
+  return limited(d, over);
+}
+
+/** Refused by the limit, or admitted with its upstream path (made only now). */
+function settle(
+  d: AdmitDeps,
+  dec: LimitDecision | null,
+  route: Route,
+  origin: Origin,
+  key: KeyRecord | null,
+  rawPath: string,
+  url: string,
+  q: number,
+): Admitted | Refused {
+  if (dec !== null && !dec.allowed) return limited(d, dec);
+  const path = upstreamPath(route, origin, rawPath, q === -1 ? '' : url.slice(q));
+  return { route, origin, path, key, limitHeaders: dec === null ? null : dec.headers };
 }

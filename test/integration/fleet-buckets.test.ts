@@ -5,13 +5,13 @@ import { loadConfig } from '../../src/config/index.js';
 import type { EventSink } from '../../src/events/bus.js';
 import { sloRules } from '../../src/events/slo.js';
 import { FleetLimiter } from '../../src/fleet/buckets.js';
-import { firstInFleet } from '../../src/fleet/dispatch.js';
 import { Coordinator } from '../../src/fleet/redis.js';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
 import type { QuotaWarning } from '../../src/ratelimit/limiter.js';
 import { keyRecord } from '../helpers/keys.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { wakeRow } from '../helpers/wakes.js';
 
 /** Two limiters (two instances' worth: each its own connection) on one real redis-server. */
 let redis: TestRedis;
@@ -123,8 +123,8 @@ describe('buckets and once-per-fleet events through Redis', () => {
       },
     });
     const route = cfg.routes[0]?.name as string;
-    const rulesA = sloRules(cfg, sink('a'), (name, ttl) => firstInFleet(a.co, name, ttl));
-    const rulesB = sloRules(cfg, sink('b'), (name, ttl) => firstInFleet(b.co, name, ttl));
+    const rulesA = sloRules(cfg, sink('a'), (name, ttl) => a.co.once(name, ttl));
+    const rulesB = sloRules(cfg, sink('b'), (name, ttl) => b.co.once(name, ttl));
     // 2% errors on each, against a 0.1% budget: both see a burn of 20.
     const t0 = Date.now();
     for (const rules of [rulesA, rulesB]) {
@@ -162,20 +162,5 @@ describe('the coordination connection', () => {
   });
 });
 
-const sloWake = (route: string, status: number, t: number): Wake => ({
-  id: `wk_${t}`,
-  method: 'GET',
-  path: '/p',
-  route,
-  status,
-  latency_ms: 5,
-  consumer: 'c',
-  key_id: '',
-  environment: 'production',
-  region: 'local',
-  captured_at: t,
-  request_bytes: 0,
-  response_bytes: 0,
-  client_ip: '',
-  user_agent: '',
-});
+const sloWake = (route: string, status: number, t: number): Wake =>
+  wakeRow({ id: `wk_${t}`, route, status, captured_at: t });

@@ -6,25 +6,11 @@ import { EventBus } from '../../src/events/bus.js';
 import { sloRules } from '../../src/events/slo.js';
 import { silentLogger } from '../../src/log.js';
 import type { EventTable } from '../../src/store/events.js';
+import { wakeRow } from '../helpers/wakes.js';
 
 const T0 = Date.UTC(2026, 0, 1);
-const wake = (i: number, status: number, latency = 5, t = T0 + i * 100): Wake => ({
-  id: `wk_${i}`,
-  method: 'GET',
-  path: '/p',
-  route: 'payments',
-  status,
-  latency_ms: latency,
-  consumer: 'c',
-  key_id: '',
-  environment: 'production',
-  region: 'local',
-  captured_at: t,
-  request_bytes: 0,
-  response_bytes: 0,
-  client_ip: '',
-  user_agent: '',
-});
+const wake = (i: number, status: number, latency = 5, t = T0 + i * 100): Wake =>
+  wakeRow({ id: `wk_${i}`, status, latency_ms: latency, captured_at: t });
 
 function setup() {
   const raised: { type: string; data: Record<string, unknown> }[] = [];
