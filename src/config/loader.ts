@@ -1,19 +1,35 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import type { z } from 'zod';
 import { defaults } from './defaults.js';
+import { locator, type Problem, plainProblems } from './problems.js';
 import { type Config, configSchema } from './schema.js';
 
-/** A configuration problem; `message` is one line naming the key path and why. */
+/**
+ * What is wrong with a configuration: every problem at once, one line each naming
+ * the key path and why (`config: routes[0].origins: is required (wakegate.yaml:12:5)`).
+ * `path` and `reason` are the first problem's.
+ */
 export class ConfigError extends Error {
+  readonly problems: readonly (Problem & { where?: string })[];
   constructor(
     readonly path: string,
     readonly reason: string,
+    more: readonly (Problem & { where?: string })[] = [],
   ) {
-    super(`config: ${path || '(root)'}: ${reason}`);
+    const all = more.length ? more : [{ path, reason }];
+    super(all.map(lineOf).join('\n'));
+    this.problems = all;
     this.name = 'ConfigError';
   }
+
+  static of(problems: readonly (Problem & { where?: string })[]): ConfigError {
+    const first = problems[0] as Problem;
+    return new ConfigError(first.path, first.reason, problems);
+  }
 }
+
+const lineOf = (p: Problem & { where?: string }) =>
+  `config: ${p.path || '(root)'}: ${p.reason}${p.where ? ` (${p.where})` : ''}`;
 
 type Plain = Record<string, unknown>;
 const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -91,59 +107,51 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): M
   return set;
 }
 
-function issuePath(issue: z.core.$ZodIssue): string {
-  return issue.path
-    .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
-    .join('.')
-    .replace(/\.\[/g, '[');
-}
-
-/** Checks that span several keys, after the shapes are known to be right. */
-function crossCheck(cfg: Config): void {
+/** Checks that span several keys, after the shapes are known to be right; every problem found. */
+function crossCheck(cfg: Config): Problem[] {
+  const problems: Problem[] = [];
+  const fail = (path: string, reason: string) => problems.push({ path, reason });
   const envs = new Set(Object.keys(cfg.environments));
   for (const policy of ['default', 'sandbox', 'unauthenticated']) {
-    if (!cfg.rate_limits[policy]) throw new ConfigError(`rate_limits.${policy}`, 'this policy is required');
+    if (!cfg.rate_limits[policy]) fail(`rate_limits.${policy}`, 'this policy is required');
   }
   const names = new Set<string>();
   const prefixes = new Set<string>();
   cfg.routes.forEach((r, i) => {
     const at = `routes[${i}]`;
-    if (names.has(r.name)) throw new ConfigError(`${at}.name`, `duplicate route name ${JSON.stringify(r.name)}`);
-    if (prefixes.has(r.prefix)) throw new ConfigError(`${at}.prefix`, `duplicate prefix ${JSON.stringify(r.prefix)}`);
+    if (names.has(r.name)) fail(`${at}.name`, `duplicate route name ${JSON.stringify(r.name)}`);
+    if (prefixes.has(r.prefix)) fail(`${at}.prefix`, `duplicate prefix ${JSON.stringify(r.prefix)}`);
     names.add(r.name);
     prefixes.add(r.prefix);
     for (const e of Object.keys(r.origins)) {
-      if (!envs.has(e)) throw new ConfigError(`${at}.origins.${e}`, `unknown environment ${JSON.stringify(e)}`);
+      if (!envs.has(e)) fail(`${at}.origins.${e}`, `unknown environment ${JSON.stringify(e)}`);
     }
     if (!cfg.rate_limits[r.rate_limit]) {
-      throw new ConfigError(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
+      fail(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
     }
-    if (r.auth === 'required' && !r.scopes)
-      throw new ConfigError(`${at}.scopes`, 'a route with auth: required needs scopes');
+    if (r.auth === 'required' && !r.scopes) fail(`${at}.scopes`, 'a route with auth: required needs scopes');
   });
   for (const [name, p] of Object.entries(cfg.rate_limits)) {
-    if (p.burst < 1 || p.limit < 1) throw new ConfigError(`rate_limits.${name}`, 'limit and burst must be positive');
+    if (p.burst < 1 || p.limit < 1) fail(`rate_limits.${name}`, 'limit and burst must be positive');
   }
   if (cfg.console.enabled) {
     const cp = cfg.console.path;
-    if (cp === '/v2' || cp.startsWith('/v2/')) throw new ConfigError('console.path', 'must not be under /v2');
+    if (cp === '/v2' || cp.startsWith('/v2/')) fail('console.path', 'must not be under /v2');
     // The console lives on the management listener, so a route may have its path on the main one.
     if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
-      throw new ConfigError('console.path', `${cp} is the ops listener's own`);
+      fail('console.path', `${cp} is the ops listener's own`);
   }
   if (cfg.storage.cluster !== null && cfg.storage.clickhouse_url === null) {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
-    throw new ConfigError(
-      'storage.cluster',
-      'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers',
-    );
+    fail('storage.cluster', 'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers');
   }
   if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
-    throw new ConfigError('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
+    fail('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }
   if (cfg.environments && !Object.values(cfg.environments).some((e) => e.class === 'live')) {
-    throw new ConfigError('environments', 'at least one environment of class live is needed');
+    fail('environments', 'at least one environment of class live is needed');
   }
+  return problems;
 }
 
 function deepFreeze<T>(v: T): T {
@@ -165,8 +173,8 @@ export interface LoadOptions {
 /** Reads, merges, validates and freezes the configuration. Throws ConfigError. */
 export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
   let fromFile: unknown = opts.values ?? {};
+  let text: string | null = null;
   if (opts.file) {
-    let text: string;
     try {
       text = readFileSync(opts.file, 'utf8');
     } catch (e) {
@@ -188,16 +196,32 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
   }
   const merged = mergeConfig(structuredClone(defaults), fromFile) as Plain;
   const fromEnv = applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);
+  // A value an environment variable set is named by that variable, which is what the user typed;
+  // one the file set is located in the file.
+  const find = text !== null && opts.file ? locator(text) : null;
+  // Problems the file locates are listed in the file's order, then the rest as found.
+  const inOrder = (ps: (Problem & { where?: string })[]) => {
+    const pos = (p: { where?: string }) => {
+      const m = p.where ? /:(\d+):(\d+)$/.exec(p.where) : null;
+      return m ? Number(m[1]) * 1e6 + Number(m[2]) : Number.MAX_SAFE_INTEGER;
+    };
+    return ps
+      .map((p, i) => ({ p, i }))
+      .sort((a, b) => pos(a.p) - pos(b.p) || a.i - b.i)
+      .map(({ p }) => p);
+  };
+  const place = (p: Problem): Problem & { where?: string } => {
+    const name = [...fromEnv].find(
+      ([k]) => p.path === k || p.path.startsWith(`${k}.`) || p.path.startsWith(`${k}[`),
+    )?.[1];
+    if (name) return { ...p, reason: `${p.reason} (set by ${name})` };
+    const where = find?.(p.path);
+    return where ? { ...p, where: `${opts.file}:${where}` } : p;
+  };
   const parsed = configSchema.safeParse(merged);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0] as z.core.$ZodIssue;
-    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-    const at = issuePath(issue);
-    // A value an environment variable set is named by that variable, which is what the user typed.
-    const head = issue.path.map(String).join('.');
-    const name = [...fromEnv].find(([p]) => head === p || head.startsWith(`${p}.`))?.[1];
-    throw new ConfigError(at, `${issue.message}${keys}${name ? ` (set by ${name})` : ''}`);
-  }
-  crossCheck(parsed.data);
+  if (!parsed.success)
+    throw ConfigError.of(inOrder(plainProblems(parsed.error.issues, merged, configSchema).map(place)));
+  const problems = crossCheck(parsed.data);
+  if (problems.length) throw ConfigError.of(inOrder(problems.map(place)));
   return deepFreeze(parsed.data);
 }
