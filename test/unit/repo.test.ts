@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import semver from 'semver';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/index.js';
@@ -8,6 +9,19 @@ const ROOT = join(import.meta.dirname, '..', '..');
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
 
 describe('what users get with the repository', () => {
+  it('every installed package fits the Node versions package.json declares (npm install prints no EBADENGINE)', () => {
+    const ours = JSON.parse(read('package.json')).engines.node as string;
+    const lowest = semver.minVersion(ours)?.version as string;
+    const lock = JSON.parse(read('package-lock.json')) as {
+      packages: Record<string, { engines?: { node?: string } | string[]; version?: string }>;
+    };
+    const misfits = Object.entries(lock.packages)
+      .filter(([name, p]) => name !== '' && p.engines && !Array.isArray(p.engines) && p.engines.node)
+      .filter(([, p]) => !semver.satisfies(lowest, (p.engines as { node: string }).node))
+      .map(([name, p]) => `${name}@${p.version} wants node ${(p.engines as { node: string }).node}`);
+    expect(misfits, `package.json declares node ${ours}`).toEqual([]);
+  });
+
   it('README and docs/ stand alone: no reference to files outside the repository', () => {
     const files = [
       'README.md',
