@@ -119,5 +119,13 @@ describe('tunnels', () => {
       /may open 1024 files.*server\.max_connections.*server\.max_tunnels.*held to 384/,
     );
     expect(descriptorWarning({ max_connections: 100, max_tunnels: 10 }, 1_048_576)).toBeNull();
+    // Issue #36: the defaults under a limit of 20,000 (common in containers) leave room for
+    // thousands of clients and tunnels: no warning at every start, only where the limit bites.
+    const defaults = { max_connections: 20_000, max_tunnels: 10_000, upstream_connections: 512 };
+    expect(descriptorWarning(defaults, 20_000)).toBeNull();
+    expect(descriptorWarning(defaults, 4096)).toMatch(/may open 4096 files/);
+    const small = { max_connections: 500, max_tunnels: 100, upstream_connections: 64 };
+    expect(descriptorWarning(small, 1024)).toBeNull();
+    expect(descriptorWarning({ ...small, max_connections: 900 }, 1024)).toMatch(/1024 files/);
   });
 });
