@@ -27,6 +27,7 @@ import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
 import type { Coordinator } from './fleet/redis.js';
 import { createLogger, type Logger } from './log.js';
+import { withBody } from './management-body.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import { KEY_IN_URL } from './proxy/admit.js';
@@ -50,6 +51,7 @@ import {
   EndpointTable,
   FanoutCursorTable,
 } from './store/webhooks.js';
+import { internalConnectionLimit } from './threads/handover.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
@@ -163,6 +165,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         mainPort: () => ports.main,
         pool: () => edges?.pool ?? null,
         testHooks: opts.testHooks === true,
+        threads,
         refresh: () => {
           capture.refreshGauges();
           metrics.storageUp.set(capture.batcher.stats.storageUp ? 1 : 0);
@@ -184,7 +187,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               ring,
               limiter: limiter.limiter,
               capture,
-              manage: api.manage,
+              manage: (req, res, body) => api.manage(withBody(req, body), res),
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
             }),
@@ -484,6 +487,8 @@ interface ListenerDeps {
   mainPort: () => number;
   pool: () => EdgePool | null;
   testHooks: boolean;
+  /** Edge threads (the internal listener's connection limit follows). */
+  threads: number;
   refresh: () => void;
   ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
 }
@@ -532,6 +537,8 @@ function listenersPart(d: ListenerDeps): Part & {
     delete req.headers['x-wakegate-peer'];
     d.api.manage(req, res);
   });
+  // Edge threads each keep a bounded pool of connections here: a local process cannot hold more.
+  internal.maxConnections = internalConnectionLimit(d.threads);
   const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
     new Promise<number>((resolve, reject) => {
       server.once('error', (e) => reject(listenError(e, { name, setting, port })));

@@ -8,6 +8,7 @@ import { holdsGatewayKey } from './capture/text.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import type { Logger } from './log.js';
+import { readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
 import { tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
@@ -65,8 +66,8 @@ export interface EdgeDeps {
   ring: KeyRing;
   limiter: RequestLimiter;
   capture: Capture;
-  /** Answers a /v2 call that reached the main listener (the control thread, here or across threads). */
-  manage: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Answers a /v2 call that reached the main listener, its body read whole (the control thread, here or across threads). */
+  manage: (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void;
   /** Listen with SO_REUSEPORT, beside the other edge threads. */
   reusePort: boolean;
   /** Tests only: every answer says which edge thread served it (x-wakegate-thread). */
@@ -124,6 +125,8 @@ export function createEdge(d: EdgeDeps): Edge {
   };
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;
+  // A /v2 body is read whole here before it is handed on: slow clients hold no handover.
+  const apiBody = { maxBytes: s.api_body_limit_bytes, timeoutMs: s.api_body_timeout_ms };
   const label = d.threadLabel;
   let draining = false;
   // The main listener proxies; /v2 is answered there too unless management.on_main is
@@ -134,7 +137,7 @@ export function createEdge(d: EdgeDeps): Edge {
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     const url = req.url ?? '/';
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res);
-    d.manage(req, res);
+    readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
   });
   // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
   // request would be accepted, so a refused key never gets a 100 Continue.
@@ -144,7 +147,7 @@ export function createEdge(d: EdgeDeps): Edge {
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
     // /v2: continue only for a key that is known and live; the API answers the rest.
     if (authenticate(d.ring, req.headers.authorization, d.clock.now()).error === null) res.writeContinue();
-    d.manage(req, res);
+    readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
   });
   const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));

@@ -16,6 +16,7 @@ export const defaults = {
     keep_alive_timeout_ms: 5_000,
     max_header_bytes: 16_384,
     api_body_limit_bytes: 1_048_576,
+    api_body_timeout_ms: 10_000,
     max_connections: 20_000,
     tunnel_idle_timeout_ms: 300_000,
     max_tunnels: 10_000,
@@ -24,6 +25,9 @@ export const defaults = {
     max_buffered_request_bytes: 268_435_456,
     max_streaming_uploads_per_client: 8,
     upstream_connections: 512,
+    buffer_response_body_bytes: 1_048_576,
+    max_streaming_downloads_per_client: 8,
+    send_timeout_ms: 60_000,
     trusted_proxies: [],
   },
   storage: {

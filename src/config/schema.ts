@@ -82,6 +82,8 @@ export const configSchema = z.strictObject({
     max_header_bytes: positiveInt,
     /** Body limit of /v2 management calls; larger ones get 413. */
     api_body_limit_bytes: positiveInt,
+    /** A /v2 body on the main listener must arrive whole within this time after its headers; past it 408. */
+    api_body_timeout_ms: positiveInt,
     /** Upper bound on open client connections. */
     max_connections: positiveInt,
     /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
@@ -97,6 +99,12 @@ export const configSchema = z.strictObject({
     max_streaming_uploads_per_client: positiveInt,
     /** Connections to each origin at most. */
     upstream_connections: positiveInt.max(65_536),
+    /** Responses up to this are read from the origin at its speed (its connection freed), whatever the client's. */
+    buffer_response_body_bytes: nonNegativeInt.max(67_108_864),
+    /** Responses past that streaming at once to one client address; past it 503. */
+    max_streaming_downloads_per_client: positiveInt,
+    /** A client that reads nothing of its response for this long is cut off. */
+    send_timeout_ms: positiveInt,
     /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
     trusted_proxies: z.array(
       z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),

@@ -1,4 +1,3 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { KeyRing } from '../auth/keyring.js';
 import type { RowListener, Sink } from '../capture/batcher.js';
@@ -6,13 +5,13 @@ import { createCapture } from '../capture/pipeline.js';
 import type { Wake } from '../capture/wake.js';
 import { systemClock } from '../clock.js';
 import { createEdge, shareOf } from '../edge.js';
-import { errorBody } from '../errors.js';
 import type { EventSink } from '../events/bus.js';
 import { hasObjective } from '../events/slo.js';
 import { wakeRules } from '../events/wake-rules.js';
 import { coordinatorFor, limiterPart } from '../fleet/limiter.js';
 import { createLogger } from '../log.js';
 import { createMetrics } from '../metrics/index.js';
+import { handOver } from './handover.js';
 import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
 
 /**
@@ -88,7 +87,7 @@ const edge = createEdge({
   ring,
   limiter,
   capture,
-  manage: handOver(data.internal),
+  manage: handOver(data.internal, log),
   reusePort: true,
   threadLabel: data.testHooks ? String(data.index) : null,
 });
@@ -173,44 +172,5 @@ function sloRows(routes: EdgeData['config']['routes']): RowListener<Wake> {
       send({ type: 'slo', rows });
       rows = [];
     },
-  };
-}
-
-/**
- * A /v2 call on the main listener, handed to the control thread on loopback with
- * the client's address; the control thread answers it (and records its wake).
- */
-function handOver(internal: EdgeData['internal']): (req: IncomingMessage, res: ServerResponse) => void {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  return (req, res) => {
-    const headers: http.OutgoingHttpHeaders = { ...req.headers };
-    // This edge already answered Expect (checkContinue); the connection's own headers stay on its hop.
-    delete headers.expect;
-    delete headers.connection;
-    delete headers['keep-alive'];
-    headers['x-wakegate-internal'] = internal.token;
-    headers['x-wakegate-peer'] = req.socket.remoteAddress ?? '';
-    const up = http.request(
-      { host: '127.0.0.1', port: internal.port, method: req.method, path: req.url, headers, agent },
-      (r) => {
-        const out: http.OutgoingHttpHeaders = { ...r.headers };
-        delete out.connection;
-        delete out['keep-alive'];
-        delete out['transfer-encoding'];
-        res.writeHead(r.statusCode ?? 502, out);
-        r.pipe(res);
-      },
-    );
-    up.on('error', (e) => {
-      log.warn('a /v2 call could not reach the control thread', { err: e });
-      if (res.headersSent) return void res.destroy();
-      const body = JSON.stringify(errorBody('service_unavailable', null, 'the gateway is stopping; try again', null));
-      res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    req.pipe(up);
   };
 }

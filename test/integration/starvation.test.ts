@@ -1,7 +1,14 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newSecret } from '../../src/ids.js';
+import { hasReusePort } from '../../src/startup.js';
+import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
+import { rawExchange, statusOf } from '../helpers/raw.js';
 
 /** Issue #25, item 2: slow uploads cannot hold the connections an origin's other requests need. */
 describe('upstream starvation', () => {
@@ -131,5 +138,108 @@ describe('upstream starvation', () => {
     held = [];
     await Promise.all(holding);
     expect((await fetch(`${t.url}/read/again`)).status).toBe(200);
+  });
+});
+
+/** Opens a connection that sends the headers of a POST to `path` and part of its body, then stalls. */
+function slowPost(port: number, path: string, headers: string): net.Socket {
+  const s = net.connect(port, '127.0.0.1');
+  s.on('error', () => {});
+  s.write(
+    `POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{"la`,
+  );
+  return s;
+}
+
+/** Resolves once `n` sockets are connected. */
+const connected = (socks: net.Socket[]) =>
+  Promise.all(socks.map((s) => (s.readyState === 'open' ? null : new Promise((r) => s.once('connect', r)))));
+
+/** Issue #34, item 6: a /v2 call on the main listener is read whole on the edge before it is handed on. */
+describe('slow /v2 bodies on the main listener', () => {
+  let t: TestGateway;
+  let port: number;
+  beforeAll(async () => {
+    t = await startGateway({ server: { api_body_timeout_ms: 600, api_body_limit_bytes: 4096 } });
+    port = Number(new URL(t.url).port);
+  });
+  afterAll(() => t.cleanup());
+
+  it("160 slow POSTs to /v2 are open: an operator's GET /v2/api-keys answers promptly (threads: 1)", async () => {
+    const auth = `Authorization: Bearer ${t.admin}\r\n`;
+    const slow = Array.from({ length: 160 }, () => slowPost(port, '/v2/api-keys', auth));
+    await connected(slow);
+    const t0 = performance.now();
+    const r = await fetch(`${t.url}/v2/api-keys?limit=1`, {
+      headers: { authorization: `Bearer ${t.admin}` },
+      signal: AbortSignal.timeout(3000),
+    });
+    expect(r.status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(1500);
+    for (const s of slow) s.destroy();
+  });
+
+  it('a /v2 body that is not whole within server.api_body_timeout_ms gets 408 from the edge; one past api_body_limit_bytes 413', async () => {
+    const auth = `Authorization: Bearer ${t.admin}\r\n`;
+    const req = `POST /v2/api-keys HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{"la`;
+    const slow = await rawExchange(port, req, 5000);
+    expect(statusOf(slow.text)).toBe(408);
+    expect(slow.text).toContain('api_body_timeout_ms');
+    expect(slow.closed).toBe(true);
+    expect(slow.ms).toBeGreaterThanOrEqual(500);
+    expect(slow.ms).toBeLessThan(4000);
+    const big = `POST /v2/api-keys HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1400\r\n${'a'.repeat(5120)}\r\n`;
+    const tooBig = await rawExchange(port, big, 3000);
+    expect(statusOf(tooBig.text)).toBe(413);
+    expect(tooBig.text).toContain('"type":"payload_too_large"');
+    // A whole body within the limits is still answered by the API.
+    const ok = await fetch(`${t.url}/v2/api-keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ label: 'after-slow', environment: 'production', scopes: ['wakes:read'] }),
+    });
+    expect(ok.status, await ok.clone().text()).toBe(201);
+  });
+});
+
+/**
+ * The same through edge threads (the handover to the control thread's internal
+ * listener), where the runtime has SO_REUSEPORT (Node 22.12 or later on Linux).
+ */
+describe.runIf(hasReusePort())('slow /v2 bodies with two edge threads', () => {
+  let g: ChildGateway;
+  let dir: string;
+  const admin = `svc_live_${newSecret()}`;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'wakegate-handover-'));
+    writeFileSync(join(dir, 'cfg.yaml'), 'server: { threads: 2 }\nlog: { level: info }\n');
+    g = await spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], {
+      DATA_DIR: join(dir, 'data'),
+      WAKEGATE_ADMIN_KEY: admin,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    if (g && g.proc.exitCode === null) {
+      g.proc.kill('SIGTERM');
+      await g.exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("200 slow POSTs to /v2 hold no handover socket: an operator's calls answer promptly on both threads", async () => {
+    const auth = `Authorization: Bearer ${admin}\r\n`;
+    const slow = Array.from({ length: 200 }, () => slowPost(g.port, '/v2/api-keys', auth));
+    await connected(slow);
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 6; i++) {
+      const t0 = performance.now();
+      const r = await fetch(`${g.url}/v2/api-keys?limit=1`, {
+        headers: { authorization: `Bearer ${admin}`, connection: 'close' },
+        signal: AbortSignal.timeout(3000),
+      });
+      expect(r.status).toBe(200);
+      expect(performance.now() - t0).toBeLessThan(1500);
+    }
+    for (const s of slow) s.destroy();
   });
 });

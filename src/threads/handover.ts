@@ -1,0 +1,64 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { errorBody } from '../errors.js';
+import type { Logger } from '../log.js';
+
+/**
+ * Connections each edge thread keeps to the control thread's internal listener, at
+ * most (kept alive and reused). A call holds one only while the control thread
+ * answers it: its body was read whole before (management-body.ts), and the answer
+ * is read from the control thread at once, whatever the client's reading speed.
+ */
+export const HANDOVER_SOCKETS = 16;
+
+/** The internal listener's connection limit for `threads` edge threads (with room for a thread started again). */
+export const internalConnectionLimit = (threads: number): number => (threads + 1) * HANDOVER_SOCKETS;
+
+/**
+ * A /v2 call on the main listener, handed to the control thread on loopback with
+ * the client's address and its body (read whole on this edge); the control thread
+ * answers it (and records its wake).
+ */
+export function handOver(
+  internal: { port: number; token: string },
+  log: Logger,
+): (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: HANDOVER_SOCKETS, maxFreeSockets: HANDOVER_SOCKETS });
+  return (req, res, body) => {
+    const headers: http.OutgoingHttpHeaders = { ...req.headers };
+    // This edge already answered Expect (checkContinue); the connection's own headers stay on its hop.
+    delete headers.expect;
+    delete headers.connection;
+    delete headers['keep-alive'];
+    delete headers['transfer-encoding'];
+    if (body === null) delete headers['content-length'];
+    else headers['content-length'] = String(body.length);
+    headers['x-wakegate-internal'] = internal.token;
+    headers['x-wakegate-peer'] = req.socket.remoteAddress ?? '';
+    const up = http.request(
+      { host: '127.0.0.1', port: internal.port, method: req.method, path: req.url, headers, agent },
+      (r) => {
+        const out: http.OutgoingHttpHeaders = { ...r.headers };
+        delete out.connection;
+        delete out['keep-alive'];
+        delete out['transfer-encoding'];
+        res.writeHead(r.statusCode ?? 502, out);
+        // Read at the control thread's speed (no backpressure from the client): the
+        // connection goes back to the pool at once; a client that reads nothing is cut
+        // by server.send_timeout_ms.
+        r.on('data', (c: Buffer) => res.write(c));
+        r.on('end', () => res.end());
+      },
+    );
+    up.on('error', (e) => {
+      log.warn('a /v2 call could not reach the control thread', { err: e });
+      if (res.headersSent) return void res.destroy();
+      const msg = JSON.stringify(errorBody('service_unavailable', null, 'the gateway is stopping; try again', null));
+      res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(msg) });
+      res.end(msg);
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    up.end(body ?? undefined);
+  };
+}
