@@ -1,4 +1,4 @@
-import type { Config } from './config/index.js';
+import { type Config, drainTimeoutMs } from './config/index.js';
 import { buildControl, type Control, type ControlOptions } from './control.js';
 import type { Logger } from './log.js';
 
@@ -104,8 +104,10 @@ export class Gateway {
    * arriving on one is still served, with `Connection: close`, until the grace period
    * ends. Idle connections are closed last, once no request has been in flight for a
    * moment, so a keep-alive client under load sees no reset on a request it sent.
+   * The grace period is `server.drain_timeout_ms` (default: the longest route
+   * `timeout_ms` plus 5 s).
    */
-  stop(graceMs = 10_000): Promise<void> {
+  stop(graceMs = drainTimeoutMs(this.config)): Promise<void> {
     const stopping = this.stopping ?? (this.control ? this.control.close(graceMs) : Promise.resolve());
     this.stopping = stopping;
     return stopping;

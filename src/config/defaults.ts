@@ -18,6 +18,7 @@ export const defaults = {
     api_body_limit_bytes: 1_048_576,
     api_body_timeout_ms: 10_000,
     max_connections: 20_000,
+    drain_timeout_ms: null,
     tunnel_idle_timeout_ms: 300_000,
     max_tunnels: 10_000,
     max_tunnels_per_client: 64,

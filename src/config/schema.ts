@@ -86,6 +86,8 @@ export const configSchema = z.strictObject({
     api_body_timeout_ms: positiveInt,
     /** Upper bound on open client connections. */
     max_connections: positiveInt,
+    /** A stop's grace period for requests in flight; null: the longest route timeout_ms plus 5 s. */
+    drain_timeout_ms: positiveInt.nullable(),
     /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
     tunnel_idle_timeout_ms: positiveInt,
     /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */

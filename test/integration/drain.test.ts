@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Config, drainTimeoutMs, loadConfig } from '../../src/config/index.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
@@ -58,5 +59,52 @@ describe('draining on stop', () => {
     expect(outcomes.closeHeader).toBeGreaterThan(0);
     // The drain did not wait out its whole grace period.
     expect(took).toBeLessThan(5000);
+  });
+});
+
+/** Issue #36: the grace period is server.drain_timeout_ms, by default the longest route timeout plus 5 s. */
+describe('the drain grace period', () => {
+  it('defaults to the longest route timeout_ms plus 5 s, and follows server.drain_timeout_ms', () => {
+    const route = (timeout_ms: number) => ({
+      name: `r${timeout_ms}`,
+      prefix: `/r${timeout_ms}`,
+      auth: 'none' as const,
+      origins: { production: 'http://127.0.0.1:9' },
+      timeout_ms,
+    });
+    const cfg = (server: object, routes: object[]) =>
+      loadConfig({ values: { server, routes }, env: {} }) as Readonly<Config>;
+    expect(drainTimeoutMs(cfg({}, [route(30_000), route(120_000)]))).toBe(125_000);
+    expect(drainTimeoutMs(cfg({}, []))).toBe(5_000);
+    expect(drainTimeoutMs(cfg({ drain_timeout_ms: 700 }, [route(120_000)]))).toBe(700);
+  });
+
+  it('a stop with no grace given lets a request the route allows finish, and cuts it past drain_timeout_ms', async () => {
+    const slow = await startServer((req, res) => {
+      req.resume();
+      setTimeout(() => res.end('late but fine'), 1500);
+    });
+    const routes = [{ name: 's', prefix: '/', auth: 'none', origins: { production: slow.url }, timeout_ms: 3000 }];
+    const answer = async (t: TestGateway) => {
+      const pending = fetch(`${t.url}/slow`).then(
+        async (r) => ({ status: r.status, body: await r.text() }),
+        (e: Error) => ({ status: 0, body: String((e as { cause?: unknown }).cause ?? e) }),
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      await t.gw.stop();
+      return pending;
+    };
+    // The default grace (3 s + 5 s) outlasts the origin's 1.5 s: the request is answered.
+    const a = await startGateway({ routes });
+    expect(await answer(a)).toEqual({ status: 200, body: 'late but fine' });
+    await a.cleanup();
+    // A grace of 300 ms set by the operator is what the stop waits: the request is cut.
+    const b = await startGateway({ routes, server: { drain_timeout_ms: 300 } });
+    const t0 = Date.now();
+    const cut = await answer(b);
+    expect(cut.status).not.toBe(200);
+    expect(Date.now() - t0).toBeLessThan(1500);
+    await b.cleanup();
+    await slow.close();
   });
 });
