@@ -36,12 +36,11 @@ import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
-import { checkDataDir, checkServer, listenError, resolveThreads, startLine, storageError } from './startup.js';
+import { checkServer, holdDataDir, listenError, resolveThreads, startLine, storageError } from './startup.js';
 import { openStore, type Store } from './store/client.js';
 import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
-import { claimOwner, releaseOwner } from './store/owner.js';
 import { LOG_SEGMENT_TAG, wakeLogCodec } from './store/wake-log.js';
 import { WakeInserter, WakeQuerier } from './store/wakes.js';
 import {
@@ -305,25 +304,24 @@ class EdgeSlot implements Part {
 
 /** The store, opened and migrated; this process the owner of its data directory. */
 async function openStorage(cfg: Readonly<Config>, log: Logger) {
-  checkDataDir(cfg);
+  const lock = await holdDataDir(cfg);
   let store: Store;
   try {
     store = await openStore(cfg.storage);
   } catch (e) {
+    await lock?.release();
     throw storageError(cfg, e);
   }
-  const embedded = !cfg.storage.clickhouse_url;
   const close = async () => {
     await store.close();
-    if (embedded) releaseOwner(cfg.storage.data_dir);
+    await lock?.release();
   };
   try {
     await checkServer(cfg, store);
-    if (embedded) claimOwner(cfg.storage.data_dir);
     const applied = await migrate(store);
     if (applied.length) log.info('migrations applied', { versions: applied });
   } catch (e) {
-    await store.close();
+    await close();
     throw e;
   }
   return { name: 'storage', store, close };

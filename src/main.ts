@@ -16,7 +16,7 @@ import { openStore, type Store } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
-import { heldBy } from './store/owner.js';
+import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
 
 const out = (s: string): void => {
   process.stdout.write(s);
@@ -34,16 +34,38 @@ function configFrom(flags: Map<string, string>): Readonly<Config> {
   return loadConfig({ file: configFile(flags), env: process.env });
 }
 
-/** Opens the store directly; with the embedded engine, says so in one line when a gateway holds it. */
+/**
+ * Opens the store directly, holding its data directory (the embedded engine) for as
+ * long as it is open; says in one line when a running gateway holds it.
+ */
 async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store> {
-  const held = () => new Error(`the store in ${cfg.storage.data_dir} is held by a running gateway; ${instead}`);
-  if (!cfg.storage.clickhouse_url && heldBy(cfg.storage.data_dir) !== null) throw held();
+  const held = (pid: number | null) =>
+    new Error(
+      `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
+    );
+  let lock: DirLock | null = null;
+  if (!cfg.storage.clickhouse_url) {
+    try {
+      lock = await lockDataDir(cfg.storage.data_dir);
+    } catch (e) {
+      throw e instanceof DirHeld ? held(e.pid) : e;
+    }
+  }
+  let store: Store;
   try {
-    return await openStore(cfg.storage);
+    store = await openStore(cfg.storage);
   } catch (e) {
-    if (/lock|already running|failed to create connection/i.test((e as Error).message)) throw held();
+    await lock?.release();
+    if (/lock|already running|failed to create connection/i.test((e as Error).message)) throw held(null);
     throw e;
   }
+  const close = store.close.bind(store);
+  return Object.assign(store, {
+    close: async () => {
+      await close();
+      await lock?.release();
+    },
+  });
 }
 
 async function serve(cfg: Readonly<Config>, file: string): Promise<void> {

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import type { Config } from './config/index.js';
 import type { Store } from './store/client.js';
 import { queryRows } from './store/client.js';
-import { heldBy } from './store/owner.js';
+import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
 
 /**
  * A start that cannot go on, said in one line naming the setting to change (never a
@@ -13,11 +13,22 @@ export class StartError extends Error {
   override readonly name = 'StartError';
 }
 
-/** Before the embedded engine opens its directory: another gateway holding it is named with its pid. */
-export function checkDataDir(cfg: Readonly<Config>): void {
-  if (cfg.storage.clickhouse_url) return;
-  const pid = heldBy(cfg.storage.data_dir);
-  if (pid !== null) throw dataDirInUse(cfg, `by the gateway with pid ${pid}`);
+/**
+ * Before the embedded engine opens its directory: holds it for this process (a lock
+ * the kernel releases when the process dies), or names the live gateway holding it.
+ * Null with a ClickHouse server, which holds no directory.
+ */
+export async function holdDataDir(cfg: Readonly<Config>): Promise<DirLock | null> {
+  if (cfg.storage.clickhouse_url) return null;
+  try {
+    return await lockDataDir(cfg.storage.data_dir);
+  } catch (e) {
+    if (e instanceof DirHeld)
+      throw dataDirInUse(cfg, e.pid === null ? 'by another gateway' : `by the gateway with pid ${e.pid}`);
+    throw new StartError(
+      `DATA_DIR ${cfg.storage.data_dir} cannot be held (${(e as NodeJS.ErrnoException).code ?? firstLine(String(e))}): check storage.data_dir`,
+    );
+  }
 }
 
 const dataDirInUse = (cfg: Readonly<Config>, by: string) =>

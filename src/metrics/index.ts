@@ -219,7 +219,8 @@ export function primeSeries(m: Metrics, policies: readonly string[]): void {
     m.eventsDropped.labels(r).inc(0);
   }
   for (const o of DELIVERY_OUTCOMES) m.deliveries.labels(o).inc(0);
-  for (const p of new Set([...policies, 'unauthenticated'])) m.rateLimited.labels(p).inc(0);
+  // `key`: the label of a key's own rate_limit (one label for every such key, never its id).
+  for (const p of new Set([...policies, 'unauthenticated', 'key'])) m.rateLimited.labels(p).inc(0);
 }
 
 /** The coordination series exist only in a fleet (coordination.redis_url set). */

@@ -1,39 +1,105 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { realpathSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
+import { privateDir } from './private-dir.js';
 
 /**
- * `DATA_DIR/gateway.pid`: the process serving from this data directory. The
- * embedded engine binds its directory to one process; commands that open the
- * store directly (migrate, keys create --offline) look here first, so they can say
- * in one line that a gateway holds it instead of failing inside the engine.
+ * The data directory is held by a lock the kernel releases when the process dies,
+ * never by a pid file that a guess about a pid decides: a restart right after a
+ * SIGKILL or an OOM kill starts at once, and a file left by a reboot or naming a
+ * reused pid blocks nothing. On Linux the lock is an abstract Unix socket named after
+ * the directory's real path (no file at all: nothing is left behind); elsewhere it is
+ * a socket in the directory, which a connection proves live. The holder answers a
+ * connection with its pid: only information for the message that names it.
  */
-const file = (dataDir: string) => join(dataDir, 'gateway.pid');
-
-export function claimOwner(dataDir: string): void {
-  writeFileSync(file(dataDir), `${process.pid}\n`, { mode: 0o600 });
+export interface DirLock {
+  release(): Promise<void>;
 }
 
-export function releaseOwner(dataDir: string): void {
-  try {
-    if (readFileSync(file(dataDir), 'utf8').trim() === String(process.pid)) rmSync(file(dataDir), { force: true });
-  } catch {
-    // Nothing claimed.
+/** The directory is held by a live process; its pid when it said it. */
+export class DirHeld extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number | null,
+  ) {
+    super(`${dataDir} is held by ${pid === null ? 'another process' : `the process with pid ${pid}`}`);
   }
 }
 
-/** The pid of a live process that claimed the directory, or null (none, or it died: a stale file). */
-export function heldBy(dataDir: string): number | null {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(file(dataDir), 'utf8').trim());
-  } catch {
-    return null;
+/** Where the lock of `dataDir` listens (the directory must exist: its real path names it). */
+export function lockAddress(dataDir: string, platform: NodeJS.Platform = process.platform): string {
+  const real = realpathSync(dataDir);
+  if (platform !== 'linux') return join(real, 'gateway.sock');
+  return `\0wakegate:${createHash('sha256').update(real).digest('hex')}`;
+}
+
+/** Takes `dataDir` (made, 0700, if missing) for this process; throws DirHeld when a live process holds it. */
+export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = process.platform): Promise<DirLock> {
+  privateDir(dataDir);
+  const address = lockAddress(dataDir, platform);
+  const abstract = address.startsWith('\0');
+  // A socket file can outlive its process: one nobody answers on is removed once and the bind tried again.
+  for (let attempt = 0; ; attempt++) {
+    const server = net.createServer((s) => {
+      s.unref();
+      s.on('error', () => {});
+      s.end(`${process.pid}\n`);
+    });
+    try {
+      await listen(server, address);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw e;
+      const pid = await holder(address);
+      if (pid !== undefined) throw new DirHeld(dataDir, pid);
+      if (attempt > 0) throw new DirHeld(dataDir, null);
+      if (!abstract) rmSync(address, { force: true });
+      continue;
+    }
+    server.unref();
+    return {
+      release: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+        }),
+    };
   }
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return null;
-  try {
-    process.kill(pid, 0);
-    return pid;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM' ? pid : null;
-  }
+}
+
+function listen(server: net.Server, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ path, exclusive: true }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Who answers at `address`: its pid, null when it is live but said no pid (in time),
+ * undefined when nothing listens there (a socket file left behind).
+ */
+function holder(address: string, timeoutMs = 2000): Promise<number | null | undefined> {
+  return new Promise((resolve) => {
+    let said = '';
+    const s = net.connect({ path: address });
+    const done = (v: number | null | undefined) => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(null), timeoutMs);
+    s.setEncoding('utf8');
+    s.on('data', (c: string) => {
+      said = (said + c).slice(0, 32);
+    });
+    s.on('end', () => {
+      const pid = Number(said.trim());
+      done(Number.isSafeInteger(pid) && pid > 0 ? pid : null);
+    });
+    s.on('error', (e: NodeJS.ErrnoException) =>
+      done(e.code === 'ECONNREFUSED' || e.code === 'ENOENT' ? undefined : null),
+    );
+  });
 }

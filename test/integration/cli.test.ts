@@ -178,6 +178,6 @@ describe('the CLI, beside a running gateway', () => {
     );
     expect(o.code).toBe(1);
     expect(o.stderr.trim().split('\n')).toHaveLength(1);
-    expect(o.stderr).toMatch(/held by a running gateway; create the key through its API/);
+    expect(o.stderr).toMatch(/held by a running gateway \(pid \d+\); create the key through its API/);
   });
 });

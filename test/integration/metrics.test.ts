@@ -63,6 +63,12 @@ describe('metrics, alerts and the dashboard', () => {
       'wakegate_events_dropped_total{reason="buffer_full"} 0',
       'wakegate_rate_limited_total{policy="default"}',
       'wakegate_rate_limited_total{policy="unauthenticated"}',
+      // Issue #36: every drop reason and every policy label, a key's own limit included.
+      'wakegate_wakes_dropped_total{reason="buffer_full"} 0',
+      'wakegate_wakes_dropped_total{reason="storage_failed"} 0',
+      'wakegate_rate_limited_total{policy="key"} 0',
+      'wakegate_rate_limited_total{policy="reports"} 0',
+      'wakegate_rate_limited_total{policy="sandbox"} 0',
     ])
       expect(text).toContain(series);
   });

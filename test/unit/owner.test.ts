@@ -1,0 +1,124 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DirHeld, lockAddress, lockDataDir } from '../../src/store/owner.js';
+
+/** Issue #34, item 1: whatever a dead gateway or anything else left in DATA_DIR, only a live holder blocks. */
+describe('the data directory lock', () => {
+  let root: string;
+  let n = 0;
+  const fresh = () => join(root, `d${n++}`);
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), 'wakegate-owner-'));
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  // On Linux the lock is an abstract socket; elsewhere a socket file in the directory (tried here too).
+  const platforms: NodeJS.Platform[] = ['linux', 'darwin'];
+  const names = ['gateway.pid', 'gateway.sock', 'gateway.lock', 'clickhouse', 'LOCK'];
+
+  it.each(platforms)('a stale artifact of any content never blocks a start (%s)', async (platform) => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.constantFrom(...names), fc.uint8Array({ maxLength: 64 })), { maxLength: 4 }),
+        fc.constantFrom(String(process.pid), '1', String(process.ppid), '0', '-1', '99999999', ''),
+        async (files, pid) => {
+          const dir = fresh();
+          mkdirSync(dir);
+          writeFileSync(join(dir, 'gateway.pid'), `${pid}\n`);
+          for (const [name, bytes] of files) {
+            if (name === 'clickhouse') continue;
+            writeFileSync(join(dir, name), bytes);
+          }
+          const lock = await lockDataDir(dir, platform);
+          await lock.release();
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it.each(platforms)(
+    'every spelling of one directory conflicts, naming this pid; another directory does not (%s)',
+    async (platform) => {
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom('same', 'slash', 'dot', 'up', 'link'), async (spelling) => {
+          const dir = fresh();
+          mkdirSync(dir);
+          symlinkSync(dir, `${dir}.link`);
+          const alias = {
+            same: dir,
+            slash: `${dir}/`,
+            dot: `${dir}/.`,
+            up: join(dir, '..', dir.split('/').pop() as string),
+            link: `${dir}.link`,
+          }[spelling];
+          const lock = await lockDataDir(dir, platform);
+          try {
+            const err = await lockDataDir(alias, platform).then(
+              () => null,
+              (e: unknown) => e,
+            );
+            expect(err).toBeInstanceOf(DirHeld);
+            expect((err as DirHeld).pid).toBe(process.pid);
+            const other = await lockDataDir(fresh(), platform);
+            await other.release();
+          } finally {
+            await lock.release();
+          }
+          // Released: the directory is free again.
+          await (await lockDataDir(alias, platform)).release();
+        }),
+        { numRuns: 20 },
+      );
+    },
+  );
+
+  it('a socket file left by a process killed while holding it blocks nothing', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const path = lockAddress(dir, 'darwin');
+    // A process that binds the socket file and is SIGKILLed: the file stays, nobody answers on it.
+    const child = spawn(
+      process.execPath,
+      ['-e', `require('net').createServer().listen(${JSON.stringify(path)}, () => console.log('up'))`],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await new Promise((r) => child.stdout.once('data', r));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const lock = await lockDataDir(dir, 'darwin');
+    await lock.release();
+  });
+
+  it('a lock held by another live process is refused with its pid, and free once it dies', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        // The built module (npx tsc -p tsconfig.build.json), as the gateway runs it.
+        `import('${join(import.meta.dirname, '../../dist/store/owner.js')}').then(m => m.lockDataDir(${JSON.stringify(dir)})).then(() => console.log('held'), (e) => console.log(e.message)); setInterval(() => {}, 1000);`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await new Promise((r) => child.stdout.once('data', r));
+      const err = await lockDataDir(dir).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(DirHeld);
+      expect((err as DirHeld).pid).toBe(child.pid);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    }
+    await (await lockDataDir(dir)).release();
+  }, 30_000);
+});
