@@ -74,3 +74,17 @@ export function omittedInfo(text: string): { sha256: string; reason: string } | 
     return null;
   }
 }
+
+/**
+ * What reading a request body for gateway keys may cost before it is forwarded. A
+ * compressed body is decoded as it streams; past `maxDecoded` bytes, or `maxRatio`
+ * decoded bytes per compressed byte once past `freeBytes`, it is refused (413)
+ * rather than forwarded unread. `maxHeld`: compressed bytes held back while their
+ * decoded text is not yet read (bytes that decode to nothing cannot pile up).
+ */
+export const KEY_SCAN_BUDGET = {
+  maxDecoded: 64 * 1024 * 1024,
+  maxRatio: 200,
+  freeBytes: 1024 * 1024,
+  maxHeld: 8 * 1024 * 1024,
+} as const;

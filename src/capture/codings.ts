@@ -1,3 +1,5 @@
+import type { Transform } from 'node:stream';
+import * as zlib from 'node:zlib';
 import {
   brotliCompressSync,
   brotliDecompressSync,
@@ -37,6 +39,50 @@ const CODINGS: Record<string, Coding> = {
     encode: (b) => brotliCompressSync(b, FAST_BROTLI),
   },
 };
+
+/** zstd, where this Node has it (22.15 and later). */
+const zstd = zlib as unknown as {
+  zstdDecompressSync?: (b: Buffer, o: { maxOutputLength: number }) => Buffer;
+  zstdCompressSync?: (b: Buffer) => Buffer;
+  createZstdDecompress?: () => Transform;
+};
+if (zstd.zstdDecompressSync !== undefined && zstd.zstdCompressSync !== undefined) {
+  const dec = zstd.zstdDecompressSync;
+  const enc = zstd.zstdCompressSync;
+  CODINGS.zstd = { decode: (b, max) => dec(b, { maxOutputLength: max }), encode: (b) => enc(b) };
+}
+
+/** Streaming decoders of the same codings, for a request body scanned as it passes. */
+const DECODERS: Record<string, () => Transform> = {
+  gzip: () => zlib.createGunzip(),
+  'x-gzip': () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
+if (zstd.createZstdDecompress !== undefined) DECODERS.zstd = zstd.createZstdDecompress;
+
+/**
+ * A Content-Encoding list as the coding names to undo, first to last (`gzip, br`
+ * was gzipped, then brotli'd: br is undone first); [] for none, null when one is not known.
+ */
+export function codingNames(contentEncoding: string | undefined): string[] | null {
+  if (contentEncoding === undefined || contentEncoding === '') return EMPTY;
+  const out: string[] = [];
+  for (const part of contentEncoding.split(',')) {
+    const name = part.trim().toLowerCase();
+    if (name === '' || name === 'identity') continue;
+    if (CODINGS[name] === undefined || DECODERS[name] === undefined) return null;
+    out.unshift(name);
+  }
+  return out;
+}
+const EMPTY: string[] = [];
+
+/** The coding of a name codingNames gave. */
+export const codingNamed = (name: string): Coding => CODINGS[name] as Coding;
+
+/** A streaming decoder of a name codingNames gave. */
+export const decoderNamed = (name: string): Transform => (DECODERS[name] as () => Transform)();
 
 /** A Content-Encoding value as a coding: null for none (absent, empty, identity), undefined for one not known. */
 export function codingOf(contentEncoding: string | undefined): Coding | null | undefined {

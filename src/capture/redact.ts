@@ -4,8 +4,9 @@ import { type BodyBudget, budgetFor, OverBudget, omittedBody, Work } from './bud
 import { type Coding, codingOf } from './codings.js';
 import type { CapturedBody } from './detail-types.js';
 import { FieldNames } from './field-names.js';
+import { maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
 import { boundaryOf, eachPart } from './multipart.js';
-import { formDecode, gatewayKeyIn, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
+import { formDecode, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
 
 /** How one body is read: its budget, and whether a body the redactor cannot read is kept all the same. */
 export interface BodyOptions {
@@ -69,10 +70,16 @@ export class Redactor {
     return m;
   }
 
-  /** Any gateway key in text (also with `_` percent-encoded or JSON-escaped) replaced by a marker. */
-  scrubKeys(s: string): string {
-    return s.indexOf('svc') === -1 ? s : s.replace(GATEWAY_KEYS, (k) => this.marker(k));
+  /**
+   * Any gateway key in text, in any spelling an application decodes (key-spelling.ts),
+   * replaced by a marker; text holding one nested too deep to cut out is one marker whole.
+   */
+  scrubKeys(s: string, cut = false): string {
+    const out = replaceKeys(s, this.keyMarker, this.keyMarker);
+    // Text cut short (max_body_bytes) keeps no start of a key at its end either.
+    return cut ? replaceCutKey(out, this.keyMarker) : out;
   }
+  private readonly keyMarker = (k: string): string => this.marker(k);
 
   isRedactedHeader(name: string): boolean {
     return this.headerNames.has(name.toLowerCase());
@@ -96,7 +103,7 @@ export class Redactor {
   query(q: string): string {
     if (q.length <= 1) return q;
     const plain = q.indexOf('%') === -1 && q.indexOf('+') === -1;
-    if (plain && q.indexOf('svc') === -1 && !this.fields.mentions(q)) return q;
+    if (plain && !maySpellKey(q) && !this.fields.mentions(q)) return q;
     const own = this.work === null;
     if (own) this.work = new Work(DEFAULT_OPTIONS.budget);
     try {
@@ -198,8 +205,8 @@ export class Redactor {
         if (inner.indexOf('\\') === -1) return m;
         w.match();
         const t = jsonUnescape(inner);
-        if (t.indexOf('svc') === -1) return m;
-        const scrubbed = this.scrubKeys(t);
+        if (!maySpellKey(t)) return m;
+        const scrubbed = this.scrubKeys(t, close === '');
         if (scrubbed === t) return m;
         const s = JSON.stringify(scrubbed);
         return close === '' ? s.slice(0, -1) : s;
@@ -260,7 +267,7 @@ export class Redactor {
     }
     if (!utf8) {
       // Bytes kept (opaque_bodies: keep) as base64; a gateway key among them is replaced all the same.
-      const kept = buf.indexOf(SVC) === -1 ? buf : Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
+      const kept = Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
     const text = this.text(bytes, ct, truncated);
@@ -289,7 +296,7 @@ export class Redactor {
     // A body typed as a form may be JSON all the same (a mislabelled client): read as both.
     const json = this.fields.keyed(searched) || escaped || (GRAPHQL.test(searched) && this.fields.mentions(searched));
     const form = formType || (!json && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
-    if (!json && !form && !searched.includes('svc')) return null;
+    if (!json && !form && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');
     let done = false;
     if (json) {
@@ -309,7 +316,7 @@ export class Redactor {
       if (!formType && !this.fields.mentions(text) && text.indexOf('%') === -1) text = this.scrubKeys(text);
       else text = this.params(text, 0);
     }
-    const out = this.scrubKeys(text);
+    const out = this.scrubKeys(text, truncated);
     return out === searched && out === bytes.toString('utf8') ? null : out;
   }
 
@@ -375,7 +382,8 @@ export class Redactor {
       truncated: false,
       encoding: 'base64',
     });
-    if (inner.data === plain || (inner.encoding === 'base64' && plain.indexOf(SVC) === -1)) return base64(buf);
+    if (inner.data === plain || (inner.encoding === 'base64' && !maySpellKey(plain.toString('latin1'))))
+      return base64(buf);
     const redacted = inner.encoding === 'base64' ? Buffer.from(inner.data.toString('latin1'), 'base64') : inner.data;
     return base64(coding.encode(redacted));
   }
@@ -383,10 +391,8 @@ export class Redactor {
 
 const reasonOf = (b: CapturedBody): string => (JSON.parse(b.data.toString()) as { reason: string }).reason;
 
-const SVC = Buffer.from('svc');
 /** A GraphQL request sent as JSON: its document's literals are read too. */
 const GRAPHQL = /"(?:query|mutation)"\s*:/;
-const GATEWAY_KEYS = gatewayKeyIn('g');
 const PARAM_SEPARATORS = /([&;])/;
 
 /** The characters of a gateway key (svc_live_ / svc_test_ and base62). */

@@ -1,16 +1,12 @@
 /** Text helpers of the redactor: gateway keys in any spelling, JSON escapes, encodings, formats it cannot read. */
+import { replaceKeys, spelledKeyIn, spellsKey } from './key-spelling.js';
 
 /**
- * A gateway key (svc_live_ / svc_test_ and its base62 secret), with its underscores
- * as sent, percent-encoded (`svc%5Flive%5F…`, a form's or a URL's spelling) or
- * JSON-escaped (`svc\u005flive\u005f…`).
+ * A gateway key (svc_live_ / svc_test_ and 32 to 128 base62 characters) in the
+ * spellings that can be replaced where they stand: any of its characters
+ * percent-encoded (`%73vc_…`, `svc%5Flive%5F…`) or escaped (`\u0073vc_…`). See key-spelling.ts.
  */
-export const gatewayKeyIn = (flags: string): RegExp =>
-  new RegExp(`svc${US}(?:live|test)${US}[0-9A-Za-z]{20,128}`, flags);
-const US = '(?:_|%5[fF]|\\\\u005[fF])';
-
-/** The start of a gateway key in any of those spellings (a header carrying one is dropped, however short). */
-export const GATEWAY_KEY_START = new RegExp(`svc${US}(?:live|test)${US}[0-9A-Za-z]`);
+export const gatewayKeyIn = spelledKeyIn;
 
 /** A form or query name or value as a server decodes it (`+` a space); left as sent when not valid. */
 export function formDecode(s: string): string {
@@ -22,17 +18,18 @@ export function formDecode(s: string): string {
   }
 }
 
-/** Whether text holds a gateway key in any of those spellings. */
-export const holdsGatewayKey = (s: string): boolean => s.indexOf('svc') !== -1 && ANY_KEY.test(s);
-const ANY_KEY = gatewayKeyIn('');
+/** Whether text holds a gateway key in any spelling an application decodes (nested percent-encodings and escapes). */
+export const holdsGatewayKey = spellsKey;
 
 /** What stands for a gateway key in a wake's summary (path, user agent, consumer) and the access log. */
 export const KEY_REPLACED = '[redacted:gateway-key]';
 
-/** Text with every gateway key replaced (the same string when it holds none: a cheap look first). */
-export const withoutGatewayKeys = (s: string): string =>
-  s.indexOf('svc') === -1 ? s : s.replace(EVERY_KEY, KEY_REPLACED);
-const EVERY_KEY = gatewayKeyIn('g');
+/**
+ * Text with every gateway key replaced (the same string when it holds none: a cheap
+ * look first); text holding one in a spelling that cannot be cut out is replaced whole.
+ */
+export const withoutGatewayKeys = (s: string): string => replaceKeys(s, replaced, replaced);
+const replaced = (): string => KEY_REPLACED;
 
 /**
  * Why the redactor cannot read a body, or null when it can: XML, GraphQL documents,
@@ -126,3 +123,6 @@ export function trimPartialUtf8(buf: Buffer): Buffer {
   }
   return buf.subarray(0, end);
 }
+
+/** A gateway key in the spellings replaced in place (kept for callers that test with it). */
+export const GATEWAY_KEY_START = spelledKeyIn('');

@@ -2,8 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { KeyRing } from '../auth/keyring.js';
 import { newTap } from '../capture/detail.js';
+import { BodyRefused, KeyGate, refusedBody, scannedBody } from '../capture/key-scan.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
-import { holdsGatewayKey } from '../capture/text.js';
 import { type ErrorType, errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
@@ -27,11 +27,8 @@ export interface ProxyDeps {
   server: { bufferBytes: number; bufferTotal: number; streamsPerClient: number; connections: number };
 }
 
-const SVC = Buffer.from('svc');
 const BUFFER_FULL =
   'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly';
-const KEY_IN_BODY =
-  'a gateway key was sent in the request body; the origin must never see it: send it in the Authorization header only, and revoke this one';
 
 /** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
 export class ProxyHandler {
@@ -175,10 +172,11 @@ export class ProxyHandler {
       stop();
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
       release();
-      // A gateway key never reaches an origin, in a body either (a buffered one is searched; a cheap look first).
-      if (body.indexOf(SVC) !== -1 && holdsGatewayKey(body.toString('latin1'))) {
+      // A gateway key never reaches an origin, in a body either, in any spelling (key-scan.ts; a cheap look first).
+      const refused = refusedBody(body, req.headers['content-type'], req.headers['content-encoding']);
+      if (refused !== null) {
         fw.gone = true;
-        return this.fail(req, res, x, 'invalid_request', KEY_IN_BODY, [], null, 'body');
+        return this.fail(req, res, x, refused.type, refused.message, [], null, refused.param);
       }
       // Trailer fields after the body: passed on too (a path of its own, undici cannot send them).
       if (req.rawTrailers.length > 0) return this.dispatch(fw, body, req.rawTrailers);
@@ -201,19 +199,25 @@ export class ProxyHandler {
       const msg = `this address already streams ${open} request bodies larger than server.buffer_request_body_bytes (server.max_streaming_uploads_per_client); retry when one has ended`;
       return this.fail(req, res, x, 'service_unavailable', msg, ['retry-after', '1']);
     }
+    let gate: KeyGate;
+    try {
+      gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
+    } catch (e) {
+      if (!(e instanceof BodyRefused)) throw e;
+      return this.fail(req, res, x, e.type, e.message, [], null, e.param);
+    }
     this.streaming.set(ip, open + 1);
     res.once('close', () => {
       const left = (this.streaming.get(ip) ?? 1) - 1;
       if (left <= 0) this.streaming.delete(ip);
       else this.streaming.set(ip, left);
     });
-    const body = Readable.from(
-      countedBody(req, read, (c) => {
-        x.reqBytes += c.length;
-        x.tap?.req?.add(c);
-      }),
-      { objectMode: false },
-    );
+    // Searched for gateway keys as it streams: a key found stops it before the origin has it (key-scan.ts).
+    const counted = countedBody(req, read, (c) => {
+      x.reqBytes += c.length;
+      x.tap?.req?.add(c);
+    });
+    const body = Readable.from(scannedBody(counted, gate), { objectMode: false });
     this.dispatch(fw, body);
   }
 
@@ -281,6 +285,8 @@ export class ProxyHandler {
       return;
     }
     if (res.destroyed) return;
+    // The streamed body held a gateway key (or could not be read for one): the origin's request was cut off.
+    if (err instanceof BodyRefused) return this.fail(req, res, x, err.type, err.message, [], null, err.param);
     if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
     if (err.code === 'UND_ERR_HEADERS_OVERFLOW') {
       const max = this.d.routes.byName(x.route)?.cfg.max_response_header_bytes;

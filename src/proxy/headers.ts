@@ -1,4 +1,4 @@
-import { GATEWAY_KEY_START } from '../capture/text.js';
+import { holdsGatewayKey } from '../capture/text.js';
 
 /**
  * Hop-by-hop header fields (RFC 9110 §7.6.1), which apply to one connection and
@@ -34,12 +34,12 @@ export interface ForwardHeadersOptions {
 }
 
 /**
- * True when a header value carries a gateway key secret (svc_live_ / svc_test_
- * followed by base62). Such a value never reaches an origin, whatever the route's
+ * True when a header value carries a gateway key secret, in any spelling
+ * (`%73vc_…` too: key-spelling.ts). Such a value never reaches an origin, whatever the route's
  * `auth`: a client that sends its key to an `auth: none` route must not leak it.
  */
 export function carriesGatewayKey(value: string): boolean {
-  return value.indexOf('svc') !== -1 && GATEWAY_KEY_START.test(value);
+  return holdsGatewayKey(value);
 }
 
 /**

@@ -130,7 +130,9 @@ export async function* countedBody(
   seen: (chunk: Buffer) => void,
 ): AsyncGenerator<Buffer> {
   for (const c of read) yield c;
-  for await (const chunk of req) {
+  // Not destroyed when undici stops early (the origin failed, or the key scan refused the
+  // body): the client's connection stays, to be answered and drained.
+  for await (const chunk of req.iterator({ destroyOnReturn: false })) {
     seen(chunk as Buffer);
     yield chunk as Buffer;
   }

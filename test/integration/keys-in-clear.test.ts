@@ -1,4 +1,7 @@
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newSecret } from '../../src/ids.js';
+import { appReadings, headerOf, type Received, recordingOrigin, reveals, sendInPieces } from '../helpers/app-decode.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
@@ -83,5 +86,184 @@ describe('gateway keys sent where they do not belong', () => {
       await (await fetch(`${t.url}/v2/wakes?limit=100`, { headers: bearer(t.admin) })).json(),
     );
     expect(list).not.toContain(secret.slice(9));
+  });
+});
+
+/** Issue #34, item 10: a key in a spelling the origin's application decodes never reaches it. */
+describe('gateway keys in the spellings applications decode', () => {
+  let rec: Awaited<ReturnType<typeof recordingOrigin>>;
+  let t: TestGateway;
+  const secret = `svc_live_${newSecret()}`;
+  const spell = (s: string, c: string, as: string) => s.replace(c, as);
+
+  beforeAll(async () => {
+    rec = await recordingOrigin();
+    t = await startGateway({
+      routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: rec.origin.url } }],
+      capture: { detail: { max_per_second: 0 } },
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await rec.origin.close();
+  });
+
+  const post = (body: Buffer | string, headers: Record<string, string>) =>
+    fetch(`${t.url}/open/in`, { method: 'POST', body, headers });
+  const json = { 'content-type': 'application/json' };
+  const refusedUnseen = async (r: Response, before: number, param = 'body') => {
+    const e = (await r.json()) as { error: { type: string; param: string } };
+    expect(r.status, JSON.stringify(e)).toBe(400);
+    expect(e.error.param).toBe(param);
+    expect(rec.seen.length).toBe(before);
+  };
+  const utf16le = (s: string) => Buffer.from(s, 'utf16le');
+  const utf32be = (s: string) => {
+    const b = Buffer.alloc(s.length * 4);
+    for (let i = 0; i < s.length; i++) b.writeUInt32BE(s.charCodeAt(i), i * 4);
+    return b;
+  };
+
+  it.each([
+    ['JSON \\u0073 escapes', JSON.stringify({ k: 'x' }).replace('x', spell(secret, 's', '\\u0073')), json],
+    [
+      'JSON \\u escapes of every character',
+      JSON.stringify({ k: 'x' }).replace(
+        'x',
+        [...secret].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''),
+      ),
+      json,
+    ],
+    [
+      'a form value %73vc_',
+      `a=1&note=${spell(secret, 's', '%73')}`,
+      { 'content-type': 'application/x-www-form-urlencoded' },
+    ],
+    [
+      'a form value holding an escaped JSON escape',
+      `p=${encodeURIComponent(JSON.stringify({ k: spell(secret, 's', '\\u0073') }))}`,
+      { 'content-type': 'application/x-www-form-urlencoded' },
+    ],
+    ['YAML \\x73', `note: "${spell(secret, 's', '\\x73')}"\n`, { 'content-type': 'application/yaml' }],
+  ])('%s in a body: 400, the origin never asked', async (_n, body, headers) => {
+    const before = rec.seen.length;
+    await refusedUnseen(await post(body, headers), before);
+  });
+
+  it.each([
+    ['gzip', (b: Buffer) => gzipSync(b), 'gzip'],
+    ['deflate', (b: Buffer) => deflateSync(b), 'deflate'],
+    ['br', (b: Buffer) => brotliCompressSync(b), 'br'],
+    ['gzip then br (nested)', (b: Buffer) => brotliCompressSync(gzipSync(b)), 'gzip, br'],
+  ])('a key inside a %s body: 400, the origin never asked', async (_n, encode, ce) => {
+    const before = rec.seen.length;
+    const body = encode(Buffer.from(JSON.stringify({ note: secret })));
+    await refusedUnseen(await post(body, { ...json, 'content-encoding': ce }), before);
+  });
+
+  it.each([
+    ['UTF-16LE without a BOM, untyped', utf16le(`{"note":"${secret}"}`), {}],
+    [
+      'UTF-16LE without a BOM, typed octet-stream',
+      utf16le(`note=${secret}`),
+      { 'content-type': 'application/octet-stream' },
+    ],
+    [
+      'UTF-16BE declared',
+      utf16le(`{"note":"${secret}"}`).swap16(),
+      { 'content-type': 'application/json; charset=utf-16be' },
+    ],
+    ['UTF-32BE without a BOM', utf32be(`{"note":"${secret}"}`), json],
+    ['UTF-16LE percent-encoded', utf16le(`a=${spell(secret, 's', '%73')}`), {}],
+    [
+      'UTF-16LE in the middle of binary bytes',
+      Buffer.concat([Buffer.from([0x89, 0x50, 0, 0, 7, 0xff]), utf16le(secret), Buffer.alloc(9)]),
+      { 'content-type': 'image/png' },
+    ],
+  ])('a key in %s: 400, the origin never asked', async (_n, body, headers) => {
+    const before = rec.seen.length;
+    await refusedUnseen(await post(body, headers as Record<string, string>), before);
+  });
+
+  it.each([
+    ['%73vc_ in the query', `/open/x?k=${spell(secret, 's', '%73')}`],
+    ['sv%63_ in the path', `/open/${spell(secret, 'c', '%63')}/x`],
+    ['%2573vc_ (twice encoded) in the query', `/open/x?k=${spell(secret, 's', '%2573')}`],
+    ['\\u0073 in the query', `/open/x?k=${spell(secret, 's', '%5Cu0073')}`],
+  ])('a key spelled %s is refused (400) and its wake keeps the URL without it', async (_n, url) => {
+    const before = rec.seen.length;
+    const r = await rawExchange(
+      Number(new URL(t.url).port),
+      `GET ${url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    expect(statusOf(r.text)).toBe(400);
+    expect(rec.seen.length).toBe(before);
+    const id = /x-wake-id: (wk_\w+)/.exec(r.text)?.[1] as string;
+    await flushed(t.gw);
+    const w = await (await fetch(`${t.url}/v2/wakes/${id}`, { headers: bearer(t.admin) })).text();
+    expect(appReadings(Buffer.from(w)).some((s) => s.includes(secret.slice(9, 30)))).toBe(false);
+    if (!url.includes('?')) expect(w).toContain('[redacted:gateway-key]');
+  });
+
+  it('a key spelled %73vc_ in a header, User-Agent or X-Consumer-Id is not forwarded, nor stored', async () => {
+    const before = rec.seen.length;
+    const r = await fetch(`${t.url}/open/h`, {
+      headers: {
+        'x-note': spell(secret, 's', '%73'),
+        'user-agent': `app/1 ${spell(secret, 'v', '%76')}`,
+        'x-consumer-id': spell(secret, '_', '%5F'),
+      },
+    });
+    expect(r.status).toBe(200);
+    await r.text();
+    expect(rec.seen.length).toBe(before + 1);
+    expect(reveals(rec.seen.at(-1) as Received, secret)).toBe(false);
+    await flushed(t.gw);
+    const w = await (
+      await fetch(`${t.url}/v2/wakes/${r.headers.get('x-wake-id')}`, { headers: bearer(t.admin) })
+    ).text();
+    expect(appReadings(Buffer.from(w)).some((s) => s.includes(secret.slice(9, 30)))).toBe(false);
+  });
+
+  it('a key split across the pieces of a streamed body over 1 MiB: 400, and the origin saw no part of it', async () => {
+    const before = rec.seen.length;
+    const filler = Buffer.alloc(1536 * 1024, 'a');
+    const at = secret.length - 20;
+    const pieces = [
+      Buffer.from('{"log":"'),
+      filler,
+      Buffer.from(`","k":"${secret.slice(0, at)}`),
+      Buffer.from(`${secret.slice(at)}","more":"`),
+      Buffer.alloc(256 * 1024, 'b'),
+      Buffer.from('"}'),
+    ];
+    const r = await sendInPieces(`${t.url}/open/stream`, pieces, json);
+    expect(r.status, r.body).toBe(400);
+    expect(JSON.parse(r.body).error.param).toBe('body');
+    // The origin was asked (the body streamed) and then cut off, with none of the key.
+    await expect.poll(() => rec.seen.length).toBe(before + 1);
+    const got = rec.seen.at(-1) as Received;
+    expect(got.cut).toBe(true);
+    expect(got.body.length).toBeGreaterThan(1024 * 1024);
+    expect(reveals(got, secret)).toBe(false);
+    expect(got.body.includes('svc_live_')).toBe(false);
+  });
+
+  it('svc_live_paymentsReconciliation and its kin are words, not keys: forwarded everywhere', async () => {
+    const words = ['svc_live_paymentsReconciliation', `svc_test_${'a'.repeat(31)}`, `svc_live_${'b'.repeat(129)}`];
+    for (const word of words) {
+      const before = rec.seen.length;
+      const r = await fetch(`${t.url}/open/${word}?q=${word}`, {
+        method: 'POST',
+        headers: { ...json, 'x-note': word },
+        body: JSON.stringify({ note: word }),
+      });
+      expect(r.status, word).toBe(200);
+      await r.text();
+      const got = rec.seen[before] as Received;
+      expect(got.url).toBe(`/open/${word}?q=${word}`);
+      expect(headerOf(got.headers, 'x-note')).toBe(word);
+      expect(got.body.toString()).toContain(word);
+    }
   });
 });

@@ -1,0 +1,299 @@
+import type { Transform } from 'node:stream';
+import { KEY_SCAN_BUDGET } from './budget.js';
+import { codingNamed, codingNames, decoderNamed } from './codings.js';
+import { decodedForKeys, keyIn } from './key-spelling.js';
+import { narrowWide, unitOf, type Wide, wideOf } from './wide.js';
+
+/**
+ * A request body searched for gateway keys before the origin sees it, as the origin
+ * would read it: its content codings undone (nested, within KEY_SCAN_BUDGET), UTF-16
+ * and UTF-32 read by mark, declared charset or NUL pattern, and every spelling of
+ * key-spelling.ts. A streamed body is read in windows that overlap by HOLD bytes,
+ * and the last HOLD bytes read are held back until the next window has been read:
+ * the origin never receives a key, nor any part of one that the scan has not cleared.
+ */
+
+/** A request body refused before it reached the origin: the error's type, message and param. */
+export class BodyRefused extends Error {
+  constructor(
+    readonly type: 'invalid_request' | 'payload_too_large',
+    message: string,
+    readonly param: string,
+  ) {
+    super(message);
+  }
+}
+
+const keyInBody = () =>
+  new BodyRefused(
+    'invalid_request',
+    'a gateway key was sent in the request body; the origin must never see it: send it in the Authorization header only, and revoke this one',
+    'body',
+  );
+const overBudget = (why: string) =>
+  new BodyRefused('payload_too_large', `the request body ${why}, past what the gateway reads for gateway keys`, 'body');
+const unknownCoding = (ce: string) =>
+  new BodyRefused(
+    'invalid_request',
+    `the gateway cannot read content coding "${ce}" to make sure no gateway key is in the body; send it as gzip, deflate or br`,
+    'content-encoding',
+  );
+const corrupt = () =>
+  new BodyRefused('invalid_request', 'the request body does not decode by its Content-Encoding', 'content-encoding');
+
+/**
+ * Bytes of a body a key's spelling can span: 137 characters, each up to 16 bytes
+ * (a percent-encoded escape, nested) and four times that in UTF-32, within 16 KiB.
+ */
+export const HOLD = 16_384;
+/** Fresh bytes gathered before a window is read, so a body sent a byte at a time costs no more. */
+const MIN_SCAN = 16_384;
+
+const SVC = Buffer.from('svc');
+/** Where ASCII in UTF-16 or UTF-32 could start a key among other bytes. */
+const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from('%\0'), Buffer.from('\\\0')];
+
+const escDigit = (c: number | undefined) => c === 0x32 || c === 0x35 || c === 0x36 || c === 0x37;
+
+/** The cheap look of maySpellKey, on bytes: `svc`, or a `%XX` or an escape that could spell one of its letters. */
+function mayHold(b: Buffer): boolean {
+  if (b.indexOf(SVC) !== -1) return true;
+  const n = b.length;
+  for (let i = b.indexOf(0x25); i !== -1 && i + 2 < n; i = b.indexOf(0x25, i + 1)) {
+    const c1 = b[i + 1];
+    const c2 = b[i + 2];
+    if (c1 === 0x37 && (c2 === 0x33 || c2 === 0x36)) return true;
+    if ((c1 === 0x36 && c2 === 0x33) || (c1 === 0x32 && c2 === 0x35)) return true;
+    if (c1 === 0x35 && (c2 === 0x63 || c2 === 0x43)) return true;
+  }
+  for (let i = b.indexOf(0x5c); i !== -1; i = b.indexOf(0x5c, i + 1)) {
+    const c1 = b[i + 1];
+    if (c1 === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30 && escDigit(b[i + 4])) return true;
+    if (c1 === 0x78 && escDigit(b[i + 2])) return true;
+    if (c1 === 0x55 && i + 8 < n && b.readUInt32BE(i + 2) === 0x30303030 && escDigit(b[i + 8])) return true;
+  }
+  return false;
+}
+
+/** Whether narrow bytes (one a character) hold a key; `more`: the body goes on past them. */
+function holds(b: Buffer, more: boolean): boolean {
+  if (mayHold(b) && keyIn(decodedForKeys(b.toString('latin1')), more)) return true;
+  if (b.indexOf(0) === -1) return false;
+  // ASCII of UTF-16/32 text among other bytes: read with its NULs left out, around each place it could start.
+  for (const t of WIDE_TOKENS) {
+    for (let i = b.indexOf(t); i !== -1; i = b.indexOf(t, i + HOLD)) {
+      const end = Math.min(b.length, i + 2 * HOLD);
+      const part = b.subarray(Math.max(0, i - 64), end);
+      if (keyIn(decodedForKeys(part.toString('latin1')), end < b.length || more)) return true;
+    }
+  }
+  return false;
+}
+
+/** Plain (decoded) body bytes read as they come, in windows overlapping by HOLD. */
+class PlainScan {
+  private tail: Buffer = Buffer.alloc(0);
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  /** Plain bytes read through. */
+  scanned = 0;
+  private wide: Wide | null | undefined = undefined;
+
+  constructor(private readonly ct: string) {}
+
+  /** Throws BodyRefused when a key is found. */
+  push(c: Buffer): void {
+    if (c.length === 0) return;
+    this.pending.push(c);
+    this.pendingBytes += c.length;
+    if (this.pendingBytes >= MIN_SCAN) this.scan(false);
+  }
+
+  end(): void {
+    this.scan(true);
+  }
+
+  private scan(final: boolean): void {
+    let fresh =
+      this.pending.length === 1 ? (this.pending[0] as Buffer) : Buffer.concat(this.pending, this.pendingBytes);
+    if (this.wide === undefined) this.wide = wideOf(fresh, this.ct, true);
+    const unit = this.wide === null ? 1 : unitOf(this.wide);
+    // A code unit cut by the chunk's end waits for the rest.
+    const keep = final ? 0 : fresh.length % unit;
+    this.pending = keep === 0 ? [] : [fresh.subarray(fresh.length - keep)];
+    this.pendingBytes = keep;
+    fresh = fresh.subarray(0, fresh.length - keep);
+    const win = this.tail.length === 0 ? fresh : Buffer.concat([this.tail, fresh]);
+    if (holds(this.wide === null ? win : narrowWide(win, this.wide), !final)) throw keyInBody();
+    this.scanned += fresh.length;
+    // A copy: the window itself may be a whole large body.
+    this.tail = Buffer.from(win.subarray(Math.max(0, win.length - HOLD)));
+  }
+}
+
+/**
+ * Why a whole (buffered) request body must not reach the origin, or null: a key in
+ * it, a coding the gateway cannot read, or one that decodes past its budget.
+ */
+export function refusedBody(body: Buffer, contentType = '', contentEncoding?: string): BodyRefused | null {
+  const names = codingNames(contentEncoding);
+  if (names === null) return unknownCoding(contentEncoding ?? '');
+  let plain = body;
+  const b = KEY_SCAN_BUDGET;
+  for (const name of names) {
+    try {
+      plain = codingNamed(name).decode(plain, b.maxDecoded);
+    } catch (e) {
+      if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE')
+        return overBudget(`decodes to more than ${b.maxDecoded} bytes`);
+      return corrupt();
+    }
+    if (plain.length > b.freeBytes && plain.length > b.maxRatio * body.length)
+      return overBudget(`is compressed more than ${b.maxRatio} to 1`);
+  }
+  if (names.length === 0 && !mayHold(body) && body.indexOf(0) === -1) return null;
+  const scan = new PlainScan(contentType.toLowerCase());
+  try {
+    scan.push(plain);
+    scan.end();
+  } catch (e) {
+    if (e instanceof BodyRefused) return e;
+    throw e;
+  }
+  return null;
+}
+
+/** One streaming decoder, fed a chunk at a time and flushed, so what a chunk decodes to is known with it. */
+class StreamDecoder {
+  private out: Buffer[] = [];
+  private failed: Error | null = null;
+  private waiting: ((e: Error) => void) | null = null;
+
+  constructor(private readonly z: Transform) {
+    z.on('data', (c: Buffer) => this.out.push(c));
+    z.on('error', (e: Error) => {
+      this.failed = e;
+      this.waiting?.(e);
+    });
+  }
+
+  write(c: Buffer): Promise<Buffer[]> {
+    return new Promise((resolve, reject) => {
+      if (this.failed !== null) return reject(corrupt());
+      this.waiting = () => reject(corrupt());
+      this.z.write(c);
+      (this.z as unknown as { flush(cb: () => void): void }).flush(() => {
+        this.waiting = null;
+        if (this.failed !== null) reject(corrupt());
+        else resolve(this.out.splice(0));
+      });
+    });
+  }
+
+  end(): Promise<Buffer[]> {
+    return new Promise((resolve, reject) => {
+      if (this.failed !== null) return reject(corrupt());
+      this.waiting = () => reject(corrupt());
+      this.z.once('end', () => resolve(this.out.splice(0)));
+      this.z.end();
+    });
+  }
+
+  close(): void {
+    this.z.destroy();
+  }
+}
+
+/**
+ * A streamed request body's gate: each chunk from the client goes in, and what may
+ * go on to the origin comes out: the chunks whose decoded text lies more than HOLD
+ * bytes before the end of what has been read. Throws BodyRefused (a key, a coding
+ * the gateway cannot read, a body past its budget).
+ */
+export class KeyGate {
+  private readonly plain: PlainScan;
+  private readonly decoders: StreamDecoder[];
+  private held: Buffer[] = [];
+  /** Plain bytes decoded through the end of each held chunk. */
+  private through: number[] = [];
+  private heldBytes = 0;
+  private wire = 0;
+  private decoded = 0;
+
+  constructor(contentType = '', contentEncoding?: string) {
+    const names = codingNames(contentEncoding);
+    if (names === null) throw unknownCoding(contentEncoding ?? '');
+    this.decoders = names.map((n) => new StreamDecoder(decoderNamed(n)));
+    this.plain = new PlainScan(contentType.toLowerCase());
+  }
+
+  async push(c: Buffer): Promise<Buffer[]> {
+    this.wire += c.length;
+    this.decode(this.decoders.length === 0 ? [c] : await this.through_(c));
+    this.held.push(c);
+    this.through.push(this.decoded);
+    this.heldBytes += c.length;
+    if (this.heldBytes > KEY_SCAN_BUDGET.maxHeld) throw overBudget('holds too many bytes that decode to nothing');
+    return this.release(this.plain.scanned - HOLD);
+  }
+
+  async end(): Promise<Buffer[]> {
+    let out: Buffer[] = [];
+    for (const d of this.decoders) {
+      const next: Buffer[] = [];
+      for (const c of out) next.push(...(await d.write(c)));
+      next.push(...(await d.end()));
+      out = next;
+    }
+    this.decode(out);
+    this.plain.end();
+    return this.release(Number.POSITIVE_INFINITY);
+  }
+
+  close(): void {
+    for (const d of this.decoders) d.close();
+  }
+
+  /** A wire chunk through every decoder in turn. */
+  private async through_(c: Buffer): Promise<Buffer[]> {
+    let out = [c];
+    for (const d of this.decoders) {
+      const next: Buffer[] = [];
+      for (const x of out) next.push(...(await d.write(x)));
+      out = next;
+    }
+    return out;
+  }
+
+  private decode(out: Buffer[]): void {
+    const b = KEY_SCAN_BUDGET;
+    for (const o of out) {
+      this.decoded += o.length;
+      if (this.decoded > b.maxDecoded) throw overBudget(`decodes to more than ${b.maxDecoded} bytes`);
+      if (this.decoders.length > 0 && this.decoded > b.freeBytes && this.decoded > b.maxRatio * this.wire)
+        throw overBudget(`is compressed more than ${b.maxRatio} to 1`);
+      this.plain.push(o);
+    }
+  }
+
+  private release(upTo: number): Buffer[] {
+    let n = 0;
+    while (n < this.held.length && (this.through[n] as number) <= upTo) n++;
+    if (n === 0) return NONE;
+    const out = this.held.splice(0, n);
+    this.through.splice(0, n);
+    for (const c of out) this.heldBytes -= c.length;
+    return out;
+  }
+}
+const NONE: Buffer[] = [];
+
+/** A streamed body as it may go to the origin: each chunk through a KeyGate; throws BodyRefused. */
+export async function* scannedBody(src: AsyncIterable<Buffer>, gate: KeyGate): AsyncGenerator<Buffer> {
+  try {
+    for await (const c of src) for (const o of await gate.push(c)) yield o;
+    for (const o of await gate.end()) yield o;
+  } finally {
+    gate.close();
+  }
+}

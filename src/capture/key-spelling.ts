@@ -1,0 +1,122 @@
+/**
+ * A gateway key and the spellings of it an application decodes: `svc_live_` or
+ * `svc_test_`, then 32 to 128 base62 characters not followed by another (so
+ * `svc_live_paymentsReconciliation` is a word, not a key), written plainly, with any
+ * character percent-encoded (`%73vc_…`, `%2573` once more), JSON- or YAML-escaped
+ * (`\u0073`, `\x73`, `\U00000073`), or percent-encoded escapes (`%5Cu0073`), nested.
+ */
+
+/** A gateway key as an application reads it, its escapes undone. */
+export const KEY = /svc_(?:live|test)_[0-9A-Za-z]{32,128}(?![0-9A-Za-z])/;
+
+/** Rounds of decoding followed: an escape inside an escape inside a percent-encoding. */
+const ROUNDS = 4;
+
+/**
+ * Whether text could spell a key at all: `svc` plainly, or a percent-encoding or an
+ * escape that could stand for one of its first three letters (or for `%` or `\`,
+ * which spell them once more). A cheap look: most text fails it at once.
+ */
+export function maySpellKey(s: string): boolean {
+  if (s.indexOf('svc') !== -1) return true;
+  for (let i = s.indexOf('%'); i !== -1; i = s.indexOf('%', i + 1)) {
+    PERCENT_START.lastIndex = i;
+    if (PERCENT_START.test(s)) return true;
+  }
+  for (let i = s.indexOf('\\'); i !== -1; i = s.indexOf('\\', i + 1)) {
+    ESCAPE_START.lastIndex = i;
+    if (ESCAPE_START.test(s)) return true;
+  }
+  return s.indexOf('\0') !== -1;
+}
+const PERCENT_START = /%(?:7[36]|63|25|5[cC])/y;
+const ESCAPE_START = /\\(?:u00[2567]|x[2567]|U000000[2567])/y;
+
+/**
+ * Text as an application reads it after up to four rounds of decoding: percent
+ * sequences (as a URL, form or header value is read), then escapes (as JSON or
+ * YAML reads a string), and NUL bytes left out (ASCII in UTF-16/32 read as bytes).
+ * A character past Latin-1 stands as U+00FF: it ends a key, as it would.
+ */
+export function decodedForKeys(s: string): string {
+  let t = s.indexOf('\0') === -1 ? s : s.replace(NULS, '');
+  for (let r = 0; r < ROUNDS; r++) {
+    const next = unescapeAll(percentDecode(t));
+    if (next === t) break;
+    t = next;
+  }
+  return t;
+}
+const NULS = /\0+/g;
+
+function percentDecode(s: string): string {
+  if (s.indexOf('%') === -1) return s;
+  return s.replace(PERCENT, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+}
+const PERCENT = /%([0-9A-Fa-f]{2})/g;
+
+function unescapeAll(s: string): string {
+  if (s.indexOf('\\') === -1) return s;
+  return s.replace(ESCAPE, (m, u: string | undefined, x: string | undefined, w: string | undefined) => {
+    const hex = u ?? x ?? w;
+    if (hex === undefined) return m === '\\\\' ? '\\' : m;
+    const c = Number.parseInt(hex, 16);
+    return c <= 0xff ? String.fromCharCode(c) : '\u00ff';
+  });
+}
+/** An escape: `\uXXXX`, `\xXX`, `\UXXXXXXXX`, or an escaped backslash (read as one, left as the pair otherwise). */
+const ESCAPE = /\\(?:u([0-9A-Fa-f]{4})|x([0-9A-Fa-f]{2})|U([0-9A-Fa-f]{8})|\\)/g;
+
+/** Whether text holds a gateway key in any of these spellings. */
+export const spellsKey = (s: string): boolean => maySpellKey(s) && KEY.test(decodedForKeys(s));
+
+/**
+ * Whether decoded text holds a key; `more`: text follows that is not here yet, so a
+ * key-like run reaching the end is left for the next look (which sees it whole).
+ */
+export const keyIn = (decoded: string, more: boolean): boolean => (more ? KEY_BEFORE_END : KEY).test(decoded);
+const KEY_BEFORE_END = /svc_(?:live|test)_[0-9A-Za-z]{32,128}(?=[^0-9A-Za-z])/;
+
+/** One character of a key in the spellings replaced in place: plain, `%XX`, `%25XX`, `\u00XX`, `\xXX`, `%5Cu00XX`. */
+function spelled(plain: string, hex: string): string {
+  return `(?:${plain}|%(?:25)?${hex}|(?:\\\\|%5[cC])(?:u00|x)${hex})`;
+}
+const hexOf = (c: string): string =>
+  c
+    .charCodeAt(0)
+    .toString(16)
+    .replace(/[a-f]/g, (h) => `[${h}${h.toUpperCase()}]`);
+const letter = (c: string): string => spelled(c, hexOf(c));
+const word = (w: string): string => [...w].map(letter).join('');
+const BASE62 = spelled('[0-9A-Za-z]', '(?:3[0-9]|4[1-9A-Fa-f]|5[0-9Aa]|6[1-9A-Fa-f]|7[0-9Aa])');
+
+/**
+ * A key in the spellings that can be replaced where they stand (one layer of
+ * encoding per character, any mix). Deeper nestings are found by `spellsKey` and
+ * replaced with the whole value that holds them.
+ */
+export const spelledKeyIn = (flags: string): RegExp =>
+  new RegExp(`${word('svc_')}(?:${word('live')}|${word('test')})${letter('_')}${BASE62}{32,128}(?!${BASE62})`, flags);
+
+const EVERY_SPELLED = spelledKeyIn('g');
+
+/** The start of a key at the very end of text cut short (a body past max_body_bytes), down to `svc_live_`. */
+const CUT_KEY = new RegExp(
+  `${word('svc_')}(?:${word('live')}|${word('test')})${letter('_')}${BASE62}{0,128}(?:(?:%|\\\\)[0-9A-Za-z]{0,7})?$`,
+);
+
+/** Text cut short with the start of a key at its end replaced by `replace(start)`. */
+export function replaceCutKey(s: string, replace: (k: string) => string): string {
+  if (!maySpellKey(s)) return s;
+  return s.replace(CUT_KEY, replace);
+}
+
+/**
+ * Text with each key replaced by `replace(key as spelled)`; when a key remains in a
+ * spelling that cannot be cut out (nested deeper), `whole(text)` stands for all of it.
+ */
+export function replaceKeys(s: string, replace: (k: string) => string, whole: (s: string) => string): string {
+  if (!maySpellKey(s)) return s;
+  const out = s.replace(EVERY_SPELLED, replace);
+  return spellsKey(out) ? whole(s) : out;
+}
