@@ -1,7 +1,7 @@
 import { type Refillable, refill } from '../ratelimit/buckets.js';
 import { budgetFor } from './budget.js';
 import type { CapturedDetail } from './detail-types.js';
-import type { BodyOptions, Redactor } from './redact.js';
+import type { BodyOptions, FreshValues, Redactor } from './redact.js';
 
 /** What a route keeps of its exchanges (capture.detail, narrowed or widened per route). */
 export interface DetailSettings {
@@ -132,13 +132,21 @@ const headerValue = (raw: readonly string[] | null, name: string): string | unde
   return undefined;
 };
 
+/** How a replay's wake is marked: its request and its response apart, and values of its own (replay/salts.ts). */
+export interface DetailSalts {
+  request: string;
+  response: string;
+  fresh: FreshValues | null;
+}
+
 /**
  * Redacts what the tap gathered. Runs once the exchange has ended, off the forwarding
- * path. `salt` salts the markers: the wake's id, or for a replay the wake it replays.
+ * path. `salt` salts the markers: the wake's id, or for a replay its DetailSalts.
  */
-export function buildDetail(t: DetailTap, r: Redactor, salt: string): CapturedDetail {
+export function buildDetail(t: DetailTap, r: Redactor, salt: string | DetailSalts): CapturedDetail {
   const s = t.settings;
-  r.forWake(salt);
+  const split = typeof salt === 'string' ? null : salt;
+  r.forWake(split ? split.request : (salt as string), split?.fresh ?? null);
   // A body is redacted by its own headers' content type and coding.
   const body = (tap: BodyTap, headers: readonly string[]) =>
     r.body(
@@ -148,11 +156,15 @@ export function buildDetail(t: DetailTap, r: Redactor, salt: string): CapturedDe
       headerValue(headers, 'content-encoding'),
       s.body,
     );
+  const query = r.query(t.query);
+  const request_headers = s.headers ? r.headers(t.reqHeaders) : null;
+  const request_body = t.req ? body(t.req, t.reqHeaders) : null;
+  if (split) r.forWake(split.response, split.fresh);
   return {
-    query: r.query(t.query),
-    request_headers: s.headers ? r.headers(t.reqHeaders) : null,
+    query,
+    request_headers,
     response_headers: s.headers && t.resHeaders ? r.headers(t.resHeaders) : null,
-    request_body: t.req ? body(t.req, t.reqHeaders) : null,
+    request_body,
     response_body: t.res && t.resHeaders ? body(t.res, t.resHeaders) : null,
     diff: null,
   };

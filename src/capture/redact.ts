@@ -17,6 +17,12 @@ export interface BodyOptions {
 
 const DEFAULT_OPTIONS: BodyOptions = { budget: budgetFor(32_768), keepOpaque: false };
 
+/** Values a wake marks with a salt of their own (as they appear in the exchange: raw, encoded, escaped). */
+export interface FreshValues {
+  salt: string;
+  values: ReadonlySet<string>;
+}
+
 /**
  * Redaction before anything is stored. Named headers, named fields (JSON at any
  * depth, forms, queries, multipart parts; in any casing and with any separators;
@@ -33,7 +39,9 @@ export class Redactor {
   /** An escape that could spell a character of some field name or of a gateway key. */
   private readonly spelled: RegExp;
   private salt = '';
-  /** Markers made for this salt: the same value often stands several times in one wake. */
+  /** Values marked with a salt of their own (a replay's `set` values: its own id). */
+  private fresh: FreshValues | null = null;
+  /** Markers made for these salts: the same value often stands several times in one wake. */
   private readonly recent = new Map<string, string>();
   /** The budget of the body being read (null outside one: a fresh budget per call). */
   private work: Work | null = null;
@@ -50,11 +58,14 @@ export class Redactor {
 
   /**
    * Markers from here on are salted with `salt`: the wake's id, or for a replay the
-   * id of the wake it replays (so the two diff equal for equal values).
+   * id of the wake it replays (so the two diff equal for equal values). `fresh`
+   * names values salted apart: what a replay's caller supplied in `set`, marked with
+   * the replay's own id, so no replay tells whether a guess equals the original.
    */
-  forWake(salt: string): this {
-    if (salt !== this.salt) {
+  forWake(salt: string, fresh: FreshValues | null = null): this {
+    if (salt !== this.salt || fresh !== this.fresh) {
       this.salt = salt;
+      this.fresh = fresh;
       this.recent.clear();
     }
     return this;
@@ -64,7 +75,8 @@ export class Redactor {
     let m = this.recent.get(value);
     if (m !== undefined) return m;
     this.work?.marker();
-    const h = createHmac('sha256', this.key).update(this.salt).update('\0').update(value);
+    const salt = this.fresh?.values.has(value) ? this.fresh.salt : this.salt;
+    const h = createHmac('sha256', this.key).update(salt).update('\0').update(value);
     m = `[redacted:${h.digest('hex').slice(0, 12)}]`;
     if (value.length <= 512 && this.recent.size < 1024) this.recent.set(value, m);
     return m;

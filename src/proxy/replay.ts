@@ -1,7 +1,7 @@
 import { hasScope, isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
-import { buildDetail, DetailRate, detailSettings, newTap } from '../capture/detail.js';
+import { buildDetail, DetailRate, type DetailSalts, detailSettings, newTap } from '../capture/detail.js';
 import { storedBody, type WakeDetail } from '../capture/detail-types.js';
 import type { Exchange, Recorder, RequestInfo } from '../capture/recorder.js';
 import type { Redactor } from '../capture/redact.js';
@@ -13,8 +13,10 @@ import { idTime } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Answer, diffAnswers } from '../replay/diff.js';
-import { type Filled, fillRedacted } from '../replay/fill.js';
+import { type Filled, type FillRefusal, fillRedacted } from '../replay/fill.js';
+import { replaySalts } from '../replay/salts.js';
 import type { WakeQuerier } from '../store/wakes.js';
+import { headerValue, passedValue } from './header-value.js';
 import { forwardRequestHeaders } from './headers.js';
 import { type RouteTable, upstreamPath } from './routes.js';
 import { Upstreams } from './upstream.js';
@@ -45,13 +47,14 @@ export interface ReplayDeps {
 export interface ReplayOptions {
   allowUnsafe: boolean;
   ignore: string[];
-  /** Values for redacted query parameters, form fields, JSON paths (`$.card.number`), `$` or headers. */
+  /** Values for redacted query parameters, form fields, JSON values (`$.card.cvc`) or headers; scalars only. */
   set?: Record<string, unknown>;
 }
 
 /**
- * POST /v2/wakes/{id}/replay: re-sends a captured request through the same route to
- * the current origin of its environment, as a wake of its own (`replay_of`), and
+ * POST /v2/wakes/{id}/replay: re-sends a captured request through the route that
+ * matches its path now, to that route's origin of its environment, as a wake of its
+ * own (`replay_of`), and
  * when the answer is in, records how it differs from the original answer (`diff`)
  * and raises `replay.finished`. Checks run before anything is sent; the sending
  * itself runs after the 202.
@@ -64,7 +67,7 @@ export class Replayer {
 
   /**
    * Checks, then starts, a replay by `caller`. The caller must be able to send the
-   * request itself: it holds the route scope the original needed, and is charged to
+   * request itself: it holds the scope the route matching the path today needs, and is charged to
    * its own bucket. A wake whose key has since been revoked, or whose path was cut
    * short, is refused (409): the origin would get a request nobody may send.
    */
@@ -114,30 +117,24 @@ export class Replayer {
         'the request body was not captured whole (over capture.detail.max_body_bytes, bodies are not kept, or it was kept only as size and SHA-256: over its reading budget, or a format opaque_bodies: keep would keep), so it cannot be replayed faithfully',
       );
     }
-    const {
-      filled,
-      missing: absent,
-      unknown,
-    } = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
-    if (unknown.length > 0) {
-      throw unprocessable(
-        `set.${unknown[0]}`,
-        `${JSON.stringify(unknown[0])} names no redacted value of this request (a query parameter, form field, JSON path such as $.card.number, $ for the whole body, or a redacted header)`,
-      );
-    }
-    if (absent.length > 0) {
+    const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
+    if (!fill.ok) throw refusalError(fill.refusal);
+    const { filled, values } = fill;
+    // Admitted against the routes in force now: the path is matched again.
+    const route = this.d.routes.match(w.path);
+    if (!route) {
       throw new GatewayError(
         'conflict',
-        `the request holds redacted values at ${absent.join(', ')}; a redaction marker is never sent as if it were the value: supply them in set, e.g. {"set": {${JSON.stringify(absent[0])}: "..."}}`,
-        'set',
+        `no route of the current configuration matches ${JSON.stringify(w.path)}, so it cannot be replayed`,
+        'wake_id',
       );
     }
-    const route = this.d.routes.byName(w.route);
-    const origin = route?.origins.get(w.environment);
-    if (!route || !origin) {
+    const origin = route.origins.get(w.environment);
+    if (!origin) {
       throw new GatewayError(
         'conflict',
-        `route ${JSON.stringify(w.route)} no longer has an origin for ${w.environment}`,
+        `route ${JSON.stringify(route.name)}, which matches this path now, has no origin for ${w.environment}`,
+        'wake_id',
       );
     }
     const scopes = route.cfg.scopes;
@@ -166,9 +163,11 @@ export class Replayer {
     x.key = original;
     x.path = w.path;
     x.replayOf = w.id;
+    const salts = replaySalts(w.id, x.id, values);
     const p = this.send(w, detail, filled, x, route.detail, upstreamPath(route, origin, w.path, filled.query), origin, {
       ...o,
       by: caller.id,
+      salts,
     })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => this.running.delete(p));
@@ -184,11 +183,12 @@ export class Replayer {
     settings: Parameters<typeof newTap>[0] | null,
     path: string,
     origin: Parameters<Upstreams['pool']>[0],
-    o: ReplayOptions & { by: string },
+    o: ReplayOptions & { by: string; salts: DetailSalts },
   ): Promise<void> {
     // The captured headers (redacted ones only when set gave them), less Content-Length.
     const raw: string[] = [];
-    for (const [k, v] of filled.headers) if (k.toLowerCase() !== 'content-length') raw.push(k, v);
+    // Stored values (and set's) pass through the header encoder: none can fail the request.
+    for (const [k, v] of filled.headers) if (k.toLowerCase() !== 'content-length') raw.push(k, passedValue(v));
     const body = filled.body !== null && filled.body.length > 0 ? filled.body : null;
     const headers = forwardRequestHeaders(raw, {
       dropAuthorization: true,
@@ -198,7 +198,7 @@ export class Replayer {
       originHost: origin.host,
       identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
     });
-    headers.push('x-wakegate-replay-of', w.id, 'x-wakegate-replayed-by', o.by);
+    headers.push('x-wakegate-replay-of', headerValue(w.id), 'x-wakegate-replayed-by', headerValue(o.by));
     if (body) headers.push('content-length', String(body.length));
     const tap = newTap(settings ?? REPLAY_DETAIL, filled.query, raw);
     if (body) tap.req?.add(body);
@@ -223,13 +223,13 @@ export class Replayer {
         x.resBytes += (c as Buffer).length;
         tap.res?.add(c as Buffer);
       }
-      const built = buildDetail(tap, this.d.redactor, w.id);
+      const built = buildDetail(tap, this.d.redactor, o.salts);
       answer = { status: x.status, headers: built.response_headers, body: storedBody(built.response_body) };
       x.prebuilt = built;
     } catch (e) {
       x.status = 502;
       answer = { status: 502, headers: null, body: null };
-      x.prebuilt = { ...buildDetail(tap, this.d.redactor, w.id), response_headers: null, response_body: null };
+      x.prebuilt = { ...buildDetail(tap, this.d.redactor, o.salts), response_headers: null, response_body: null };
       this.d.log.warn('replay could not reach the origin', { wake_id: w.id, err: e as Error });
     }
     const before: Answer = { status: w.status, headers: detail.response_headers, body: detail.response_body };
@@ -250,4 +250,20 @@ export class Replayer {
     await Promise.allSettled([...this.running]);
     await this.upstreams.close();
   }
+}
+
+/** The error a refused fill answers with: 400 naming `set.<name>`, or 409. */
+function refusalError(r: FillRefusal): GatewayError {
+  if (r.kind === 'set') return new GatewayError('invalid_request', r.message, `set.${r.name}`);
+  if (r.kind === 'missing') {
+    return new GatewayError(
+      'conflict',
+      `the request holds redacted values at ${r.names.join(', ')}; a redaction marker is never sent as if it were the value: supply them in set, e.g. {"set": {${JSON.stringify(r.names[0])}: "..."}}`,
+      'set',
+    );
+  }
+  return new GatewayError(
+    'conflict',
+    `the request holds redacted values where set cannot name them (${r.where.join('; ')}); a redaction marker is never sent as if it were the value, so it cannot be replayed`,
+  );
 }

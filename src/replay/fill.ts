@@ -2,8 +2,12 @@ import { codingOf } from '../capture/codings.js';
 import type { WakeDetail } from '../capture/detail-types.js';
 import { formDecode } from '../capture/text.js';
 
-/** A redaction marker, as stored (`[redacted:<12 hex>]`). */
+/** A redaction marker, as stored (`[redacted:<12 hex>]`), somewhere in a text. */
 const MARKER = /\[redacted:[0-9a-f]{12}\]/;
+/** A value that is a marker and nothing else: what `set` may fill. */
+const WHOLE_MARKER = /^\[redacted:[0-9a-f]{12}\]$/;
+/** What a header value sent to an origin may not hold. */
+const HEADER_UNSAFE = /[\0\r\n]/;
 
 /** What a replay sends: the query, body and headers, with redacted values supplied by the caller. */
 export interface Filled {
@@ -13,34 +17,58 @@ export interface Filled {
   headers: [string, string][];
 }
 
+/** Why a replay cannot be sent as asked. */
+export type FillRefusal =
+  /** A `set` name or value is not acceptable (400 `set.<name>`). */
+  | { kind: 'set'; name: string; message: string }
+  /** Redacted values that `set` must supply (409, param `set`). */
+  | { kind: 'missing'; names: string[] }
+  /** Redacted values no `set` name can reach (inside a string, a body neither JSON nor a form): 409. */
+  | { kind: 'unreachable'; where: string[] };
+
+export type FillResult = { ok: true; filled: Filled; values: string[] } | { ok: false; refusal: FillRefusal };
+
 /**
  * A captured request made ready to send again. A redaction marker is never sent to an
- * origin as if it were the value: every query parameter, form field or JSON value
- * (by JSON path, `$.card.number`) that holds one must be given in `set`, else the
- * result names them in `missing`. A body with markers the path form cannot reach (not
- * JSON or a form) is named `$` and given whole. Redacted headers are left out unless
- * `set` gives them by name. `unknown` names `set` keys that match nothing.
+ * origin as if it were the value, and `set` fills redacted values only: each name it
+ * gives must be one that holds a marker, whole, in the captured request (a query
+ * parameter or form field by decoded name, a JSON value by JSON path `$.card.cvc`, or
+ * a redacted header by name), and its value a JSON scalar; `$`, a whole object, a
+ * field that was not redacted, or a value that is an object or array, is refused.
+ * Everything else is sent as captured. `values` are the texts `set` put in the
+ * request: the replay's own wake marks them with a fresh salt (replay/salts.ts).
  */
 export function fillRedacted(
   d: WakeDetail,
   set: Readonly<Record<string, unknown>>,
   isRedactedHeader: (name: string) => boolean,
-): { filled: Filled; missing: string[]; unknown: string[] } {
+): FillResult {
+  for (const [name, v] of Object.entries(set)) {
+    if (name === '$')
+      return refuse(name, 'set fills redacted values only, not the whole body ($): name each redacted value');
+    if (v !== null && typeof v === 'object')
+      return refuse(name, `the value of ${JSON.stringify(name)} is a JSON scalar (a string, number, boolean or null)`);
+  }
   const used = new Set<string>();
   const missing: string[] = [];
+  const unreachable: string[] = [];
+  const values: string[] = [];
   /** The value `set` gives `name` (marking it used), or undefined. */
   const given = (name: string): unknown => {
     if (!Object.hasOwn(set, name)) return undefined;
     used.add(name);
-    return set[name];
+    const v = set[name];
+    values.push(typeof v === 'string' ? v : JSON.stringify(v));
+    return v;
   };
   /** The same, as text (a string as it is, anything else as JSON). */
   const take = (name: string): string | undefined => {
     const v = given(name);
     return v === undefined ? undefined : typeof v === 'string' ? v : JSON.stringify(v);
   };
+  const slot: Slots = { take, given, missing, unreachable };
 
-  const query = fillParams(d.query.replace(/^\?/, ''), take, missing);
+  const query = fillParams(d.query.replace(/^\?/, ''), slot, 'query');
   let body: Buffer | null = null;
   const b = d.request_body;
   if (b && b.bytes > 0) {
@@ -49,66 +77,111 @@ export function fillRedacted(
     const coding = codingOf(headerOf('content-encoding'));
     const plain = coding ? coding.decode(raw, 64 << 20) : raw;
     const text = plain.toString('utf8');
-    if (!MARKER.test(text)) body = raw;
-    else {
-      const whole = take('$');
-      let out: string;
-      if (whole !== undefined) out = whole;
-      else if ((headerOf('content-type') ?? '').includes('application/x-www-form-urlencoded'))
-        out = fillParams(text, take, missing);
-      else out = fillJson(text, given, missing);
+    if (!MARKER.test(text)) {
+      // A marker in a wide encoding (UTF-16, UTF-32) or among bytes kept as base64: no name reaches it.
+      if (MARKER.test(withoutNuls(plain))) unreachable.push('the body (not UTF-8 text)');
+      body = raw;
+    } else {
+      const ct = headerOf('content-type') ?? '';
+      const out = ct.includes('application/x-www-form-urlencoded')
+        ? fillParams(text, slot, 'body')
+        : fillJson(text, slot);
       body = coding ? coding.encode(Buffer.from(out)) : Buffer.from(out);
     }
   }
   const headers: [string, string][] = [];
   for (const [k, v] of d.request_headers ?? []) {
     if (MARKER.test(v) || isRedactedHeader(k)) {
-      const given = take(k) ?? take(k.toLowerCase());
-      if (given !== undefined) headers.push([k, given]);
+      const name = Object.hasOwn(set, k) ? k : k.toLowerCase();
+      const value = take(name);
+      if (value === undefined) continue;
+      if (HEADER_UNSAFE.test(value)) return refuse(name, 'a header value may not hold CR, LF or NUL');
+      headers.push([k, value]);
       continue;
     }
     headers.push([k, v]);
   }
-  const unknown = Object.keys(set).filter((k) => !used.has(k));
-  return { filled: { query: query === '' ? '' : `?${query}`, body, headers }, missing, unknown };
+  const unknown = Object.keys(set).find((k) => !used.has(k));
+  if (unknown !== undefined) {
+    return refuse(
+      unknown,
+      `${JSON.stringify(unknown)} names no redacted value of this request: set fills only values that hold a redaction marker (a query parameter, a form field, a JSON path such as $.card.cvc, or a redacted header), not a whole object or a field that was not redacted`,
+    );
+  }
+  if (unreachable.length > 0) return { ok: false, refusal: { kind: 'unreachable', where: unreachable } };
+  if (missing.length > 0) return { ok: false, refusal: { kind: 'missing', names: missing } };
+  return { ok: true, filled: { query: query === '' ? '' : `?${query}`, body, headers }, values };
 }
 
-/** Parameters (`a=1&b=2`, `;` too) with each one holding a marker taken from `set` by its decoded name. */
-function fillParams(text: string, take: (n: string) => string | undefined, missing: string[]): string {
+const refuse = (name: string, message: string): FillResult => ({
+  ok: false,
+  refusal: { kind: 'set', name, message },
+});
+
+interface Slots {
+  take: (n: string) => string | undefined;
+  given: (n: string) => unknown;
+  missing: string[];
+  unreachable: string[];
+}
+
+/** Bytes as Latin-1 text without NULs: ASCII in UTF-16 or UTF-32, either byte order, reads as ASCII. */
+function withoutNuls(b: Buffer): string {
+  return b.indexOf(0) === -1 ? b.toString('latin1') : b.toString('latin1').replaceAll('\0', '');
+}
+
+/** Parameters (`a=1&b=2`, `;` too) with each one that is a marker taken from `set` by its decoded name. */
+function fillParams(text: string, s: Slots, where: string): string {
   if (text === '' || !/redacted/.test(formDecode(text))) return text;
   const parts = text.split(/([&;])/);
   for (let i = 0; i < parts.length; i += 2) {
     const p = parts[i] as string;
     const eq = p.indexOf('=');
-    if (eq === -1) continue;
-    const name = formDecode(p.slice(0, eq));
-    if (!MARKER.test(formDecode(p.slice(eq + 1)))) continue;
-    const v = take(name);
-    if (v === undefined) missing.push(name);
+    const name = formDecode(eq === -1 ? p : p.slice(0, eq));
+    const value = eq === -1 ? '' : formDecode(p.slice(eq + 1));
+    if (!MARKER.test(value)) {
+      if (MARKER.test(name)) s.unreachable.push(`a ${where} parameter's name`);
+      continue;
+    }
+    if (!WHOLE_MARKER.test(value)) {
+      s.unreachable.push(`inside the ${where} parameter ${JSON.stringify(name)}`);
+      continue;
+    }
+    const v = s.take(name);
+    if (v === undefined) s.missing.push(name);
     else parts[i] = `${p.slice(0, eq)}=${encodeURIComponent(v)}`;
   }
   return parts.join('');
 }
 
-/** JSON text with every value holding a marker taken from `set` by its JSON path; not JSON: the body is `$`. */
-function fillJson(text: string, given: (n: string) => unknown, missing: string[]): string {
+/** JSON text with every value that is a marker taken from `set` by its JSON path; a body not JSON is unreachable. */
+function fillJson(text: string, s: Slots): string {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    missing.push('$');
+    s.unreachable.push('the body (neither JSON nor a form)');
     return text;
   }
   const walk = (v: unknown, path: string): unknown => {
     if (typeof v === 'string') {
       if (!MARKER.test(v)) return v;
-      const value = given(path);
-      if (value === undefined) missing.push(path);
+      if (!WHOLE_MARKER.test(v)) {
+        s.unreachable.push(`inside the string at ${path}`);
+        return v;
+      }
+      const value = s.given(path);
+      if (value === undefined) s.missing.push(path);
       return value === undefined ? v : value;
     }
     if (Array.isArray(v)) return v.map((x, i) => walk(x, `${path}[${i}]`));
     if (v !== null && typeof v === 'object')
-      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x, pathOf(path, k))]));
+      return Object.fromEntries(
+        Object.entries(v).map(([k, x]) => {
+          if (MARKER.test(k)) s.unreachable.push(`a key of ${path}`);
+          return [k, walk(x, pathOf(path, k))];
+        }),
+      );
     return v;
   };
   return JSON.stringify(walk(doc, '$'));

@@ -96,7 +96,7 @@ describe('the first hour: results a user acts on', () => {
     expect(q.body.error.message).toContain('token');
     expect(seen.length).toBe(before);
     const wrong = await api(t.admin, 'POST', `/v2/wakes/${getId}/replay`, { set: { token: 'x', nope: 1 } });
-    expect(wrong.status).toBe(422);
+    expect(wrong.status).toBe(400);
     expect(wrong.body.error.param).toBe('set.nope');
     // Supplied: the origin gets the values given, not markers.
     expect(

@@ -1,5 +1,9 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newSecret } from '../../src/ids.js';
 import { queryRows } from '../../src/store/client.js';
 import { verifySignature } from '../../src/verify.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -402,5 +406,263 @@ describe('wake detail and replay', () => {
     expect(w.request).toMatchObject({ body: 'x'.repeat(16), body_bytes: 100, body_truncated: true });
     const b = await wake(bare.headers.get('x-wake-id') as string);
     expect(b.request).toBeNull();
+  });
+});
+
+const MARKER = /^\[redacted:[0-9a-f]{12}\]$/;
+
+describe('replay: set fills redacted values only, and its markers are no oracle (issue #34 item 9)', () => {
+  let origin: TestServer;
+  let t: TestGateway;
+  let buyer: string;
+  const seen: { url: string; method: string; body: string }[] = [];
+
+  beforeAll(async () => {
+    // Echoes the cvc it received in a redacted field, beside a session token that never changes.
+    origin = await startServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        seen.push({ url: req.url ?? '', method: req.method ?? '', body });
+        let cvc: unknown = null;
+        try {
+          cvc = JSON.parse(body).card?.cvc ?? null;
+        } catch {
+          // Not JSON (a GET).
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ ok: true, cvc, token: 'tok_same_every_time' }));
+      });
+    });
+    t = await startGateway({
+      routes: [
+        {
+          name: 'pay',
+          prefix: '/pay',
+          scopes: { read: 'pay:read', write: 'pay:write' },
+          origins: { production: origin.url },
+        },
+      ],
+    });
+    buyer = (
+      await t.gw.keys.create(
+        { label: 'buyer', environment: 'production', scopes: ['pay:read', 'pay:write'] },
+        'production',
+      )
+    ).secret;
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+  });
+
+  const api = (path: string, body: unknown) =>
+    fetch(`${t.url}${path}`, {
+      method: 'POST',
+      headers: { ...bearer(t.admin), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  const pay = async (body: unknown): Promise<string> => {
+    const r = await fetch(`${t.url}/pay/charge`, {
+      method: 'POST',
+      headers: { ...bearer(buyer), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    expect(r.status).toBe(200);
+    await r.arrayBuffer();
+    return r.headers.get('x-wake-id') as string;
+  };
+  const wake = async (id: string) => {
+    await flushed(t.gw);
+    return (await fetch(`${t.url}/v2/wakes/${id}`, { headers: bearer(t.admin) })).json();
+  };
+  /** The replay's wake once it is written with its diff. */
+  const replayed = async (id: string) => {
+    // biome-ignore lint/suspicious/noExplicitAny: the tests read API answers loosely
+    let w: any = null;
+    await until(
+      async () => {
+        w = await wake(id);
+        return w?.diff != null;
+      },
+      10_000,
+      `replay wake ${id}`,
+    );
+    return w;
+  };
+
+  it('regression: guesses sent in set never get the original marker, on the request nor echoed in the answer (a CVC recovered in 3 replays)', async () => {
+    const id = await pay({ amount: 5, card: { cvc: '731' } });
+    const orig = await wake(id);
+    const marker = JSON.parse(orig.request.body).card.cvc;
+    const echoed = JSON.parse(orig.response.body).cvc;
+    expect(marker).toMatch(MARKER);
+    expect(echoed).toBe(marker); // the same value in one wake is marked alike
+    const before = seen.length;
+    const markers = new Set<string>();
+    for (const guess of ['730', '731', '732']) {
+      const r = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set: { '$.card.cvc': guess } });
+      expect(r.status).toBe(202);
+      const rw = await replayed((await r.json()).replay_wake_id);
+      const m = JSON.parse(rw.request.body).card.cvc;
+      expect(m).toMatch(MARKER);
+      expect(m, `guess ${guess}`).not.toBe(marker);
+      expect(JSON.parse(rw.response.body).cvc, `guess ${guess} echoed`).not.toBe(echoed);
+      markers.add(m);
+    }
+    expect(markers.size).toBe(3);
+    // The origin got the guesses, not markers.
+    expect(seen.slice(before).map((s) => JSON.parse(s.body).card.cvc)).toEqual(['730', '731', '732']);
+  });
+
+  it('equal values in two unrelated wakes get unrelated markers', async () => {
+    const a = await wake(await pay({ amount: 1, card: { cvc: '999' } }));
+    const b = await wake(await pay({ amount: 1, card: { cvc: '999' } }));
+    const ma = JSON.parse(a.request.body).card.cvc;
+    const mb = JSON.parse(b.request.body).card.cvc;
+    expect(ma).toMatch(MARKER);
+    expect(mb).toMatch(MARKER);
+    expect(ma).not.toBe(mb);
+  });
+
+  it('a replay without set and its original are marked alike: the diff is identical', async () => {
+    const r = await fetch(`${t.url}/pay/session?x=1`, { headers: bearer(buyer) });
+    await r.arrayBuffer();
+    const id = r.headers.get('x-wake-id') as string;
+    const orig = await wake(id);
+    const token = JSON.parse(orig.response.body).token;
+    expect(token).toMatch(MARKER);
+    const rep = await api(`/v2/wakes/${id}/replay`, {});
+    expect(rep.status).toBe(202);
+    const rw = await replayed((await rep.json()).replay_wake_id);
+    expect(rw.diff).toMatchObject({ identical: true, status: null, headers: [], body: [] });
+    expect(JSON.parse(rw.response.body).token).toBe(token);
+  });
+
+  it('regression: set fills redacted values only: $, a whole object, a field not redacted, a value not a scalar are 400 set.<name>, and nothing is sent', async () => {
+    const id = await pay({ amount: 5, card: { cvc: '731', card_number: '4242424242424242' } });
+    await flushed(t.gw);
+    const full = { '$.card.cvc': '1', '$.card.card_number': '2' };
+    const before = seen.length;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ $: '{"amount":5000,"card":{"cvc":"1"}}' }, 'set.$'],
+      [{ ...full, $: '{}' }, 'set.$'],
+      [{ '$.card': { cvc: '1', card_number: '2' } }, 'set.$.card'],
+      [{ '$.card': 'x' }, 'set.$.card'],
+      [{ ...full, '$.amount': 5000 }, 'set.$.amount'],
+      [{ ...full, '$.card.cvc': { x: 1 } }, 'set.$.card.cvc'],
+      [{ ...full, '$.card.cvc': ['1'] }, 'set.$.card.cvc'],
+      [{ ...full, nope: 1 }, 'set.nope'],
+    ];
+    for (const [set, param] of cases) {
+      const r = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set });
+      const body = await r.json();
+      expect(r.status, JSON.stringify(set)).toBe(400);
+      expect(body.error, JSON.stringify(set)).toMatchObject({ type: 'invalid_request', param });
+    }
+    // One value short: 409 naming what is missing, param set.
+    const short = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set: { '$.card.cvc': '1' } });
+    expect(short.status).toBe(409);
+    const err = (await short.json()).error;
+    expect(err).toMatchObject({ type: 'conflict', param: 'set' });
+    expect(err.message).toContain('$.card.card_number');
+    expect(seen.length).toBe(before);
+    // Complete: sent with exactly the captured body, the redacted values filled.
+    const ok = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set: full });
+    expect(ok.status).toBe(202);
+    await until(() => seen.length === before + 1, 10_000, 'the replay at the origin');
+    expect(JSON.parse(seen[before]?.body ?? '')).toEqual({ amount: 5, card: { cvc: '1', card_number: '2' } });
+  });
+});
+
+describe('a replay is admitted against the routes in force now (issue #34 item 9)', () => {
+  it('regression: a path a new config puts under a stricter route needs that route scope and goes to its origin; 409 when no route matches', async () => {
+    const hits: { tag: string; url: string }[] = [];
+    const recording = (tag: string) =>
+      startServer((req, res) => {
+        hits.push({ tag, url: req.url ?? '' });
+        req.resume();
+        req.on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ tag }));
+        });
+      });
+    const a = await recording('a');
+    const b = await recording('b');
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-replay-routes-'));
+    const admin = `svc_live_${newSecret()}`;
+    const api = {
+      name: 'api',
+      prefix: '/api',
+      scopes: { read: 'api:read', write: 'api:write' },
+      origins: { production: a.url },
+    };
+    let t = await startGateway({ routes: [api] }, { dir, admin });
+    try {
+      const key = async (label: string, scopes: string[]) =>
+        (await t.gw.keys.create({ label, environment: 'production', scopes }, 'production')).secret;
+      const user = await key('user', ['api:read']);
+      const apiReplayer = await key('api-replayer', ['wakes:write', 'api:read']);
+      const r = await fetch(`${t.url}/api/admin/users`, { headers: bearer(user) });
+      expect(r.status).toBe(200);
+      await r.arrayBuffer();
+      const id = r.headers.get('x-wake-id') as string;
+      await flushed(t.gw);
+      await t.stop();
+
+      // The new config puts /api/admin under a stricter route, with another origin.
+      const stricter = {
+        name: 'admin',
+        prefix: '/api/admin',
+        scopes: { read: 'admin:read', write: 'admin:write' },
+        origins: { production: b.url },
+      };
+      t = await startGateway({ routes: [stricter, api] }, { dir, admin });
+      const adminReplayer = await key('admin-replayer', ['wakes:write', 'admin:read']);
+      const replay = (k: string) =>
+        fetch(`${t.url}/v2/wakes/${id}/replay`, {
+          method: 'POST',
+          headers: { ...bearer(k), 'content-type': 'application/json' },
+          body: '{}',
+        });
+      const before = hits.length;
+      const refused = await replay(apiReplayer);
+      expect(refused.status).toBe(403);
+      const err = (await refused.json()).error;
+      expect(err.type).toBe('insufficient_scope');
+      expect(err.message).toContain('admin:read');
+      expect(hits.length).toBe(before);
+      const ok = await replay(adminReplayer);
+      expect(ok.status).toBe(202);
+      const rid = (await ok.json()).replay_wake_id;
+      await until(() => hits.length === before + 1, 10_000, 'the replay at an origin');
+      expect(hits[before]).toEqual({ tag: 'b', url: '/api/admin/users' });
+      await until(
+        async () => {
+          await flushed(t.gw);
+          return (await fetch(`${t.url}/v2/wakes/${rid}`, { headers: bearer(admin) })).status === 200;
+        },
+        10_000,
+        'the replay wake',
+      );
+      const rw = await (await fetch(`${t.url}/v2/wakes/${rid}`, { headers: bearer(admin) })).json();
+      expect(rw).toMatchObject({ replay_of: id, route: 'admin' });
+      await t.stop();
+
+      // No route matches the path any more: 409, nothing sent.
+      t = await startGateway(
+        { routes: [{ name: 'other', prefix: '/other', auth: 'none', origins: { production: a.url } }] },
+        { dir, admin },
+      );
+      const gone = await replay(admin);
+      expect(gone.status).toBe(409);
+      expect((await gone.json()).error.message).toMatch(/no route/);
+      expect(hits.length).toBe(before + 1);
+    } finally {
+      await t.cleanup();
+      await a.close();
+      await b.close();
+    }
   });
 });
