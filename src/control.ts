@@ -171,7 +171,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           metrics.keysHeld.set(ring.size);
           metrics.buckets.set(limiter.size());
         },
-        ready: () => readiness(store, capture, bus, state.stopping),
+        ready: () => readiness(store, capture, bus, state.stopping).then((r) => withCoordination(r, limiter)),
       }),
     );
     // With one thread the edge is this thread's; with more, edge threads start when the gateway listens.
@@ -647,6 +647,22 @@ async function readiness(
       events_spool_batches: bus.stats.spoolBatches,
     },
   };
+}
+
+/**
+ * A fleet's /readyz also shows its coordination: whether Redis answers, what decisions
+ * do while it does not (on_unavailable) and how many instances share each bucket. A
+ * Redis outage leaves the gateway ready (every instance loses it at once, and
+ * on_unavailable says how it serves meanwhile); the status says degraded.
+ */
+function withCoordination(
+  r: { ok: boolean; body: Record<string, unknown> },
+  limiter: { coordination(): { redis: 'up' | 'down' } | null },
+): { ok: boolean; body: Record<string, unknown> } {
+  const c = limiter.coordination();
+  if (c === null) return r;
+  const status = c.redis === 'down' && r.body.status === 'ready' ? 'degraded' : r.body.status;
+  return { ok: r.ok, body: { ...r.body, status, coordination: c } };
 }
 
 /**

@@ -145,6 +145,13 @@ function crossCheck(cfg: Config): Problem[] {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
     fail('storage.cluster', 'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers');
   }
+  if (cfg.coordination.redis_url !== null && cfg.storage.clickhouse_url === null) {
+    // Buckets shared through Redis while each instance keeps its own keys, endpoints and wakes: refused.
+    fail(
+      'coordination.redis_url',
+      'a fleet shares its storage: set CLICKHOUSE_URL (storage.clickhouse_url) to the ClickHouse server every instance uses; the embedded store is one gateway alone',
+    );
+  }
   if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
     fail('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }

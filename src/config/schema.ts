@@ -174,8 +174,11 @@ export const configSchema = z.strictObject({
       .nullable(),
     /** A bucket decision waits at most this for Redis. */
     timeout_ms: positiveInt.max(10_000),
-    /** Admit (open) or refuse with 503 (closed) while Redis cannot answer. */
-    on_unavailable: z.enum(['open', 'closed']),
+    /**
+     * While Redis cannot answer: enforce each bucket at this instance's share (local: the
+     * bucket divided by the instances alive in the last minute), admit (open) or refuse with 503 (closed).
+     */
+    on_unavailable: z.enum(['local', 'open', 'closed']),
   }),
   ratelimit: z.strictObject({
     /** Most token buckets held at once; past it the oldest are folded into a fixed-size sketch. */

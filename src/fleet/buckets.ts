@@ -8,10 +8,16 @@ import { type Choice, emptyChoice, type Policy, PolicySet } from '../ratelimit/p
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
 import type { Coordinator } from './redis.js';
 import { GIVE, QUOTA, TAKE } from './scripts.js';
+import { hasToken, type ShareBucket, shareOf } from './share.js';
 
 /** A lease is spent within this locally; Redis holds it a little longer, so it never expires there first. */
 export const LEASE_MS = 1000;
-const LEASE_GRACE_MS = 250;
+/** Long enough that a lease given back at the first sweep past LEASE_MS, on a loaded host, is still held in Redis. */
+const LEASE_GRACE_MS = 500;
+/** While tokens are out in leases, an empty bucket is asked again this often. */
+const ASK_MS = 20;
+/** After Redis failed to answer, decisions go straight to on_unavailable for this long before asking again. */
+const PROBE_MS = 200;
 /**
  * The most tokens one lease asks for (Redis grants at most an eighth of what the
  * bucket holds): a busy key's 256 decisions cost one round trip (bench:fleet).
@@ -24,11 +30,17 @@ const SWEEP_MS = 100;
 /** A lease no decision has drawn on for this long goes back early: its tokens are of more use elsewhere. */
 const IDLE_MS = 100;
 /**
+ * A request that finds its bucket empty while tokens are out in leases waits at most
+ * this for them (the lease return time): a lease not drawn on goes back within
+ * IDLE_MS plus a sweep, and a spent one is reported with its holder's next call or sweep.
+ */
+export const RETURN_MS = IDLE_MS + SWEEP_MS + 150;
+/**
  * A request waits on at most this many lease calls before it is refused: many
  * requests waiting on one bucket near empty share its grants one round trip at a
  * time (each call grants at least one token or says the bucket is empty).
  */
-const MAX_TRIES = 64;
+const MAX_TRIES = 64 + Math.ceil(RETURN_MS / ASK_MS);
 
 /** This instance's lease on one shared bucket. */
 interface Lease {
@@ -52,6 +64,12 @@ interface Lease {
   /** Requests waiting for this bucket's next lease: the next one asks for at least as many. */
   waiting: number;
   fetching: Promise<void> | null;
+  /** Redis said the bucket is empty but tokens are out in leases: ask again then (local monotonic ms). */
+  askAt: number;
+  /** The wait until askAt, shared by every request waiting on this bucket. */
+  nap: Promise<void> | null;
+  /** This instance's share of the bucket while Redis cannot answer (on_unavailable: local). */
+  share: ShareBucket | null;
 }
 
 interface Give {
@@ -76,9 +94,12 @@ const UNAVAILABLE_CLOSED: LimitDecision = {
  * fraction of a round trip per request; grants shrink as the bucket drains, down to
  * one token at a time, and what a lease did not spend within LEASE_MS is given back
  * (GIVE) or, if the instance died, taken as spent when the lease expires in Redis.
- * A bucket Redis says is empty is refused here, without a call, until its next token.
- * Redis slower than coordination.timeout_ms, or down: on_unavailable decides (open
- * admits, closed answers 503), counted in wakegate_coordination_unavailable_total.
+ * A bucket Redis says is empty is refused here, without a call, until its next token;
+ * one that is empty while tokens are out in leases is asked again until those leases
+ * end (they may come back unspent), so nothing one bucket would admit is refused.
+ * Redis late by more than coordination.timeout_ms (its own lateness, lateness.ts), or
+ * down: on_unavailable decides (local enforces this instance's share of each bucket,
+ * open admits, closed answers 503), counted in wakegate_coordination_unavailable_total.
  * Quota uses are counted in Redis (QUOTA), so a threshold is crossed once per fleet.
  */
 export class FleetLimiter implements RequestLimiter {
@@ -95,8 +116,12 @@ export class FleetLimiter implements RequestLimiter {
   private asks: { need: Lease[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private timer: NodeJS.Timeout | null = null;
   private sweeping: Promise<void> | null = null;
-  private readonly open: boolean;
+  private readonly mode: 'local' | 'open' | 'closed';
+  /** Redis failed to answer: until then (local monotonic ms) decisions follow on_unavailable without asking. */
+  private downUntil = 0;
   onWarning: (w: QuotaWarning) => void = () => {};
+  /** Instances of the fleet alive in the last minute (alive.ts), for the local share. */
+  instances: () => number = () => 1;
 
   constructor(
     cfg: Pick<Config, 'rate_limits' | 'environments' | 'coordination'>,
@@ -106,7 +131,7 @@ export class FleetLimiter implements RequestLimiter {
   ) {
     this.set = new PolicySet(cfg);
     this.c = emptyChoice(this.set.def);
-    this.open = cfg.coordination.on_unavailable === 'open';
+    this.mode = cfg.coordination.on_unavailable;
   }
 
   check(
@@ -153,6 +178,9 @@ export class FleetLimiter implements RequestLimiter {
         want: FIRST_WANT,
         waiting: 0,
         fetching: null,
+        askAt: 0,
+        nap: null,
+        share: null,
       };
       kind.set(id, l);
     } else if (l.policy !== p) {
@@ -210,24 +238,85 @@ export class FleetLimiter implements RequestLimiter {
   ): Promise<LimitDecision> {
     l1.waiting++;
     if (l2 !== null) l2.waiting++;
+    let giveUp = 0;
     try {
       for (let i = 0; i < MAX_TRIES; i++) {
+        if (performance.now() < this.downUntil) return this.unavailable(l1, l2, key, p1, now);
         const pending = l1.fetching ?? l2?.fetching ?? null;
         try {
           await (pending ?? this.take(l1, l2));
         } catch {
-          this.metrics.coordinationUnavailable.labels(this.open ? 'admitted' : 'refused').inc();
-          return this.open ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
+          this.downUntil = performance.now() + PROBE_MS;
+          return this.unavailable(l1, l2, key, p1, now);
         }
         const d = this.local(l1, l2, key, p1, now);
         if (d) return d;
+        // Empty, but tokens are out in leases that may come back unspent: one bucket
+        // might still admit this request, so it waits for them (never refused early).
+        const l = l2 !== null && l2.askAt > l1.askAt ? l2 : l1;
+        const t = performance.now();
+        if (l.askAt > t) {
+          if (giveUp === 0) giveUp = t + RETURN_MS;
+          else if (t >= giveUp) break;
+          await this.nap(l, t);
+        }
       }
     } finally {
       l1.waiting--;
       if (l2 !== null) l2.waiting--;
     }
     // Others kept spending each grant first: refuse rather than wait on (never over-admit).
-    return refusal(l1.policy, 0, null, 0, false);
+    const t = performance.now();
+    const w = (l: Lease) => 1 - Math.max(0, l.refillAt - t) * l.policy.rate;
+    if (l2 === null) return refusal(l1.policy, w(l1), null, 0, false);
+    return refusal(l1.policy, w(l1), l2.policy, w(l2), l2.refillAt > l1.refillAt);
+  }
+
+  /** The wait until a bucket is worth asking again, one timer for all its waiting requests. */
+  private nap(l: Lease, t: number): Promise<void> {
+    if (l.nap === null) {
+      l.nap = new Promise<void>((resolve) => {
+        setTimeout(() => {
+          l.nap = null;
+          resolve();
+        }, l.askAt - t);
+      });
+    }
+    return l.nap;
+  }
+
+  /** A decision while Redis cannot answer: on_unavailable (local: this instance's share of each bucket). */
+  private unavailable(
+    l1: Lease,
+    l2: Lease | null,
+    key: KeyRecord | null,
+    p1: Policy | null,
+    now: number,
+  ): LimitDecision {
+    if (this.mode !== 'local') {
+      this.metrics.coordinationUnavailable.labels(this.mode === 'open' ? 'admitted' : 'refused').inc();
+      return this.mode === 'open' ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
+    }
+    const t = performance.now();
+    const n = Math.max(1, this.instances());
+    const s1 = shareOf(l1.share, l1.policy, n, l1.left + l1.held, t);
+    l1.share = s1;
+    const s2 = l2 === null ? null : shareOf(l2.share, l2.policy, n, l2.left + l2.held, t);
+    if (l2 !== null) l2.share = s2;
+    if (hasToken(s1) && (s2 === null || hasToken(s2))) {
+      s1.tokens--;
+      if (s2 !== null) s2.tokens--;
+      if (key !== null && p1 !== null) this.count(key, p1, now);
+      this.metrics.coordinationUnavailable.labels('admitted').inc();
+      const headers =
+        s2 === null
+          ? headersFor(s1.policy, s1.tokens, null, 0, false)
+          : headersFor(s1.policy, s1.tokens, s2.policy, s2.tokens, s2.tokens < s1.tokens);
+      return { allowed: true, headers, retryAfter: 0, policy: null };
+    }
+    this.metrics.coordinationUnavailable.labels('refused').inc();
+    if (s2 === null) return refusal(s1.policy, s1.tokens, null, 0, false);
+    return refusal(s1.policy, s1.tokens, s2.policy, s2.tokens, hasToken(s1));
   }
 
   /**
@@ -261,6 +350,9 @@ export class FleetLimiter implements RequestLimiter {
         args.push(l.policy.burst, l.policy.rate, l.want, Math.max(1, l.waiting));
       }
     }
+    // Leases ended here go back in the same write, ahead of the take: Redis counts out only what is still out.
+    const gives = this.gives.splice(0);
+    if (gives.length > 0) void this.sendGives(gives);
     // Sent now: each lease is spent within LEASE_MS of this, before Redis (whose clock starts later) expires it.
     const t = performance.now();
     this.co.run(TAKE, keys, args, 'take').then(
@@ -271,17 +363,28 @@ export class FleetLimiter implements RequestLimiter {
           for (const l of ask.need) {
             const grant = Number(a[k * 4]);
             l.left = Number(a[k * 4 + 1]);
+            // Redis answers: what was decided locally while it could not is over.
+            l.share = null;
             if (grant > 0) {
               l.held = grant;
               l.until = t + LEASE_MS;
               l.used = t;
               l.member = `${id}:${k + 1}:${grant}`;
               l.emptyUntil = 0;
+              l.askAt = 0;
             } else {
               const at = performance.now();
-              l.refillAt = at + Number(a[k * 4 + 2]);
-              const askMs = Number(a[k * 4 + 3]);
-              if (askMs > 0) l.emptyUntil = at + askMs;
+              const waitMs = Number(a[k * 4 + 2]);
+              const outMs = Number(a[k * 4 + 3]);
+              l.refillAt = at + waitMs;
+              if (outMs > 0) {
+                // Tokens out in leases: ask again soon (sooner than a refill, never after the leases end).
+                l.askAt = at + Math.min(ASK_MS, outMs, Math.max(1, waitMs));
+                l.emptyUntil = 0;
+              } else {
+                l.askAt = 0;
+                if (waitMs > 0) l.emptyUntil = at + waitMs;
+              }
             }
             k++;
           }
@@ -328,7 +431,11 @@ export class FleetLimiter implements RequestLimiter {
       for (const [id, l] of kind) {
         if (l.fetching !== null) continue;
         if (l.member !== '' && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
-        if (l.member === '' && t >= l.emptyUntil) kind.delete(id);
+        const idle = l.waiting === 0 && t >= l.emptyUntil && t >= l.askAt;
+        // A share kept while Redis is away goes only once full again (then it is a fresh one anyway).
+        const shared =
+          l.share === null || shareOf(l.share, l.policy, l.share.of, l.left, t).tokens >= l.share.policy.burst;
+        if (l.member === '' && idle && shared) kind.delete(id);
       }
     }
     const gives = this.gives.splice(0);

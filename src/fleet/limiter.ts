@@ -5,6 +5,7 @@ import { type Metrics, registerCoordination } from '../metrics/index.js';
 import { quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
+import { Heartbeat } from './alive.js';
 import { FleetLimiter } from './buckets.js';
 import { Coordinator } from './redis.js';
 
@@ -16,7 +17,16 @@ export interface LimiterPart {
   size(): number;
   /** The shared-memory table for edge threads; null in a fleet (each thread leases on its own). */
   layout: SharedBucketsLayout | null;
+  /** The fleet's coordination as /readyz shows it; null for a gateway alone. */
+  coordination(): CoordinationState | null;
   close(): Promise<void>;
+}
+
+/** Whether Redis answers, what this gateway does while it does not, and how many instances share each bucket. */
+export interface CoordinationState {
+  redis: 'up' | 'down';
+  on_unavailable: 'local' | 'open' | 'closed';
+  instances: number;
 }
 
 /** The connection to the fleet's Redis, or null for a gateway alone. */
@@ -29,6 +39,8 @@ export async function coordinatorFor(
   const url = cfg.coordination.redis_url;
   if (url === null) return null;
   registerCoordination(metrics);
+  metrics.coordinationMode.labels(cfg.coordination.on_unavailable).set(1);
+  metrics.coordinationInstances.set(1);
   const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics, quiet });
   await co.start();
   return co;
@@ -50,10 +62,28 @@ export function limiterPart(
   const warn = (w: Parameters<RateLimiter['onWarning']>[0]) =>
     o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
   if (o.co) {
-    const fleet = new FleetLimiter(cfg, o.co, o.metrics, o.log);
+    const co = o.co;
+    const fleet = new FleetLimiter(cfg, co, o.metrics, o.log);
+    const alive = new Heartbeat(co, (n) => o.metrics.coordinationInstances.set(n));
+    fleet.instances = () => alive.instances;
     fleet.onWarning = warn;
     fleet.start();
-    return { name: 'limiter', limiter: fleet, size: () => fleet.size, layout: null, close: () => fleet.stop() };
+    alive.start();
+    return {
+      name: 'limiter',
+      limiter: fleet,
+      size: () => fleet.size,
+      layout: null,
+      coordination: () => ({
+        redis: co.answering ? 'up' : 'down',
+        on_unavailable: cfg.coordination.on_unavailable,
+        instances: alive.instances,
+      }),
+      close: async () => {
+        await fleet.stop();
+        await alive.stop();
+      },
+    };
   }
   const local = new RateLimiter(cfg, o.layout);
   local.onWarning = warn;
@@ -64,6 +94,7 @@ export function limiterPart(
     limiter: local,
     size: () => local.size,
     layout: local.layout,
+    coordination: () => null,
     close: async () => local.stop(),
   };
 }

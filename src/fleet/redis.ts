@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { redisLate } from './lateness.js';
 
 /** A Lua script run by its SHA-1 (EVALSHA), loaded on first use. */
 export interface Script {
@@ -79,6 +80,11 @@ export class Coordinator {
     return this.client.isReady;
   }
 
+  /** Connected and answering in time (an outage, lost connection or late answers, is not over). */
+  get answering(): boolean {
+    return this.client.isReady && !this.down;
+  }
+
   private outage(why: string): void {
     this.o.metrics.coordinationUp.set(0);
     if (this.down || this.closed) return;
@@ -137,23 +143,13 @@ export class Coordinator {
   }
 
   /**
-   * One command, given up on after `timeoutMs` (its answer, if it comes, is dropped:
-   * a lease granted too late is never spent, and expires in Redis as spent: never over).
+   * One command, given up on when Redis itself is late: `timeoutMs` is measured from
+   * the command's write to the socket to its reply being read, never the gateway's
+   * event-loop lag (see lateness.ts). Its answer, if it comes later, is dropped: a
+   * lease granted too late is never spent, and expires in Redis as spent: never over.
    */
   private send(args: string[], timeoutMs: number): Promise<Reply> {
-    return new Promise<Reply>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      (this.client.sendCommand(args) as Promise<Reply>).then(
-        (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-        (e: unknown) => {
-          clearTimeout(timer);
-          reject(e);
-        },
-      );
-    });
+    return redisLate(this.client.sendCommand(args) as Promise<Reply>, timeoutMs);
   }
 
   private failed(e: unknown): Error {

@@ -53,9 +53,10 @@ end
  * bucket holds; what is wanted ahead shrinks as the bucket drains, to at most an
  * eighth of what it holds.
  * Returns per bucket: tokens granted, tokens left (a string: a fraction), ms until a
- * whole token refills (0 when granted), and ms until it is worth asking again (sooner
- * when tokens are out in leases, which may come back). A lease is
- * "<id>:<bucket's place>:<tokens>".
+ * whole token refills (0 when granted), and, when none was granted but tokens are out
+ * in leases (they may come back unspent), ms until the last of those leases ends (0
+ * otherwise): until then one bucket might still admit, so the caller asks again rather
+ * than refuse. A lease is "<id>:<bucket's place>:<tokens>".
  */
 export const TAKE = script(`${COMMON}
 local id = ARGV[1]
@@ -89,17 +90,20 @@ for g = 1, groups do
     end
     save(KEYS[2 * k - 1], KEYS[2 * k], tok, ts, out, cap, rate)
     local waitMs = 0
-    local askMs = 0
+    local outMs = 0
     if grant == 0 and tok < 1 - 1e-9 then
       waitMs = math.ceil((1 - tok) / rate)
-      askMs = waitMs
-      -- Tokens out in leases come back soon (unspent ones within a fraction of a second): ask again then.
-      if out >= 1 and askMs > 50 then askMs = 50 end
+      -- Tokens out in leases are spent or come back by the time their leases end: one
+      -- bucket might still admit, so the caller waits (at most until the last one ends).
+      if out >= 1 then
+        local last = redis.call('ZRANGE', KEYS[2 * k], -1, -1, 'WITHSCORES')
+        if #last == 2 then outMs = math.max(1, tonumber(last[2]) - now) end
+      end
     end
     r[#r + 1] = grant
     r[#r + 1] = tostring(tok)
     r[#r + 1] = waitMs
-    r[#r + 1] = askMs
+    r[#r + 1] = outMs
   end
   b = b + n
 end
@@ -142,4 +146,19 @@ for i = 1, #KEYS do
   r[i] = v
 end
 return r
+`);
+
+/**
+ * ALIVE: marks an instance alive and counts the fleet. KEYS = the set of instances;
+ * ARGV = this instance's id, the window (ms) within which an instance counts as alive.
+ * Scores are Redis's clock, so instances' clocks never matter. Returns the count.
+ */
+export const ALIVE = script(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[1], window)
+return redis.call('ZCARD', KEYS[1])
 `);

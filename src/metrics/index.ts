@@ -183,8 +183,21 @@ export function createMetrics(opts: { process?: boolean } = {}) {
     }),
     coordinationUnavailable: new Counter({
       name: 'wakegate_coordination_unavailable_total',
-      help: 'Rate-limit decisions made without Redis (slower than coordination.timeout_ms, or down), by outcome: admitted (on_unavailable open) or refused (closed)',
+      help: 'Rate-limit decisions made without Redis (later than coordination.timeout_ms, or down), by outcome: admitted (on_unavailable local within its share, or open) or refused (local past its share, or closed)',
       labelNames: ['outcome'] as const,
+      registers: [],
+    }),
+    coordinationMode: new Gauge({
+      name: 'wakegate_coordination_on_unavailable',
+      help: 'What decisions do while Redis cannot answer (coordination.on_unavailable): 1 for the configured mode (local, open or closed)',
+      labelNames: ['mode'] as const,
+      aggregator: 'max',
+      registers: [],
+    }),
+    coordinationInstances: new Gauge({
+      name: 'wakegate_coordination_instances',
+      help: 'Instances of the fleet (each edge thread counts) alive in the last minute, as last heard from Redis: each bucket is divided by this while Redis cannot answer (on_unavailable local)',
+      aggregator: 'max',
       registers: [],
     }),
     coordinationRoundTrips: new Counter({
@@ -225,7 +238,13 @@ export function primeSeries(m: Metrics, policies: readonly string[]): void {
 
 /** The coordination series exist only in a fleet (coordination.redis_url set). */
 export function registerCoordination(m: Metrics): void {
-  for (const x of [m.coordinationUp, m.coordinationUnavailable, m.coordinationRoundTrips])
+  for (const x of [
+    m.coordinationUp,
+    m.coordinationUnavailable,
+    m.coordinationRoundTrips,
+    m.coordinationMode,
+    m.coordinationInstances,
+  ])
     m.registry.registerMetric(x as unknown as Metric);
   for (const o of ['admitted', 'refused']) m.coordinationUnavailable.labels(o).inc(0);
 }

@@ -28,8 +28,11 @@ afterAll(async () => {
   await redis.stop();
 });
 
+/** A fleet shares its storage: the config names one (these tests never reach it). */
+const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
+
 async function instance(over: Record<string, unknown> = {}) {
-  const cfg = loadConfig({ values: { coordination: { redis_url: redis.url, timeout_ms: 1000 }, ...over } });
+  const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url, timeout_ms: 1000 }, ...over } });
   const metrics = createMetrics({ process: false });
   registerCoordination(metrics);
   const log = createLogger('silent');
@@ -96,8 +99,9 @@ describe('buckets and once-per-fleet events through Redis', () => {
     const open = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'open' } });
     const closed = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'closed' } });
     const k = key('slow', { limit: 1, burst: 10, window: 'day' });
-    const sleeping = redis.cli('DEBUG', 'SLEEP', '0.6');
-    await new Promise((r) => setTimeout(r, 50));
+    // Asleep for a second; the decisions come 200 ms in (redis-cli can take a while to start on a loaded host).
+    const sleeping = redis.cli('DEBUG', 'SLEEP', '1');
+    await new Promise((r) => setTimeout(r, 200));
     const t0 = performance.now();
     const [a, b] = await Promise.all([
       open.limiter.check(k, '', null, Date.now()),
@@ -114,7 +118,7 @@ describe('buckets and once-per-fleet events through Redis', () => {
 
   it('raise slo.burn once for the fleet when two instances see the same burn', async () => {
     const [a, b] = [await instance(), await instance()];
-    const cfg = loadConfig({ values: { coordination: { redis_url: redis.url } } });
+    const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url } } });
     const raised: string[] = [];
     const sink = (who: string): EventSink => ({
       emit(type, environment, data) {

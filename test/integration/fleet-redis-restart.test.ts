@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { type HttpStorage, startHttpStorage } from '../helpers/http-storage.js';
 import { type Receiver, startReceiver } from '../helpers/receiver.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
@@ -10,10 +11,13 @@ import { startRedis, type TestRedis } from '../helpers/redis.js';
 let redis: TestRedis;
 let rx: Receiver;
 let t: TestGateway;
+/** A fleet shares its storage (REDIS_URL with the embedded store is refused at start). */
+let storage: HttpStorage;
 
 beforeAll(async () => {
-  [redis, rx] = await Promise.all([startRedis(), startReceiver()]);
+  [redis, rx, storage] = await Promise.all([startRedis(), startReceiver(), startHttpStorage()]);
   t = await startGateway({
+    storage: { clickhouse_url: storage.url },
     coordination: { redis_url: redis.url, timeout_ms: 500 },
     webhooks: {
       allow_insecure_http: true,
@@ -25,7 +29,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await t?.cleanup();
-  await Promise.all([rx?.close(), redis?.stop()]);
+  await Promise.all([rx?.close(), redis?.stop(), storage?.stop()]);
 });
 
 describe('a fleet whose Redis restarts empty', () => {

@@ -165,9 +165,13 @@ describe('config', () => {
     expect(fail(() => loadConfig({ values: { coordination: { on_unavailable: 'maybe' } } }))).toMatch(
       /^config: coordination\.on_unavailable: /,
     );
-    expect(loadConfig({ env: { REDIS_URL: 'redis://127.0.0.1:6379/0' } }).coordination.redis_url).toBe(
-      'redis://127.0.0.1:6379/0',
-    );
+    const fleetEnv = { REDIS_URL: 'redis://127.0.0.1:6379/0', CLICKHOUSE_URL: 'http://127.0.0.1:8123' };
+    expect(loadConfig({ env: fleetEnv }).coordination.redis_url).toBe('redis://127.0.0.1:6379/0');
+    expect(loadConfig({ env: fleetEnv }).coordination.on_unavailable).toBe('local');
+    // A fleet on the embedded store would share buckets but not keys, endpoints or wakes.
+    const alone = fail(() => loadConfig({ env: { REDIS_URL: 'redis://127.0.0.1:6379/0' } }));
+    expect(alone).toMatch(/CLICKHOUSE_URL/);
+    expect(alone.split('\n')).toHaveLength(1);
     expect(fail(() => loadConfig({ values: { storage: { cluster: 'main' } } }))).toMatch(
       /^config: storage\.cluster: a cluster needs storage\.clickhouse_url/,
     );
