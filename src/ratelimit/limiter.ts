@@ -1,7 +1,7 @@
 import type { KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
 import { type Choice, emptyChoice, type Policy, PolicySet } from './policy.js';
-import { allocateBuckets, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
+import { allocateBuckets, type BucketRef, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
 import type { LimitDecision, RequestLimiter } from './types.js';
 
 export interface QuotaWarning {
@@ -46,6 +46,9 @@ export class RateLimiter implements RequestLimiter {
   private readonly set: PolicySet;
   private readonly c: Choice;
   private readonly table: SharedBuckets;
+  /** The buckets of the decision being made (reused: the hot path allocates none). */
+  private readonly r1: BucketRef = { tag: '', id: '', burst: 0, rate: 0 };
+  private readonly r2: BucketRef = { tag: '', id: '', burst: 0, rate: 0 };
   /** The shared table, for other threads' limiters. */
   readonly layout: SharedBucketsLayout;
   private timer: NodeJS.Timeout | null = null;
@@ -78,17 +81,14 @@ export class RateLimiter implements RequestLimiter {
     return { allowed: false, headers, retryAfter, policy: p.name };
   }
 
-  /** The slot of one bucket, locked, and still its own. */
+  /** The slot of one bucket, locked, and still its own (bounded work: see SharedBuckets.acquire). */
   private locked(tag: string, id: string, p: Policy, now: number): number {
-    const t = this.table;
-    for (;;) {
-      const s = t.find(tag, id, now, p.burst, p.rate);
-      const a = t.ha;
-      const b = t.hb;
-      t.lock(s);
-      if (t.holds(s, a, b)) return s;
-      t.unlock(s);
-    }
+    const r = this.r1;
+    r.tag = tag;
+    r.id = id;
+    r.burst = p.burst;
+    r.rate = p.rate;
+    return this.table.acquire(r, now);
   }
 
   /** Buckets held in shared memory, all kinds together. */
@@ -117,24 +117,19 @@ export class RateLimiter implements RequestLimiter {
       return { allowed: true, headers: headersFor(p1, tok - 1, null, 0, false), retryAfter: 0, policy: null };
     }
     // Two buckets: both locked (in slot order, so two threads never wait on each other), all or nothing.
-    let s1: number;
-    let s2: number;
-    for (;;) {
-      s1 = t.find(tag1, id1, now, p1.burst, p1.rate);
-      const a1 = t.ha;
-      const b1 = t.hb;
-      s2 = t.find(tag2, id2, now, p2.burst, p2.rate);
-      const a2 = t.ha;
-      const b2 = t.hb;
-      if (s1 === s2) {
-        t.lock(s1);
-      } else {
-        t.lock(Math.min(s1, s2));
-        t.lock(Math.max(s1, s2));
-      }
-      if (t.holds(s1, a1, b1) && t.holds(s2, a2, b2)) break;
-      this.unlock2(s1, s2);
-    }
+    const r1 = this.r1;
+    r1.tag = tag1;
+    r1.id = id1;
+    r1.burst = p1.burst;
+    r1.rate = p1.rate;
+    const r2 = this.r2;
+    r2.tag = tag2;
+    r2.id = id2;
+    r2.burst = p2.burst;
+    r2.rate = p2.rate;
+    t.acquirePair(r1, r2, now);
+    const s1 = t.s1;
+    const s2 = t.s2;
     const tok1 = t.refill(s1, now, p1.burst, p1.rate);
     const tok2 = s1 === s2 ? tok1 - 1 : t.refill(s2, now, p2.burst, p2.rate);
     if (tok1 < 1 - EPS || tok2 < 1 - EPS) {
@@ -152,8 +147,7 @@ export class RateLimiter implements RequestLimiter {
   }
 
   private unlock2(s1: number, s2: number): void {
-    this.table.unlock(s1);
-    if (s2 !== s1) this.table.unlock(s2);
+    this.table.unlock2(s1, s2);
   }
 
   /**

@@ -4,14 +4,23 @@
  * draws from, so N threads admit exactly what one would.
  *
  * The table is `slots` cache-line-sized slots (64 bytes: two threads working on
- * neighbouring buckets never share a line). A bucket is found by a 64-bit hash of
- * its name within a window of `WINDOW` slots from its home; a bucket that has
- * refilled to capacity is the same as no bucket, so its slot is taken over by the
+ * neighbouring buckets never share a line). A bucket is found by a keyed 64-bit hash
+ * of its name (bucket-hash.ts; the key, a random seed, lives in the table's header so
+ * every thread agrees) within a window of `WINDOW` slots from its home; a bucket that
+ * has refilled to capacity is the same as no bucket, so its slot is taken over by the
  * next new bucket. When a whole window is draining, the bucket that would be full
  * soonest is folded into a sketch (per hash cell, the latest instant an evicted
  * bucket would be full again) and a new bucket starts from that: eviction and hash
  * collisions can only make a limit stricter, never looser.
+ *
+ * A decision does bounded work whatever the names: `acquire` probes the window at
+ * most twice (once without the claim lock, once under it) and returns the slot
+ * locked; under the claim lock no slot changes hands, so nothing is retried. The
+ * second bucket of a decision never evicts the first.
  */
+import { randomFillSync } from 'node:crypto';
+import { bucketHash, hashOut } from './bucket-hash.js';
+import { lock, unlock } from './slot-lock.js';
 
 /** Int32 cells of a slot: lock, hash (two words; 0,0 is empty), quota level, quota count. */
 const LOCK = 0;
@@ -28,9 +37,11 @@ const Q_WIN = 7;
 const SLOT_I32 = 16;
 const SLOT_F64 = 8;
 /** Slots searched from a bucket's home. */
-const WINDOW = 16;
-/** The header: the claim lock (Int32 0) and padding up to one slot. */
+export const WINDOW = 16;
+/** The header: the claim lock (Int32 0), the hash seed (Int32 1 and 2), padding up to one slot. */
 const HEADER = 1;
+const SEED0 = 1;
+const SEED1 = 2;
 
 export interface SharedBucketsLayout {
   buffer: SharedArrayBuffer;
@@ -38,45 +49,52 @@ export interface SharedBucketsLayout {
   sketchCells: number;
 }
 
-/** Allocates the shared table (zeroed: every slot empty). Pages the OS never touches cost no memory. */
-export function allocateBuckets(slots: number, sketchCells: number): SharedBucketsLayout {
+/** A bucket to find: its name (kind and id) and its policy. Reused by callers: the hot path allocates none. */
+export interface BucketRef {
+  tag: string;
+  id: string;
+  burst: number;
+  rate: number;
+}
+
+/** Work done, for tests: slots probed (a decision probes at most 4 windows). */
+export const tableStats = { probes: 0 };
+
+/**
+ * Allocates the shared table (zeroed: every slot empty; pages the OS never touches
+ * cost no memory) with a random hash seed, or `seed` (tests; a restored table).
+ */
+export function allocateBuckets(
+  slots: number,
+  sketchCells: number,
+  seed?: readonly [number, number],
+): SharedBucketsLayout {
   const bytes = (HEADER + slots) * SLOT_I32 * 4 + sketchCells * 8;
-  return { buffer: new SharedArrayBuffer(bytes), slots, sketchCells };
+  const buffer = new SharedArrayBuffer(bytes);
+  const head = new Int32Array(buffer, 0, SLOT_I32);
+  if (seed) {
+    head[SEED0] = seed[0] | 0;
+    head[SEED1] = seed[1] | 0;
+  } else randomFillSync(head.subarray(SEED0, SEED1 + 1));
+  return { buffer, slots, sketchCells };
 }
 
-/** Two independent 32-bit hashes of `tag` followed by `id` (FNV-1a and a multiply-rotate), the second never 0. */
-let h1Out = 0;
-let h2Out = 0;
-function hashOf(tag: string, id: string): void {
-  h1Out = 0x811c9dc5;
-  h2Out = 0x9747b28c;
-  mix(tag);
-  mix(id);
-  h2Out ^= h2Out >>> 15;
-  h1Out |= 0;
-  h2Out |= 1;
-}
-
-function mix(s: string): void {
-  let a = h1Out;
-  let b = h2Out;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(((b ^ c) << 5) | ((b ^ c) >>> 27), 0x5bd1e995);
-  }
-  h1Out = a;
-  h2Out = b;
+/** The hash seed of a table. */
+export function seedOf(layout: SharedBucketsLayout): [number, number] {
+  const head = new Int32Array(layout.buffer, 0, SLOT_I32);
+  return [head[SEED0] as number, head[SEED1] as number];
 }
 
 export class SharedBuckets {
   private readonly i32: Int32Array;
   readonly f64: Float64Array;
-  private readonly sketch: Float64Array;
+  readonly sketch: Float64Array;
   readonly slots: number;
-  /** The hash of the bucket the last `find` looked for, for `holds`. */
-  ha = 0;
-  hb = 0;
+  private readonly k0: number;
+  private readonly k1: number;
+  /** The slots of the last `acquirePair`. */
+  s1 = 0;
+  s2 = 0;
 
   constructor(layout: SharedBucketsLayout) {
     this.slots = layout.slots;
@@ -84,6 +102,8 @@ export class SharedBuckets {
     this.i32 = new Int32Array(layout.buffer, 0, tableBytes / 4);
     this.f64 = new Float64Array(layout.buffer, 0, tableBytes / 8);
     this.sketch = new Float64Array(layout.buffer, tableBytes, layout.sketchCells);
+    this.k0 = this.i32[SEED0] as number;
+    this.k1 = this.i32[SEED1] as number;
   }
 
   /** Int32 index of slot `s`'s first cell. */
@@ -96,86 +116,151 @@ export class SharedBuckets {
     return (s + HEADER) * SLOT_F64 + c;
   }
 
-  /**
-   * The slot holding the bucket `tag`+`id` (claimed, full or from the sketch, if it
-   * has none), not locked: `lock` it, then check `holds` (another thread may have
-   * taken the slot over between the two).
-   */
-  find(tag: string, id: string, now: number, burst: number, rate: number): number {
-    hashOf(tag, id);
-    const a = h1Out;
-    const b = h2Out;
-    this.ha = a;
-    this.hb = b;
-    const home = (a >>> 0) % this.slots;
+  /** The slot in the window from `home` whose bucket hashes to `a`,`b`, or -1 (`WINDOW` probes). */
+  private scan(a: number, b: number, home: number): number {
     const i = this.i32;
+    tableStats.probes += WINDOW;
     for (let k = 0; k < WINDOW; k++) {
       let s = home + k;
       if (s >= this.slots) s -= this.slots;
       const x = this.base(s);
       if (Atomics.load(i, x + H1) === a && Atomics.load(i, x + H2) === b) return s;
     }
-    return this.claim(a, b, home, now, burst, rate);
+    return -1;
+  }
+
+  /**
+   * The slot of bucket `r`, locked and holding it (found, else claimed: from the
+   * sketch if it was evicted). At most two probes of the window, no retry.
+   */
+  acquire(r: BucketRef, now: number): number {
+    bucketHash(this.k0, this.k1, r.tag, r.id);
+    const a = hashOut.h1;
+    const b = hashOut.h2;
+    const home = (a >>> 0) % this.slots;
+    const s = this.scan(a, b, home);
+    if (s >= 0) {
+      this.lock(s);
+      if (this.holds(s, a, b)) return s;
+      this.unlock(s);
+    }
+    lock(this.i32, 0);
+    try {
+      const c = this.findOrClaim(a, b, home, r, now, -1);
+      // Under the claim lock no slot changes hands: once locked, `c` is still this bucket's.
+      this.lock(c);
+      return c;
+    } finally {
+      unlock(this.i32, 0);
+    }
+  }
+
+  /**
+   * The slots of two buckets (`s1`, `s2`), both locked (in slot order: threads never
+   * wait on each other) and holding them; the second's claim never evicts the first.
+   */
+  acquirePair(r1: BucketRef, r2: BucketRef, now: number): void {
+    bucketHash(this.k0, this.k1, r1.tag, r1.id);
+    const a1 = hashOut.h1;
+    const b1 = hashOut.h2;
+    bucketHash(this.k0, this.k1, r2.tag, r2.id);
+    const a2 = hashOut.h1;
+    const b2 = hashOut.h2;
+    const home1 = (a1 >>> 0) % this.slots;
+    const home2 = (a2 >>> 0) % this.slots;
+    let s1 = this.scan(a1, b1, home1);
+    let s2 = s1 < 0 ? -1 : this.scan(a2, b2, home2);
+    if (s2 >= 0) {
+      this.lock2(s1, s2);
+      if (this.holds(s1, a1, b1) && this.holds(s2, a2, b2)) {
+        this.s1 = s1;
+        this.s2 = s2;
+        return;
+      }
+      this.unlock2(s1, s2);
+    }
+    lock(this.i32, 0);
+    try {
+      s1 = this.findOrClaim(a1, b1, home1, r1, now, -1);
+      s2 = this.findOrClaim(a2, b2, home2, r2, now, s1);
+      this.lock2(s1, s2);
+      this.s1 = s1;
+      this.s2 = s2;
+    } finally {
+      unlock(this.i32, 0);
+    }
+  }
+
+  private lock2(s1: number, s2: number): void {
+    if (s1 === s2) {
+      this.lock(s1);
+    } else {
+      this.lock(Math.min(s1, s2));
+      this.lock(Math.max(s1, s2));
+    }
+  }
+
+  unlock2(s1: number, s2: number): void {
+    this.unlock(s1);
+    if (s2 !== s1) this.unlock(s2);
   }
 
   holds(s: number, a: number, b: number): boolean {
     const x = this.base(s);
-    return this.i32[x + H1] === a && this.i32[x + H2] === b;
+    return Atomics.load(this.i32, x + H1) === a && Atomics.load(this.i32, x + H2) === b;
   }
 
-  private claim(a: number, b: number, home: number, now: number, burst: number, rate: number): number {
+  /**
+   * Under the claim lock: the slot of bucket `a`,`b` in its window, else a slot taken
+   * over for it (never `keep`): an empty one, else the bucket full soonest, its debt
+   * folded into the sketch. Deterministic, one probe of the window, never waits but
+   * on the victim's lock.
+   */
+  private findOrClaim(a: number, b: number, home: number, r: BucketRef, now: number, keep: number): number {
     const i = this.i32;
     const f = this.f64;
-    lock(i, 0);
-    try {
-      // Claims are one at a time: look again, another thread may have claimed it meanwhile.
-      let victim = -1;
-      let soonest = Number.POSITIVE_INFINITY;
-      for (let k = 0; k < WINDOW; k++) {
-        let s = home + k;
-        if (s >= this.slots) s -= this.slots;
-        const x = this.base(s);
-        const h1 = Atomics.load(i, x + H1);
-        const h2 = Atomics.load(i, x + H2);
-        if (h1 === a && h2 === b) return s;
-        if (victim >= 0 && soonest === Number.NEGATIVE_INFINITY) continue;
-        if (h2 === 0) {
-          victim = s;
-          soonest = Number.NEGATIVE_INFINITY;
-          continue;
-        }
-        const fullAt = this.fullAt(s);
-        if (fullAt < soonest) {
-          soonest = fullAt;
-          victim = s;
-        }
-      }
-      const s = victim;
+    let victim = -1;
+    let soonest = Number.POSITIVE_INFINITY;
+    tableStats.probes += WINDOW;
+    for (let k = 0; k < WINDOW; k++) {
+      let s = home + k;
+      if (s >= this.slots) s -= this.slots;
       const x = this.base(s);
-      lock(i, x + LOCK);
-      try {
-        if (soonest > now) {
-          // Every bucket of the window is draining: the one full soonest goes into the sketch.
-          const cell = (i[x + H1] as number) >>> 0;
-          this.foldIntoSketch(cell, soonest);
-        }
-        const fullAt = this.sketch[(a >>> 0) % this.sketch.length] as number;
-        Atomics.store(i, x + H1, a);
-        Atomics.store(i, x + H2, b);
-        i[x + Q_LEVEL] = 0;
-        i[x + Q_COUNT] = 0;
-        f[this.f(s, TOKENS)] = fullAt > now ? Math.max(0, burst - (fullAt - now) * rate) : burst;
-        f[this.f(s, T)] = now;
-        f[this.f(s, BURST)] = burst;
-        f[this.f(s, RATE)] = rate;
-        f[this.f(s, Q_WIN)] = -1;
-      } finally {
-        unlock(i, x + LOCK);
+      const h1 = Atomics.load(i, x + H1);
+      const h2 = Atomics.load(i, x + H2);
+      if (h1 === a && h2 === b) return s;
+      if (s === keep || soonest === Number.NEGATIVE_INFINITY) continue;
+      // An empty slot, or one whose numbers are not a bucket's (NaN), is free.
+      const fullAt = h2 === 0 ? Number.NEGATIVE_INFINITY : this.fullAt(s);
+      if (victim < 0 || !(fullAt >= soonest)) {
+        soonest = Number.isNaN(fullAt) ? Number.NEGATIVE_INFINITY : fullAt;
+        victim = s;
       }
-      return s;
-    } finally {
-      unlock(i, 0);
     }
+    const s = victim;
+    const x = this.base(s);
+    this.lock(s);
+    try {
+      // Read again under the slot's lock: a thread may have drawn from this bucket since
+      // the scan, and its debt, not the scan's, is what the sketch must keep.
+      if (Atomics.load(i, x + H2) !== 0) {
+        const fullAt = this.fullAt(s);
+        if (fullAt > now) this.foldIntoSketch(Atomics.load(i, x + H1) >>> 0, fullAt);
+      }
+      const owed = this.sketch[(a >>> 0) % this.sketch.length] as number;
+      Atomics.store(i, x + H1, a);
+      Atomics.store(i, x + H2, b);
+      i[x + Q_LEVEL] = 0;
+      i[x + Q_COUNT] = 0;
+      f[this.f(s, TOKENS)] = owed > now ? Math.max(0, r.burst - (owed - now) * r.rate) : r.burst;
+      f[this.f(s, T)] = now;
+      f[this.f(s, BURST)] = r.burst;
+      f[this.f(s, RATE)] = r.rate;
+      f[this.f(s, Q_WIN)] = -1;
+    } finally {
+      this.unlock(s);
+    }
+    return s;
   }
 
   private foldIntoSketch(h1: number, fullAt: number): void {
@@ -184,7 +269,7 @@ export class SharedBuckets {
   }
 
   /** When slot `s`'s bucket is full again (and its quota window over): until then it is not free. */
-  private fullAt(s: number): number {
+  fullAt(s: number): number {
     const f = this.f64;
     const rate = f[this.f(s, RATE)] as number;
     const full =
@@ -275,34 +360,37 @@ export class SharedBuckets {
     }
     return removed;
   }
-}
 
-/** Spins this many times before sleeping on a contended lock. */
-const SPINS = 100;
+  /** Slot `s`'s raw cells (locked by the caller), for a snapshot: Int32 words 1..4, Float64 words 3..7. */
+  read(s: number, i32Out: Int32Array, f64Out: Float64Array): boolean {
+    const x = this.base(s);
+    if (Atomics.load(this.i32, x + H2) === 0) return false;
+    for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
+    for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
+    return true;
+  }
 
-/**
- * A mutex on one Int32 cell (0 free, 1 held, 2 held with waiters), after Drepper's
- * "Futexes are tricky": uncontended, one compare-and-swap to take and one to give.
- */
-function lock(i: Int32Array, at: number): void {
-  let c = Atomics.compareExchange(i, at, 0, 1);
-  if (c === 0) return;
-  for (let n = 0; n < SPINS; n++) {
-    if (Atomics.load(i, at) === 0) {
-      c = Atomics.compareExchange(i, at, 0, 1);
-      if (c === 0) return;
+  /**
+   * Puts a snapshotted bucket back (at start, before any decision): in its window if
+   * a slot is free, else into the sketch, so a restore can only make limits stricter.
+   */
+  restore(i32In: Int32Array, f64In: Float64Array): void {
+    const a = i32In[0] as number;
+    const b = (i32In[1] as number) | 1;
+    const home = (a >>> 0) % this.slots;
+    for (let k = 0; k < WINDOW; k++) {
+      let s = home + k;
+      if (s >= this.slots) s -= this.slots;
+      const x = this.base(s);
+      if (this.i32[x + H2] !== 0) continue;
+      this.i32[x + H1] = a;
+      this.i32[x + H2] = b;
+      this.i32[x + Q_LEVEL] = i32In[2] as number;
+      this.i32[x + Q_COUNT] = i32In[3] as number;
+      for (let c = 0; c < 5; c++) this.f64[this.f(s, TOKENS + c)] = f64In[c] as number;
+      return;
     }
-  }
-  if (c !== 2) c = Atomics.exchange(i, at, 2);
-  while (c !== 0) {
-    Atomics.wait(i, at, 2, 1);
-    c = Atomics.exchange(i, at, 2);
-  }
-}
-
-function unlock(i: Int32Array, at: number): void {
-  if (Atomics.sub(i, at, 1) !== 1) {
-    Atomics.store(i, at, 0);
-    Atomics.notify(i, at, 1);
+    const full = (f64In[1] as number) + ((f64In[2] as number) - (f64In[0] as number)) / (f64In[3] as number);
+    if (!Number.isNaN(full)) this.foldIntoSketch(a >>> 0, full);
   }
 }
