@@ -29,6 +29,22 @@ export class FieldNames {
     return false;
   }
 
+  /**
+   * Whether a name written with separators (`DB_PASSWORD`, `AWS_SECRET_ACCESS_KEY`,
+   * `app.api-key`) has a named part, or two adjacent parts that are named together.
+   */
+  hasPart(name: string): boolean {
+    const parts = name.split(PART_SEPARATORS);
+    if (parts.length < 2) return false;
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] as string;
+      if (p !== '' && this.names.has(p.toLowerCase())) return true;
+      const pair = `${p}${parts[i + 1] ?? ''}`.toLowerCase();
+      if (i + 1 < parts.length && this.names.has(pair)) return true;
+    }
+    return false;
+  }
+
   mentions(text: string): boolean {
     return this.mention?.test(text) === true;
   }
@@ -44,6 +60,7 @@ export const normalName = (n: string): string => n.toLowerCase().replace(SEPARAT
 const SEPARATORS = /[-_. ]/g;
 const NESTED = /[.[\]]/;
 const PARTS = /[.[\]]+/;
+const PART_SEPARATORS = /[-_. ]+/;
 
 /** A pattern of a normalized name's spellings: any separator between any two of its letters. */
 function spellings(n: string): string {

@@ -53,24 +53,27 @@ const SVC = Buffer.from('svc');
 /** Where ASCII in UTF-16 or UTF-32 could start a key among other bytes. */
 const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from('%\0'), Buffer.from('\\\0')];
 
-const escDigit = (c: number | undefined) => c === 0x32 || c === 0x35 || c === 0x36 || c === 0x37;
+/** Whether the two bytes at `i` are the hex of `s`, `v`, `c`, `%` or `\\` (73, 76, 63, 25, 5c). */
+function spellsStart(b: Buffer, i: number): boolean {
+  const c1 = b[i];
+  const c2 = b[i + 1];
+  if (c1 === 0x37) return c2 === 0x33 || c2 === 0x36;
+  if (c1 === 0x36 || c1 === 0x32) return c2 === (c1 === 0x36 ? 0x33 : 0x35);
+  return c1 === 0x35 && (c2 === 0x63 || c2 === 0x43);
+}
 
 /** The cheap look of maySpellKey, on bytes: `svc`, or a `%XX` or an escape that could spell one of its letters. */
 function mayHold(b: Buffer): boolean {
   if (b.indexOf(SVC) !== -1) return true;
   const n = b.length;
-  for (let i = b.indexOf(0x25); i !== -1 && i + 2 < n; i = b.indexOf(0x25, i + 1)) {
-    const c1 = b[i + 1];
-    const c2 = b[i + 2];
-    if (c1 === 0x37 && (c2 === 0x33 || c2 === 0x36)) return true;
-    if ((c1 === 0x36 && c2 === 0x33) || (c1 === 0x32 && c2 === 0x35)) return true;
-    if (c1 === 0x35 && (c2 === 0x63 || c2 === 0x43)) return true;
-  }
+  for (let i = b.indexOf(0x25); i !== -1 && i + 2 < n; i = b.indexOf(0x25, i + 1))
+    if (spellsStart(b, i + 1)) return true;
   for (let i = b.indexOf(0x5c); i !== -1; i = b.indexOf(0x5c, i + 1)) {
     const c1 = b[i + 1];
-    if (c1 === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30 && escDigit(b[i + 4])) return true;
-    if (c1 === 0x78 && escDigit(b[i + 2])) return true;
-    if (c1 === 0x55 && i + 8 < n && b.readUInt32BE(i + 2) === 0x30303030 && escDigit(b[i + 8])) return true;
+    if (c1 === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30 && spellsStart(b, i + 4)) return true;
+    if (c1 === 0x78 && spellsStart(b, i + 2)) return true;
+    const zeros = c1 === 0x55 && i + 9 < n && b.readUInt32BE(i + 2) === 0x30303030 && b.readUInt16BE(i + 6) === 0x3030;
+    if (zeros && spellsStart(b, i + 8)) return true;
   }
   return false;
 }

@@ -30,7 +30,7 @@ export function maySpellKey(s: string): boolean {
   return s.indexOf('\0') !== -1;
 }
 const PERCENT_START = /%(?:7[36]|63|25|5[cC])/y;
-const ESCAPE_START = /\\(?:u00[2567]|x[2567]|U000000[2567])/y;
+const ESCAPE_START = /\\(?:u00|x|U000000)(?:7[36]|63|25|5[cC])/y;
 
 /**
  * Text as an application reads it after up to four rounds of decoding: percent
@@ -41,6 +41,7 @@ const ESCAPE_START = /\\(?:u00[2567]|x[2567]|U000000[2567])/y;
 export function decodedForKeys(s: string): string {
   let t = s.indexOf('\0') === -1 ? s : s.replace(NULS, '');
   for (let r = 0; r < ROUNDS; r++) {
+    if (t.indexOf('%') === -1 && t.indexOf('\\') === -1) break;
     const next = unescapeAll(percentDecode(t));
     if (next === t) break;
     t = next;

@@ -5,8 +5,10 @@ import { type Coding, codingOf } from './codings.js';
 import type { CapturedBody } from './detail-types.js';
 import { FieldNames } from './field-names.js';
 import { maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
+import { hasLines, type LineRedaction, lineTyped, redactLines } from './line-formats.js';
 import { boundaryOf, eachPart } from './multipart.js';
-import { formDecode, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8, utf16Of } from './text.js';
+import { formDecode, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8 } from './text.js';
+import { decodeWide, encodeWide, type Wide, wideOf } from './wide.js';
 
 /** How one body is read: its budget, and whether a body the redactor cannot read is kept all the same. */
 export interface BodyOptions {
@@ -172,8 +174,23 @@ export class Redactor {
       }
       return this.jsonText(v);
     }
+    // A URL's query or a form in a string (`"next":"https://…?token=…"`): its named parameters.
+    const params = paramsAt(v);
+    if (params !== -1) {
+      (this.work as Work).depth(depth);
+      return this.scrubKeys(v.slice(0, params) + this.params(v.slice(params), depth + 1));
+    }
+    // A document of lines in a string (`"config":"password: x\nuser: y"`).
+    if (v.indexOf('\n') !== -1 && hasLines(v)) v = redactLines(v, this.lineRedaction);
     return this.scrubKeys(v.replace(this.graphqlArgs, (m, head: string, lit: string) => this.namedArg(m, head, lit)));
   }
+
+  /** Named values in line formats (line-formats.ts): a name is named whole, or by a part (`DB_PASSWORD`, `db.password`). */
+  private readonly lineRedaction: LineRedaction = {
+    named: (name) => this.fields.has(name) || this.fields.hasPart(name),
+    mark: (v) => this.marker(v),
+    count: () => (this.work as Work).match(),
+  };
 
   /** A GraphQL argument `name: "literal"` (or a bare number or word). */
   private readonly graphqlArgs = /(\b([A-Za-z_][\w-]*)\s*:\s*)("(?:[^"\\]|\\.)*"|-?[\w.]+)/g;
@@ -224,6 +241,18 @@ export class Redactor {
         return close === '' ? s.slice(0, -1) : s;
       });
     }
+    // Strings holding a URL's query, a form or lines (`"next":"https://…?token=…"`): their named values.
+    if (this.fields.mentions(out)) {
+      out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
+        if (!this.fields.mentions(inner) || (inner.indexOf('=') === -1 && inner.indexOf('\\n') === -1)) return m;
+        w.match();
+        const t = jsonUnescape(inner);
+        const next = this.nested(t, 1);
+        if (next === t) return m;
+        const s = JSON.stringify(next);
+        return close === '' ? s.slice(0, -1) : s;
+      });
+    }
     return out;
   }
 
@@ -269,9 +298,10 @@ export class Redactor {
       const b = boundaryOf(contentType as string);
       if (b !== null) buf = this.multipart(sent, b);
     }
+    // UTF-16 and UTF-32 (a mark, a declared charset, or the NULs of ASCII in them): read decoded.
+    const wide = wideOf(buf, ct);
+    if (wide !== null) return this.wide(buf, total, truncated, ct, wide);
     const bytes = truncated ? trimPartialUtf8(buf) : buf;
-    const wide = utf16Of(bytes, ct);
-    if (wide !== null) return this.utf16(bytes, total, truncated, ct, wide);
     const utf8 = isUtf8(bytes);
     if (!o.keepOpaque) {
       const why = opaqueReason(bytes, ct, utf8);
@@ -286,14 +316,12 @@ export class Redactor {
     return { data: text === null ? bytes : Buffer.from(text), bytes: total, truncated, encoding: 'utf8' };
   }
 
-  /** A UTF-16 body (a byte-order mark, or charset=utf-16): read as text, kept as base64 of its bytes. */
-  private utf16(bytes: Buffer, total: number, truncated: boolean, ct: string, order: 'le' | 'be'): CapturedBody {
-    const swap = (b: Buffer) => (order === 'be' ? Buffer.from(b).swap16() : b);
-    const even = bytes.subarray(0, bytes.length & ~1);
-    const decoded = swap(even).toString('utf16le');
+  /** A UTF-16 or UTF-32 body (wide.ts): read as text, kept as base64 of its bytes (in its own encoding). */
+  private wide(bytes: Buffer, total: number, truncated: boolean, ct: string, w: Wide): CapturedBody {
+    const decoded = decodeWide(bytes, w);
     const bom = decoded.charCodeAt(0) === 0xfeff ? '\ufeff' : '';
     const text = this.text(Buffer.from(decoded.slice(bom.length)), ct, truncated);
-    const kept = text === null ? bytes : swap(Buffer.from(bom + text, 'utf16le'));
+    const kept = text === null ? bytes : encodeWide(bom + text, w);
     return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
   }
 
@@ -306,9 +334,16 @@ export class Redactor {
     const searched = bytes.toString(this.fields.ascii ? 'latin1' : 'utf8');
     const escaped = searched.indexOf('\\') !== -1 && this.spelled.test(searched);
     // A body typed as a form may be JSON all the same (a mislabelled client): read as both.
-    const json = this.fields.keyed(searched) || escaped || (GRAPHQL.test(searched) && this.fields.mentions(searched));
-    const form = formType || (!json && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
-    if (!json && !form && !maySpellKey(searched)) return null;
+    const mentioned = this.fields.mentions(searched);
+    // JSON naming a field only inside a string value (a URL's query, a form, lines) is read as JSON too.
+    const json =
+      this.fields.keyed(searched) || escaped || (mentioned && (GRAPHQL.test(searched) || JSON_START.test(searched)));
+    // Text of several lines is read as lines (`name: value`, `name=value`: YAML, TOML, .env), not as one form.
+    const multiLine = searched.trimEnd().indexOf('\n') !== -1;
+    const form =
+      formType || (!json && !multiLine && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
+    const lines = !formType && mentioned && lineTyped(ct) && hasLines(searched);
+    if (!json && !form && !lines && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');
     let done = false;
     if (json) {
@@ -328,6 +363,7 @@ export class Redactor {
       if (!formType && !this.fields.mentions(text) && text.indexOf('%') === -1) text = this.scrubKeys(text);
       else text = this.params(text, 0);
     }
+    if (lines && !done) text = redactLines(text, this.lineRedaction);
     const out = this.scrubKeys(text, truncated);
     return out === searched && out === bytes.toString('utf8') ? null : out;
   }
@@ -405,6 +441,8 @@ const reasonOf = (b: CapturedBody): string => (JSON.parse(b.data.toString()) as 
 
 /** A GraphQL request sent as JSON: its document's literals are read too. */
 const GRAPHQL = /"(?:query|mutation)"\s*:/;
+/** Text that starts as JSON does (an object or an array). */
+const JSON_START = /^\s*[[{]/;
 const PARAM_SEPARATORS = /([&;])/;
 
 /** The characters of a gateway key (svc_live_ / svc_test_ and base62). */
@@ -415,6 +453,18 @@ const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]
 
 /** A JSON string literal (perhaps cut short): its text, and its closing quote ('' when cut off). */
 const JSON_STRING = /"((?:[^"\\]|\\.)*)("?)/g;
+
+/**
+ * Where the parameters of a URL or a form written in a string start (after a `?`, or
+ * at 0 for `a=b&c=d`), or -1: a string with no spaces holding a `name=`.
+ */
+function paramsAt(v: string): number {
+  if (v.indexOf('=') === -1 || /\s/.test(v)) return -1;
+  const q = v.indexOf('?');
+  if (q !== -1) return q + 1;
+  return FORM_START.test(v) ? 0 : -1;
+}
+const FORM_START = /^[\w.[\]%-]+=[^=]*(?:&|$)/;
 
 function firstNonSpace(s: string): number {
   let i = 0;

@@ -46,18 +46,6 @@ export function opaqueReason(bytes: Buffer, ct: string, utf8: boolean): string |
 }
 const BASE64 = /^\s*[A-Za-z0-9+/_-]{64,}={0,2}\s*$/;
 
-/** Whether a body is UTF-16 text (a byte-order mark, or charset=utf-16 in its type): its byte order. */
-export function utf16Of(b: Buffer, ct: string): 'le' | 'be' | null {
-  // A byte-order mark counts in text (or untyped) bodies only: bytes may start with FF FE by chance.
-  if (b.length >= 2 && (ct === '' || ct.includes('json') || ct.startsWith('text/'))) {
-    if (b[0] === 0xff && b[1] === 0xfe) return 'le';
-    if (b[0] === 0xfe && b[1] === 0xff) return 'be';
-  }
-  const cs = /charset\s*=\s*"?utf-16(le|be)?/i.exec(ct);
-  if (cs === null) return null;
-  return cs[1]?.toLowerCase() === 'le' ? 'le' : 'be';
-}
-
 const UNESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 /**
  * A JSON string's text as JSON reads it, its escapes undone; lenient, so a string

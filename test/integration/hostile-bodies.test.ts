@@ -142,3 +142,85 @@ describe('hostile bodies through the listener', () => {
     }
   });
 });
+
+/** Issue #34, item 11: what applications read as `name: value` lines, wide text and URLs in strings is redacted. */
+describe('redaction of line formats, wide text and URLs in strings, read back from the wake', () => {
+  let origin: TestServer;
+  let t: TestGateway;
+
+  beforeAll(async () => {
+    // The answer carries a URL whose query names a field, inside a JSON string.
+    origin = await startServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ next: 'https://api.example.com/v1/items?page=2&token=RESP-SECRET', n: 1 }));
+      });
+    });
+    t = await startGateway({
+      routes: [
+        {
+          name: 'open',
+          prefix: '/open',
+          auth: 'none',
+          origins: { production: origin.url },
+          capture: { detail: { max_per_second: 0, max_bytes_per_second: 0 } },
+        },
+      ],
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+  });
+
+  type Side = { body: string | null; body_encoding: string };
+  const wake = async (id: string) =>
+    (await (await fetch(`${t.url}/v2/wakes/${id}`, { headers: bearer(t.admin) })).json()) as {
+      request: Side;
+      response: Side;
+    };
+  const utf32le = (s: string) => {
+    const b = Buffer.alloc(s.length * 4);
+    for (let i = 0; i < s.length; i++) b.writeUInt32LE(s.charCodeAt(i), i * 4);
+    return b;
+  };
+  /** A stored body as text: UTF-8 as stored, base64 decoded and read with NULs left out (UTF-16/32). */
+  const textOf = (s: Side) =>
+    s.body_encoding === 'base64'
+      ? Buffer.from(s.body ?? '', 'base64')
+          .toString('latin1')
+          .replace(/\0/g, '')
+      : s.body;
+
+  it.each([
+    ['YAML', 'application/yaml', Buffer.from('user: bob\npassword: REQ-SECRET\nitems:\n  - token: "REQ-SECRET"\n')],
+    ['TOML', 'application/toml', Buffer.from('[db]\npassword = "REQ-SECRET"\nopts = { token = "REQ-SECRET" }\n')],
+    ['.properties', 'text/x-java-properties', Buffer.from('db.user=bob\ndb.password=REQ-SECRET\n')],
+    ['.env as text/plain', 'text/plain', Buffer.from('export DB_PASSWORD=REQ-SECRET\nAPI_KEY="REQ-SECRET"\n')],
+    ['text/plain `password: x`', 'text/plain', Buffer.from('Password: REQ-SECRET')],
+    ['UTF-16LE without a BOM', 'text/plain', Buffer.from('user: bob\npassword: REQ-SECRET\n', 'utf16le')],
+    ['UTF-16BE without a BOM, untyped', '', Buffer.from('{"password":"REQ-SECRET"}', 'utf16le').swap16()],
+    ['UTF-32LE', 'text/plain; charset=utf-32', utf32le('password = REQ-SECRET\n')],
+    ['UTF-32LE without a BOM, as JSON', 'application/json', utf32le('{"password":"REQ-SECRET"}')],
+  ])('%s: the named value is redacted in the stored request, and the answer’s URL query too', async (_n, ct, body) => {
+    const r = await fetch(`${t.url}/open/x`, {
+      method: 'POST',
+      body,
+      headers: ct === '' ? {} : { 'content-type': ct },
+    });
+    expect(r.status).toBe(200);
+    await r.arrayBuffer();
+    const id = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    const w = await wake(id);
+    const req = textOf(w.request) as string;
+    expect(req).not.toContain('REQ-SECRET');
+    // Kept as written: a marker in the value's place (percent-encoded where the text was read as a form).
+    expect(req).toMatch(/\[redacted:[0-9a-f]{12}\]|%5Bredacted%3A[0-9a-f]{12}%5D/);
+    const res = textOf(w.response) as string;
+    expect(res).not.toContain('RESP-SECRET');
+    expect(res).toContain('token=%5Bredacted%3A');
+    expect(res).toContain('page=2');
+  });
+});
