@@ -48,6 +48,7 @@ export function render(doc) {
   out.push('');
   for (const { path, method, op } of ops) {
     out.push(`## ${method} ${path}`, '', cell(op.summary), '');
+    if (op.description) out.push(op.description, '');
     out.push(`Scope: ${op['x-required-scope'] ? `\`${op['x-required-scope']}\`` : 'none (public)'}.`, '');
     const params = (op.parameters ?? []).filter((p) => p.in !== 'path');
     if (params.length) {

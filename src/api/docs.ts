@@ -6,6 +6,8 @@ export interface RouteDoc {
   /** fastify form: /v2/wakes/:wake_id */
   url: string;
   summary: string;
+  /** More than a line: rendered below the summary in docs/api.md (OpenAPI `description`). */
+  description?: string;
   scope: string | null;
   query?: z.ZodType;
   body?: z.ZodType;

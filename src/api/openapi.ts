@@ -85,6 +85,7 @@ export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown>
     }
     const op: Record<string, unknown> = {
       summary: d.summary,
+      ...(d.description ? { description: d.description } : {}),
       operationId: `${d.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
       parameters: params,
       responses,

@@ -18,13 +18,30 @@ export interface ReplayService {
 export const replayBody = z.strictObject({
   allow_unsafe: z.boolean().optional(),
   ignore: z.array(z.string().min(1).max(256)).max(100).optional(),
-  /** Values for what redaction replaced: query or form names, JSON paths ($.a.b), `$`, or header names. */
+  /** Values for what redaction replaced: query or form names, JSON paths ($.a.b), or header names; scalars. */
   set: z
     .record(z.string().min(1).max(256), z.unknown())
     .refine((r) => Object.keys(r).length <= 100, 'at most 100 values')
     .optional(),
 });
 const params = z.strictObject({ wake_id: z.string().max(64) });
+
+/** What docs/api.md says of a replay beyond its summary: routes, `set` and the refusals. */
+const REPLAY_DESCRIPTION = [
+  "The captured method, path, query, headers (redacted ones left out) and body are sent through the route that matches the path now, to its origin for the wake's environment, with `x-wakegate-replay-of` and `x-wakegate-replayed-by`. The replaying key needs that route's scope (read for GET, HEAD and OPTIONS, else write), as if it sent the request itself, and is charged to its own bucket. Refused: no route matching the path now, or no origin for the environment (409); the original key revoked, the path cut, the body not captured whole (409); a method other than GET, HEAD or OPTIONS without `allow_unsafe: true` (422, `param: \"allow_unsafe\"`); another environment's wake (404).",
+  '',
+  '### Redacted values: `set`',
+  '',
+  'A redaction marker is never sent as if it were the value. A wake whose query or body holds redacted values is refused with 409 `conflict`, `param: "set"`, and a message naming them, until the call gives each in `set`:',
+  '',
+  '```json',
+  '{ "allow_unsafe": true, "set": { "$.card.cvc": "123", "token": "tok_test_1", "x-api-key": "key_test" } }',
+  '```',
+  '',
+  '`set` names a query parameter or form field (by its decoded name), a JSON value by JSON path (`$.card.cvc`, `$.items[0].token`, `$["odd key"]`), or a redacted header (left out when not given). It fills redacted values only: each name must hold a marker, whole, in the captured request, and each value is a JSON scalar (string, number, boolean or null). `$` (the whole body), a whole object, a field that was not redacted, a name that matches nothing, or an object or array value, is 400 `invalid_request` with `param: "set.<name>"`, and nothing is sent. A marker no name can reach (inside a string, in a body neither JSON nor a form) is 409: that wake cannot be replayed.',
+  '',
+  "The replay's own wake marks the values from `set`, and the redacted values of its answer, with a salt of its own, so its markers never tell whether a value given equals the original. Without `set`, a replay is marked as the wake it replays, so their diff tells equal from changed.",
+].join('\n');
 const query = z.strictObject({ environment: environmentParam });
 
 /** POST /v2/wakes/{wake_id}/replay. */
@@ -38,6 +55,7 @@ export function replayPlugin(replayer: ReplayService) {
           doc: {
             summary:
               'Re-send a captured request to the origin of its environment; the replay is a wake of its own, and replay.finished carries the diff',
+            description: REPLAY_DESCRIPTION,
             query,
             body: replayBody,
             success: 202,
