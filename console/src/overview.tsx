@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type List, type Wake } from './api';
 import { LineChart, type Series } from './chart';
-import { ErrorNote, Panel, Status, when } from './ui';
+import { ErrorNote, Panel, RouteName, routeLabel, Status, when } from './ui';
 
 interface Point {
   minute: string;
@@ -46,7 +46,7 @@ export function Overview({ env }: { env: string }) {
   }, [env]);
   const series = (f: (p: Point) => number): Series[] =>
     (stats?.routes ?? []).map((r) => ({
-      name: r.route,
+      name: routeLabel(r.route),
       points: r.points.map((p) => ({ t: Date.parse(p.minute), v: f(p) })),
     }));
   const total = (stats?.routes ?? []).reduce((a, r) => a + r.points.reduce((b, p) => b + p.requests, 0), 0);
@@ -127,7 +127,9 @@ export function Overview({ env }: { env: string }) {
                       {w.method} {w.path}
                     </a>
                   </td>
-                  <td>{w.route}</td>
+                  <td>
+                    <RouteName route={w.route} />
+                  </td>
                 </tr>
               ))}
             </tbody>

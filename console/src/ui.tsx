@@ -60,6 +60,12 @@ export function StateBadge({ state }: { state: string }) {
   );
 }
 
+/** A wake's route as a person reads it: a request no route matched is stored under `none`. */
+export function RouteName({ route }: { route: string }) {
+  return route === 'none' ? <span class="muted">no route matched</span> : <>{route}</>;
+}
+export const routeLabel = (route: string): string => (route === 'none' ? 'no route matched' : route);
+
 export const when = (iso: string | null): string =>
   iso ? new Date(iso).toISOString().replace('T', ' ').slice(0, 19) : '—';
 

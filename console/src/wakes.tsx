@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Diff, type List, type Wake, type WakeDetail } from './api';
-import { BodyView, Copy, ErrorNote, Headers, Panel, Status, when } from './ui';
+import { curlOf, type Redacted, redactedValues } from './redacted';
+import { BodyView, Copy, ErrorNote, Headers, Panel, RouteName, Status, when } from './ui';
 
 interface Filters {
   status_class: string;
@@ -187,7 +188,9 @@ export function Wakes({ env }: { env: string }) {
                 </td>
                 <td class="num">{w.latency_ms} ms</td>
                 <td>{w.consumer}</td>
-                <td>{w.route}</td>
+                <td>
+                  <RouteName route={w.route} />
+                </td>
               </tr>
             ))}
           </tbody>
@@ -204,19 +207,9 @@ export function Wakes({ env }: { env: string }) {
 }
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
-const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-/** A curl command for the captured request (redacted values stay redacted: fill them in). */
-function curlOf(w: WakeDetail): string {
-  const parts = ['curl', '-g', '-X', w.method, shellQuote(`${proxyOrigin()}${w.path}${w.request?.query ?? ''}`)];
-  for (const [k, v] of w.request?.headers ?? []) {
-    if (/^(host|content-length|connection)$/i.test(k)) continue;
-    parts.push('-H', shellQuote(`${k}: ${v}`));
-  }
-  if (w.request?.body && w.request.body_encoding === 'utf8') parts.push('--data-raw', shellQuote(w.request.body));
-  return parts.join(' ');
-}
-
+/** Each name once (a JSON path, query name or header may hold one marker). */
+const uniqueNames = (rs: Redacted[]) => rs.filter((r, i) => rs.findIndex((x) => x.name === r.name) === i);
 export function DiffView({ diff }: { diff: Diff }) {
   if (diff.identical) {
     return (
@@ -273,17 +266,26 @@ export function WakePage({ id, env }: { id: string; env: string }) {
   const [replayErr, setReplayErr] = useState<unknown>(null);
   const [confirmUnsafe, setConfirmUnsafe] = useState(false);
   const [ignore, setIgnore] = useState('');
+  // Redacted values a replay needs (a marker is never sent as if it were the value).
+  const [asking, setAsking] = useState(false);
+  const [values, setValues] = useState<Record<string, string>>({});
   useEffect(() => {
     setW(null);
     setReplay(null);
+    setAsking(false);
+    setValues({});
     api<WakeDetail>('GET', `/v2/wakes/${id}`).then(setW, setErr);
   }, [id, env]);
   const start = async (allowUnsafe: boolean) => {
     setReplayErr(null);
     setConfirmUnsafe(false);
+    setAsking(false);
+    // Only what was typed: a header left empty is left out, as the API does with redacted headers.
+    const set = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== ''));
     try {
       const r = await api<{ replay_wake_id: string }>('POST', `/v2/wakes/${id}/replay`, {
         body: {
+          ...(Object.keys(set).length ? { set } : {}),
           allow_unsafe: allowUnsafe,
           ignore: ignore
             .split(',')
@@ -312,6 +314,9 @@ export function WakePage({ id, env }: { id: string; env: string }) {
   };
   if (err) return <ErrorNote error={err} />;
   if (!w) return <p class="muted">Loading…</p>;
+  const redacted = uniqueNames(redactedValues(w));
+  // Query and body values must be given; redacted headers alone are left out, as the API does.
+  const needed = redacted.some((r) => r.where !== 'header');
   return (
     <div>
       <p>
@@ -330,7 +335,9 @@ export function WakePage({ id, env }: { id: string; env: string }) {
         <dt>Time</dt>
         <dd>{when(w.captured_at)} UTC</dd>
         <dt>Route</dt>
-        <dd>{w.route}</dd>
+        <dd>
+          <RouteName route={w.route} />
+        </dd>
         <dt>Consumer</dt>
         <dd>{w.consumer}</dd>
         <dt>Key</dt>
@@ -348,7 +355,7 @@ export function WakePage({ id, env }: { id: string; env: string }) {
       </dl>
       {w.request ? (
         <div class="toolbar">
-          <Copy text={curlOf(w)} label="Copy as curl" />
+          <Copy text={curlOf(w, proxyOrigin())} label="Copy as curl" />
           <label>
             Ignore
             <input
@@ -359,11 +366,49 @@ export function WakePage({ id, env }: { id: string; env: string }) {
           </label>
           {/* A request body kept only as size and hash cannot be sent again: no Replay that could only be refused. */}
           {w.request.body_encoding === 'omitted' ? null : (
-            <button type="button" onClick={() => (SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}>
+            <button
+              type="button"
+              onClick={() => (needed ? setAsking(true) : SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}
+            >
               Replay
             </button>
           )}
         </div>
+      ) : null}
+      {asking ? (
+        <form
+          class="confirm replay-values"
+          aria-label="Redacted values for the replay"
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (SAFE.has(w.method)) void start(false);
+            else setConfirmUnsafe(true);
+            setAsking(false);
+          }}
+        >
+          <p>
+            This request held redacted values. The gateway never sends a redaction marker as if it were the value: give
+            the values to send (headers left empty are left out).
+          </p>
+          {redacted.map((r) => (
+            <label key={`${r.where}:${r.name}`}>
+              <span>
+                {r.where} <code>{r.name}</code>
+              </span>
+              <input
+                type="password"
+                autocomplete="off"
+                required={r.where !== 'header'}
+                value={values[r.name] ?? ''}
+                onInput={(e) => setValues({ ...values, [r.name]: (e.target as HTMLInputElement).value })}
+              />
+            </label>
+          ))}
+          <button type="submit">Replay with these values</button>{' '}
+          <button type="button" class="secondary" onClick={() => setAsking(false)}>
+            Cancel
+          </button>
+        </form>
       ) : null}
       {confirmUnsafe ? (
         <div class="confirm" role="alertdialog" aria-label="Replay an unsafe method">

@@ -44,6 +44,8 @@ export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
   };
   const openDelivery = (d: Delivery) =>
     api<Delivery>('GET', `/v2/webhooks/deliveries/${d.id}`).then(setOpen, setActionErr);
+  // A delivery already replayed (its replay is in this list) offers no second Replay: it is superseded.
+  const replayedAs = new Map(dl.filter((d) => d.replay_of).map((d) => [d.replay_of as string, d.id]));
   return (
     <div>
       <h1>Webhooks</h1>
@@ -203,7 +205,11 @@ export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
                     <button type="button" class="secondary small" onClick={() => openDelivery(d)}>
                       Attempts
                     </button>
-                    {canWrite && (d.status === 'failed' || d.status === 'dead_lettered') ? (
+                    {replayedAs.has(d.id) ? (
+                      <span class="muted small">
+                        replayed as <span class="mono">{replayedAs.get(d.id)}</span>
+                      </span>
+                    ) : canWrite && (d.status === 'failed' || d.status === 'dead_lettered') ? (
                       <button
                         type="button"
                         class="small"

@@ -20,12 +20,23 @@ describe('the console, in a real headless Chromium against a real gateway', () =
   let appKey: string;
   const foreign: string[] = [];
   let price = 10;
+  /** What the origin was sent: URL and body. */
+  const seen: { url: string; body: string }[] = [];
 
   beforeAll(async () => {
     origin = await startServer((req, res) => {
-      req.resume();
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
+        seen.push({ url: req.url ?? '', body: Buffer.concat(chunks).toString() });
         const fail = req.url?.includes('fail');
+        if (req.url?.includes('slow')) {
+          setTimeout(() => {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end('{}');
+          }, 1100);
+          return;
+        }
         res.writeHead(fail ? 503 : 200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ id: 1, name: 'widget', price, password: 'never-shown' }));
       });
@@ -43,6 +54,7 @@ describe('the console, in a real headless Chromium against a real gateway', () =
           scopes: { read: 'payments:read', write: 'payments:write' },
           origins: { production: origin.url, sandbox: origin.url },
         },
+        { name: 'slow', prefix: '/slow', auth: 'none', origins: { production: origin.url } },
         {
           name: 'plain',
           prefix: '/plain',
@@ -134,8 +146,11 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     expect(await page.content()).not.toContain('never-shown');
     await page.getByRole('button', { name: 'Copy as curl' }).click();
     // The command names the proxy (the main listener), not the listener the console is served from.
+    // The key's Authorization header was redacted: it is a shell variable the comment line names.
     expect(await page.evaluate('navigator.clipboard.readText()')).toMatch(
-      new RegExp(`^curl -g -X GET '${t.url}/api/items/42\\?verbose=1'`),
+      new RegExp(
+        `^# Redacted values: set AUTHORIZATION \\(header authorization\\) before running this\\.\ncurl -g -X GET '${t.url}/api/items/42\\?verbose=1'`,
+      ),
     );
     price = 12;
     await page.getByRole('button', { name: 'Replay' }).click();
@@ -143,6 +158,68 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await page.locator('.diff code', { hasText: '$.price' }).waitFor();
     await shot('wake-replay');
     price = 10;
+  });
+
+  it('replays a wake with redacted values by asking for them in a form; copy as curl names them as shell variables', async () => {
+    const r = await fetch(`${t.url}/api/orders?password=hunter2&page=2`, {
+      method: 'GET',
+      headers: { ...bearer(appKey), 'x-api-key': 'legacy-secret' },
+    });
+    const id = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    await page.goto(`${t.managementUrl}/console/#/wakes/${id}`);
+    await page.getByRole('heading', { name: 'Request' }).waitFor();
+    await page.getByRole('button', { name: 'Copy as curl' }).click();
+    const curl = (await page.evaluate('navigator.clipboard.readText()')) as string;
+    // A marker is never written as if it were the value: a variable, named in a comment.
+    expect(curl).not.toMatch(/redacted:/);
+    const [comment, command] = curl.split('\n') as [string, string];
+    expect(comment).toMatch(/^# Redacted values: set .* before running this\.$/);
+    for (const v of [
+      'PASSWORD (query password)',
+      'X_API_KEY (header x-api-key)',
+      'AUTHORIZATION (header authorization)',
+    ])
+      expect(comment).toContain(v);
+    expect(command).toMatch(/^curl -g -X GET /);
+    expect(curl).toContain(`'${t.url}/api/orders?password='"$PASSWORD"'&page=2'`);
+    expect(curl).toContain(`-H 'x-api-key: '"$X_API_KEY"`);
+    await page.getByRole('button', { name: 'Replay' }).click();
+    const form = page.getByRole('form', { name: 'Redacted values for the replay' });
+    await form.waitFor();
+    await shot('wake-replay-values');
+    await form.getByLabel(/query\s*password/).fill('hunter2');
+    const before = seen.length;
+    await form.getByRole('button', { name: 'Replay with these values' }).click();
+    await page.getByText(/Identical answer|The answer changed/).waitFor({ timeout: 15_000 });
+    const sent = seen.slice(before).map((x) => x.url);
+    // The value typed was sent in place of the marker; the header left empty was left out.
+    expect(sent).toEqual(['/api/orders?password=hunter2&page=2']);
+    await shot('wake-replayed-with-values');
+  });
+
+  it('names a request no route matched as such, and the p95 axis label fits its chart', async () => {
+    await (await fetch(`${t.url}/nowhere/at/all`)).arrayBuffer();
+    await (await fetch(`${t.url}/slow/1`)).arrayBuffer();
+    await flushed(t.gw);
+    await page.goto(`${t.managementUrl}/console/#/wakes`);
+    await page.getByRole('link', { name: '/nowhere/at/all' }).first().waitFor();
+    const row = page.locator('tr', { has: page.getByRole('link', { name: '/nowhere/at/all' }) }).first();
+    expect(await row.textContent()).toContain('no route matched');
+    expect(await row.textContent()).not.toMatch(/\bnone\b/);
+    await page.getByRole('link', { name: 'Overview' }).click();
+    const p95 = page.locator('figure.chart svg[aria-label="p95 latency per minute by route"]');
+    await p95.locator('circle').first().waitFor({ timeout: 5000 });
+    // Every tick label lies inside the chart (it was cut at the left past 4 characters).
+    const boxes = (await p95.evaluate((svg) =>
+      [...svg.querySelectorAll('text.tick')].map((el) => {
+        const b = (el as SVGGraphicsElement).getBBox();
+        return { text: el.textContent, x: b.x, right: b.x + b.width };
+      }),
+    )) as { text: string; x: number; right: number }[];
+    expect(boxes.map((b) => b.text)).toContain('2 s');
+    for (const b of boxes) expect(b.x, `${b.text} starts inside the chart`).toBeGreaterThanOrEqual(0);
+    await shot('overview-p95');
   });
 
   it('says why a wake has no request or response to show', async () => {
@@ -296,6 +373,9 @@ describe('the console, in a real headless Chromium against a real gateway', () =
       .filter({ hasText: 'delivered' })
       .first()
       .waitFor({ timeout: 10_000 });
+    // The delivery just replayed is superseded: it names its replay and offers no second Replay.
+    await dead.getByText('replayed as').waitFor({ timeout: 5000 });
+    expect(await dead.getByRole('button', { name: 'Replay' }).count()).toBe(0);
     await shot('webhooks');
   });
 

@@ -1,0 +1,127 @@
+import type { WakeDetail } from './api';
+
+/**
+ * Where a captured request holds redaction markers, named as the replay API's `set`
+ * names them: a query parameter or form field by its name, a JSON value by its path
+ * (`$.card.cvc`), a header by its name. Body and query values must be given for a
+ * replay; a header is left out unless given.
+ */
+export interface Redacted {
+  name: string;
+  where: 'query' | 'body' | 'header';
+  /** The marker as stored, so equal values (equal markers) are asked for once. */
+  marker: string;
+}
+
+export const MARKER = /\[redacted:[0-9a-f]{12}\]/;
+/** A marker as written in text: plain, or percent-encoded as in a query or a form. */
+const MARKERS = /\[redacted:([0-9a-f]{12})\]|%5[Bb]redacted%3[Aa]([0-9a-f]{12})%5[Dd]/g;
+
+const pathOf = (base: string, key: string): string =>
+  /^[A-Za-z_$][\w$]*$/.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`;
+
+function params(text: string, where: 'query' | 'body', out: Redacted[]): void {
+  for (const [name, value] of new URLSearchParams(text.replace(/^\?/, ''))) {
+    const m = MARKER.exec(value);
+    if (m) out.push({ name, where, marker: m[0] });
+  }
+}
+
+function json(v: unknown, path: string, out: Redacted[]): void {
+  if (typeof v === 'string') {
+    const m = MARKER.exec(v);
+    if (m) out.push({ name: path, where: 'body', marker: m[0] });
+  } else if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) json(v[i], `${path}[${i}]`, out);
+  } else if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) json(x, pathOf(path, k), out);
+}
+
+/** Every redacted value of a wake's request, in the order the request holds them. */
+export function redactedValues(w: WakeDetail): Redacted[] {
+  const out: Redacted[] = [];
+  const r = w.request;
+  if (!r) return out;
+  params(r.query ?? '', 'query', out);
+  if (r.body && r.body_encoding === 'utf8' && MARKER.test(r.body)) {
+    const type = r.headers?.find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
+    if (type.includes('application/x-www-form-urlencoded')) params(r.body, 'body', out);
+    else {
+      try {
+        json(JSON.parse(r.body), '$', out);
+      } catch {
+        // Not JSON: the replay API names what it cannot fill in its answer.
+      }
+    }
+  }
+  for (const [k, v] of r.headers ?? []) {
+    const m = MARKER.exec(v);
+    if (m) out.push({ name: k.toLowerCase(), where: 'header', marker: m[0] });
+  }
+  return out;
+}
+
+/** A shell variable name for a field: `$.card.cvc` → CVC, `x-api-key` → X_API_KEY; unique among `taken`. */
+export function variableFor(name: string, taken: Set<string>): string {
+  const last =
+    name
+      .replace(/\[\d+\]$/g, '')
+      .split(/[.[\]"]+/)
+      .filter(Boolean)
+      .pop() ?? 'VALUE';
+  let base =
+    last
+      .replace(/[^A-Za-z0-9]+/g, '_')
+      .replace(/^_+|_+$/g, '')
+      .toUpperCase() || 'VALUE';
+  if (/^\d/.test(base)) base = `V_${base}`;
+  let v = base;
+  for (let i = 2; taken.has(v); i++) v = `${base}_${i}`;
+  taken.add(v);
+  return v;
+}
+
+const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * One shell word for `text`, each redaction marker in it replaced by `"$VAR"` (the
+ * variable `vars` gives that marker), the rest single-quoted.
+ */
+function word(text: string, vars: Map<string, string>): string {
+  let out = '';
+  let at = 0;
+  for (const m of text.matchAll(MARKERS)) {
+    const name = vars.get(`[redacted:${m[1] ?? m[2]}]`);
+    if (!name) continue;
+    if (m.index > at) out += quote(text.slice(at, m.index));
+    out += `"$${name}"`;
+    at = m.index + m[0].length;
+  }
+  if (at < text.length || out === '') out += quote(text.slice(at));
+  return out;
+}
+
+/**
+ * A curl command for the captured request. A redacted value is never written as if it
+ * were the value: it becomes a shell variable (`"$PASSWORD"`), and a comment above the
+ * command names each variable and where it goes.
+ */
+export function curlOf(w: WakeDetail, base: string): string {
+  const vars = new Map<string, string>();
+  const taken = new Set<string>();
+  const notes: string[] = [];
+  for (const r of redactedValues(w)) {
+    if (vars.has(r.marker)) continue;
+    const v = variableFor(r.name, taken);
+    vars.set(r.marker, v);
+    notes.push(`${v} (${r.where} ${r.name})`);
+  }
+  const parts = ['curl', '-g', '-X', w.method, word(`${base}${w.path}${w.request?.query ?? ''}`, vars)];
+  for (const [k, v] of w.request?.headers ?? []) {
+    if (/^(host|content-length|connection)$/i.test(k)) continue;
+    parts.push('-H', word(`${k}: ${v}`, vars));
+  }
+  if (w.request?.body && w.request.body_encoding === 'utf8') parts.push('--data-raw', word(w.request.body, vars));
+  const cmd = parts.join(' ');
+  if (notes.length === 0) return cmd;
+  return `# Redacted values: set ${notes.join(', ')} before running this.\n${cmd}`;
+}
