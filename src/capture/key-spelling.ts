@@ -9,8 +9,11 @@
 /** A gateway key as an application reads it, its escapes undone. */
 export const KEY = /svc_(?:live|test)_[0-9A-Za-z]{32,128}(?![0-9A-Za-z])/;
 
-/** Rounds of decoding followed: an escape inside an escape inside a percent-encoding. */
-const ROUNDS = 4;
+/**
+ * Rounds of decoding followed: an escape inside JSON inside JSON inside a form value
+ * (each round stops early once no `%` or `\\` is left).
+ */
+const ROUNDS = 8;
 
 /**
  * Whether text could spell a key at all: `svc` plainly, or a percent-encoding or an
@@ -33,7 +36,7 @@ const PERCENT_START = /%(?:7[36]|63|25|5[cC])/y;
 const ESCAPE_START = /\\(?:u00|x|U000000)(?:7[36]|63|25|5[cC])/y;
 
 /**
- * Text as an application reads it after up to four rounds of decoding: percent
+ * Text as an application reads it after up to eight rounds of decoding: percent
  * sequences (as a URL, form or header value is read), then escapes (as JSON or
  * YAML reads a string), and NUL bytes left out (ASCII in UTF-16/32 read as bytes).
  * A character past Latin-1 stands as U+00FF: it ends a key, as it would.

@@ -23,7 +23,7 @@ export const lineTyped = (ct: string): boolean =>
 
 /** Whether text has a line that could name a value (`name:` or `name=` after a line's start or a `{`/`,`). */
 export const hasLines = (text: string): boolean => LOOSE.test(text);
-const LOOSE = /(?:^|[\n{,])[ \t]*(?:-[ \t]+)?["']?[\w.[\]-]+["']?[ \t]*[:=]/;
+const LOOSE = /(?:^|[\n{,])[ \t]*(?:-[ \t]+)?(?:export[ \t]+)?["']?[\w.[\]-]+["']?[ \t]*[:=]/;
 
 /** A line `name<sep>value`: its lead (indent, `- `, `export `), name (three ways), separator and value. */
 const LINE =

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { budgetFor, omittedInfo } from '../../src/capture/budget.js';
 import type { CapturedBody } from '../../src/capture/detail-types.js';
 import { Redactor } from '../../src/capture/redact.js';
+import { encodeText } from '../helpers/key-spellings.js';
 
 const FIELDS = ['password', 'secret', 'token', 'access_token', 'refresh_token', 'api_key', 'card_number', 'cvc'];
 const r = new Redactor(Buffer.alloc(32, 7), ['authorization'], FIELDS);
@@ -215,5 +216,76 @@ describe('redaction reads what the application reads (issue #25, item 8)', () =>
       const keep = r.forWake('wk_8').body(Buffer.from(b), b.length, ct, undefined, { ...o, keepOpaque: true });
       expect(keep.encoding).toBe('utf8');
     }
+  });
+});
+
+/** Issue #34, item 11: `password` lines, in every line format, whitespace and charset, are always redacted. */
+describe('named values in line formats', () => {
+  const FORMATS = {
+    yaml: { ct: 'application/yaml', seps: [':', ': ', ':   ', ' : '] },
+    toml: { ct: 'application/toml', seps: [' = ', '=', '  =  '] },
+    properties: { ct: 'text/x-java-properties', seps: ['=', ' = ', ': ', ':'] },
+    env: { ct: 'text/plain', seps: ['='] },
+    text: { ct: '', seps: [': ', ' = ', '='] },
+  } as const;
+  const NAMES = [
+    'password',
+    'Password',
+    'PASSWORD',
+    'db_password',
+    'DB_PASSWORD',
+    'user.password',
+    'apiKey',
+    'API_KEY',
+  ];
+  const value = fc
+    .string({ unit: fc.constantFrom(...'abcXYZ0189 -_!@$%^&*()[]/.,'.split('')), minLength: 1, maxLength: 24 })
+    .map((v) => `Qv${v.trim()}Zq`);
+  const other = fc.constantFrom(
+    'user: bob',
+    'port = 5432',
+    'name=svc',
+    '# a comment',
+    '',
+    '[section]',
+    'url: https://x/y',
+  );
+  const lead = fc.constantFrom('', '  ', '\t', '- ', 'export ');
+  const quote = fc.constantFrom('', '"', "'");
+
+  it('property: a named value is never stored, whatever the format, spacing, quoting, line ending or charset', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...(Object.keys(FORMATS) as (keyof typeof FORMATS)[])),
+        fc.nat(),
+        fc.constantFrom(...NAMES),
+        value,
+        quote,
+        lead,
+        fc.array(other, { maxLength: 4 }),
+        fc.array(other, { maxLength: 4 }),
+        fc.constantFrom('\n', '\r\n'),
+        fc.constantFrom('utf8', 'utf16le', 'utf16be', 'utf32le', 'utf32be'),
+        fc.boolean(),
+        (format, sepPick, name, v, q, l, before, after, eol, cs, bom) => {
+          const f = FORMATS[format];
+          const sep = f.seps[sepPick % f.seps.length] as string;
+          const line = `${format === 'env' && l === '- ' ? '' : l}${name}${sep}${q}${v}${q}`;
+          const doc = [...before, line, ...after].join(eol) + eol;
+          const bytes = encodeText(doc, cs, bom);
+          const kept = r.forWake('wk_lines').body(bytes, bytes.length, f.ct, undefined, o);
+          expect(kept.encoding).not.toBe('omitted');
+          const stored = Buffer.from(
+            kept.data.toString(kept.encoding === 'base64' ? 'latin1' : 'utf8'),
+            kept.encoding === 'base64' ? 'base64' : 'utf8',
+          )
+            .toString('latin1')
+            .replace(/\0/g, '');
+          expect(stored).not.toContain(v);
+          expect(stored).toMatch(/\[redacted:[0-9a-f]{12}\]|%5Bredacted%3A/);
+        },
+      ),
+      { numRuns: 400 },
+    );
   });
 });

@@ -1,0 +1,110 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { BodyRefused, KeyGate, refusedBody } from '../../src/capture/key-scan.js';
+import { holdsGatewayKey, withoutGatewayKeys } from '../../src/capture/text.js';
+import { appReadings } from '../helpers/app-decode.js';
+import { cuts, embedded, keyBody, split } from '../helpers/key-spellings.js';
+
+const BASE62 = fc.constantFrom(...'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'.split(''));
+const key = fc
+  .tuple(fc.constantFrom('live', 'test'), fc.string({ unit: BASE62, minLength: 32, maxLength: 128 }))
+  .map(([c, s]) => `svc_${c}_${s}`);
+/** Words that look like keys but are not: fewer than 32 base62, or more than 128. */
+const word = fc
+  .tuple(
+    fc.constantFrom('live', 'test'),
+    fc.oneof(fc.string({ unit: BASE62, maxLength: 31 }), fc.string({ unit: BASE62, minLength: 129, maxLength: 200 })),
+  )
+  .map(([c, s]) => `svc_${c}_${s}`);
+
+/** Streams a body through a gate in pieces: what it let through, and whether it refused. */
+async function gated(pieces: Buffer[], headers: Record<string, string>) {
+  const gate = new KeyGate(headers['content-type'], headers['content-encoding']);
+  const out: Buffer[] = [];
+  try {
+    for (const p of pieces) out.push(...(await gate.push(p)));
+    out.push(...(await gate.end()));
+    return { out: Buffer.concat(out), refused: null };
+  } catch (e) {
+    if (!(e instanceof BodyRefused)) throw e;
+    return { out: Buffer.concat(out), refused: e };
+  } finally {
+    gate.close();
+  }
+}
+
+/** Whether any reading an application could make of bytes shows `piece`. */
+const shows = (b: Buffer, ce: string | undefined, piece: string) => appReadings(b, ce).some((t) => t.includes(piece));
+
+describe('gateway keys in any spelling (issue #34, item 10)', () => {
+  it('the key grammar: 32 to 128 base62, not followed by another', () => {
+    const k = `svc_live_${'a1B2'.repeat(11)}`;
+    expect(holdsGatewayKey(k)).toBe(true);
+    expect(holdsGatewayKey('svc_live_paymentsReconciliation')).toBe(false);
+    expect(holdsGatewayKey(`svc_live_${'a'.repeat(31)}`)).toBe(false);
+    expect(holdsGatewayKey(`svc_live_${'a'.repeat(129)}`)).toBe(false);
+    expect(holdsGatewayKey(k.replace('s', '%73'))).toBe(true);
+    expect(holdsGatewayKey(k.replace('c', '\\u0063'))).toBe(true);
+    expect(holdsGatewayKey(k.replace('s', '%255Cu0073'))).toBe(true);
+    expect(withoutGatewayKeys(`a ${k.replace('v', '%76')} b`)).toBe('a [redacted:gateway-key] b');
+  });
+
+  it('property: a key in random spellings, layers, charsets and codings, cut anywhere, never gets through', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        key.chain((k) => keyBody(k).chain((b) => cuts(b.body.length).map((at) => ({ k, b, at })))),
+        async ({ k, b, at }) => {
+          const piece = k.slice(9, 21);
+          expect(refusedBody(b.body, b.headers['content-type'], b.headers['content-encoding'])).not.toBeNull();
+          const g = await gated(split(b.body, at), b.headers);
+          expect(g.refused).not.toBeNull();
+          expect(shows(g.out, b.headers['content-encoding'], piece)).toBe(false);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: a key past 1 MiB of text, the body cut into random pieces, is refused before any of it passes', async () => {
+    const filler = Buffer.alloc(1 << 20, 'x');
+    await fc.assert(
+      fc.asyncProperty(
+        key.chain((k) => embedded(k).map((text) => ({ k, text }))),
+        fc.nat({ max: 1 << 20 }),
+        cuts(1 << 21),
+        async ({ k, text }, shift, at) => {
+          const body = Buffer.concat([filler.subarray(0, shift), Buffer.from(text), filler]);
+          const g = await gated(split(body, at), { 'content-type': 'application/json' });
+          expect(g.refused).not.toBeNull();
+          expect(shows(g.out, undefined, k.slice(9, 21))).toBe(false);
+        },
+      ),
+      { numRuns: 25 },
+    );
+  });
+
+  it('property: words that are not keys are never refused, in any spelling, and pass whole', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        word.chain((w) => keyBody(w).chain((b) => cuts(b.body.length).map((at) => ({ b, at })))),
+        async ({ b, at }) => {
+          expect(refusedBody(b.body, b.headers['content-type'], b.headers['content-encoding'])).toBeNull();
+          const g = await gated(split(b.body, at), b.headers);
+          expect(g.refused).toBeNull();
+          expect(g.out.equals(b.body)).toBe(true);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a body past its decoding budget is refused (413), and a coding the gateway cannot read (400)', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const bomb = gzipSync(Buffer.alloc(65 * 1024 * 1024));
+    expect(refusedBody(bomb, 'application/json', 'gzip')?.type).toBe('payload_too_large');
+    const g = await gated(split(bomb, [1000, 20_000]), { 'content-encoding': 'gzip' });
+    expect(g.refused?.type).toBe('payload_too_large');
+    expect(refusedBody(Buffer.from('x'), '', 'compress')?.param).toBe('content-encoding');
+    expect(() => new KeyGate('', 'compress')).toThrow(BodyRefused);
+  });
+});
