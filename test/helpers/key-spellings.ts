@@ -47,7 +47,10 @@ export function encodeText(s: string, cs: Charset, bom: boolean): Buffer {
   if (cs === 'utf16be') return Buffer.from(t, 'utf16le').swap16();
   const cps = [...t].map((c) => c.codePointAt(0) as number);
   const b = Buffer.alloc(cps.length * 4);
-  cps.forEach((c, i) => (cs === 'utf32le' ? b.writeUInt32LE(c, i * 4) : b.writeUInt32BE(c, i * 4)));
+  for (let i = 0; i < cps.length; i++) {
+    if (cs === 'utf32le') b.writeUInt32LE(cps[i] as number, i * 4);
+    else b.writeUInt32BE(cps[i] as number, i * 4);
+  }
   return b;
 }
 

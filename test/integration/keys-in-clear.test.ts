@@ -1,8 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSecret } from '../../src/ids.js';
 import { appReadings, headerOf, type Received, recordingOrigin, reveals, sendInPieces } from '../helpers/app-decode.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { cuts, keyBody, split } from '../helpers/key-spellings.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
@@ -247,6 +250,57 @@ describe('gateway keys in the spellings applications decode', () => {
     expect(got.body.length).toBeGreaterThan(1024 * 1024);
     expect(reveals(got, secret)).toBe(false);
     expect(got.body.includes('svc_live_')).toBe(false);
+  });
+
+  it('a key inside a gzip body streamed past 1 MiB: 400, and what the origin got decodes to none of it', async () => {
+    const before = rec.seen.length;
+    const plain = Buffer.concat([
+      Buffer.from('{"log":"'),
+      Buffer.from(randomBytes(1200 * 1024).toString('base64')),
+      Buffer.from(`","k":"${secret}"}`),
+    ]);
+    const gz = gzipSync(Buffer.from(plain));
+    expect(gz.length).toBeGreaterThan(1024 * 1024);
+    const pieces = [gz.subarray(0, 700_000), gz.subarray(700_000, gz.length - 40), gz.subarray(gz.length - 40)];
+    const r = await sendInPieces(`${t.url}/open/gz`, pieces, { ...json, 'content-encoding': 'gzip' });
+    expect(r.status, r.body).toBe(400);
+    await expect.poll(() => rec.seen.length).toBe(before + 1);
+    const got = rec.seen.at(-1) as Received;
+    expect(got.cut).toBe(true);
+    expect(reveals(got, secret)).toBe(false);
+  });
+
+  it('property: random spellings, layers, charsets and codings of a key, sent in random pieces: never at the origin', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        keyBody(secret).chain((b) => cuts(b.body.length).map((at) => ({ b, at }))),
+        async ({ b, at }) => {
+          const before = rec.seen.length;
+          const r = await sendInPieces(`${t.url}/open/fuzz`, split(b.body, at), b.headers);
+          expect(r.status, r.body).toBe(400);
+          expect(rec.seen.length).toBe(before);
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
+  it('property: words that are not keys, in the same spellings, reach the origin byte for byte', async () => {
+    const notKey = fc
+      .string({ unit: fc.constantFrom(...'abcXYZ019'.split('')), maxLength: 31 })
+      .map((s) => `svc_live_${s}`);
+    await fc.assert(
+      fc.asyncProperty(
+        notKey.chain((w) => keyBody(w)).chain((b) => cuts(b.body.length).map((at) => ({ b, at }))),
+        async ({ b, at }) => {
+          const before = rec.seen.length;
+          const r = await sendInPieces(`${t.url}/open/fuzz`, split(b.body, at), b.headers);
+          expect(r.status, r.body).toBe(200);
+          expect((rec.seen[before] as Received).body.equals(b.body)).toBe(true);
+        },
+      ),
+      { numRuns: 30 },
+    );
   });
 
   it('svc_live_paymentsReconciliation and its kin are words, not keys: forwarded everywhere', async () => {
