@@ -52,6 +52,7 @@ export function shareOf(cfg: Readonly<Config>, threads: number): Readonly<Config
       max_connections: share(s.max_connections),
       max_tunnels: share(s.max_tunnels),
       max_buffered_request_bytes: share(s.max_buffered_request_bytes),
+      max_buffered_response_bytes: share(s.max_buffered_response_bytes),
       upstream_connections: share(s.upstream_connections),
     },
   };
@@ -121,6 +122,12 @@ export function createEdge(d: EdgeDeps): Edge {
       bufferTotal: s.max_buffered_request_bytes,
       streamsPerClient: s.max_streaming_uploads_per_client,
       connections: s.upstream_connections,
+    },
+    downloads: {
+      bufferBytes: s.buffer_response_body_bytes,
+      totalBytes: s.max_buffered_response_bytes,
+      perClient: s.max_streaming_downloads_per_client,
+      sendTimeoutMs: s.send_timeout_ms,
     },
   };
   const proxy = new ProxyHandler(proxyDeps);

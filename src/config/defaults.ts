@@ -27,6 +27,7 @@ export const defaults = {
     max_streaming_uploads_per_client: 8,
     upstream_connections: 512,
     buffer_response_body_bytes: 1_048_576,
+    max_buffered_response_bytes: 268_435_456,
     max_streaming_downloads_per_client: 8,
     send_timeout_ms: 60_000,
     trusted_proxies: [],

@@ -103,6 +103,8 @@ export const configSchema = z.strictObject({
     upstream_connections: positiveInt.max(65_536),
     /** Responses up to this are read from the origin at its speed (its connection freed), whatever the client's. */
     buffer_response_body_bytes: nonNegativeInt.max(67_108_864),
+    /** Answer bytes held that way for slow clients, all answers together; past it origins are paused instead. */
+    max_buffered_response_bytes: positiveInt,
     /** Responses past that streaming at once to one client address; past it 503. */
     max_streaming_downloads_per_client: positiveInt,
     /** A client that reads nothing of its response for this long is cut off. */

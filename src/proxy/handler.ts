@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Admitted, admit, clientIp, type Refused } from './admit.js';
+import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { RouteTable } from './routes.js';
 import { forwardWithTrailers } from './trailers.js';
@@ -25,8 +26,12 @@ export interface ProxyDeps {
   trusted: (ip: string) => boolean;
   /** server.buffer_request_body_bytes, max_streaming_uploads_per_client, upstream_connections. */
   server: { bufferBytes: number; bufferTotal: number; streamsPerClient: number; connections: number };
+  /** server.buffer_response_body_bytes, max_buffered_response_bytes, max_streaming_downloads_per_client, send_timeout_ms. */
+  downloads: DownloadLimits;
 }
 
+const STREAMS_FULL =
+  "bodies streaming at their client's pace hold their whole share of this origin's connections (three quarters of server.upstream_connections); retry shortly";
 const BUFFER_FULL =
   'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly';
 
@@ -38,9 +43,12 @@ export class ProxyHandler {
   private readonly streaming = new Map<string, number>();
   /** Request body bytes read and held before forwarding, all requests together. */
   private buffered = 0;
+  /** Answers held for slow clients, and those streaming at their pace, per address. */
+  readonly downloads: Downloads;
 
   constructor(private readonly d: ProxyDeps) {
     this.upstreams = new Upstreams(d.server.connections);
+    this.downloads = new Downloads(d.downloads);
   }
 
   /** Answers with the gateway's own error body. */
@@ -128,6 +136,7 @@ export class ProxyHandler {
     }
     h.observe((performance.now() - x.t0) / 1000);
     const fw = new Forwarding(this, req, res, x, a.limitHeaders, a, headers);
+    fw.ip = ip;
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
@@ -206,8 +215,12 @@ export class ProxyHandler {
       if (!(e instanceof BodyRefused)) throw e;
       return this.fail(req, res, x, e.type, e.message, [], null, e.param);
     }
+    // However many addresses stream, they leave a share of the origin's connections to the others.
+    const slots = this.upstreams.slotsOf(fw.a.origin);
+    if (!slots.takeStream()) return this.fail(req, res, x, 'service_unavailable', STREAMS_FULL, ['retry-after', '1']);
     this.streaming.set(ip, open + 1);
     res.once('close', () => {
+      slots.giveStream();
       const left = (this.streaming.get(ip) ?? 1) - 1;
       if (left <= 0) this.streaming.delete(ip);
       else this.streaming.set(ip, left);
@@ -305,6 +318,41 @@ export class ProxyHandler {
     this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
   }
 
+  /**
+   * The client is not keeping up with the answer (its socket's buffer is full): keep
+   * reading the origin (true) while the answer's backlog is within the response buffer
+   * (so a small answer frees its origin connection at the origin's speed); past it the
+   * answer streams at the client's pace (false: the origin is paused), one of a bounded
+   * number per address and per origin; past those the client is cut off. A client that
+   * reads nothing for send_timeout_ms is cut off too.
+   */
+  behind(fw: Forwarding, n: number): boolean {
+    const dl = this.downloads;
+    if (!fw.timed) {
+      fw.timed = true;
+      fw.res.setTimeout(dl.limits.sendTimeoutMs, fw.onSendTimeout);
+    }
+    if (fw.streams !== null) return false;
+    if (dl.mayHold(fw.res.writableLength - n, n)) {
+      fw.held += n;
+      return true;
+    }
+    const slots = fw.slot;
+    if (slots === null) return false;
+    if (!dl.take(fw.ip)) {
+      this.d.log.debug('answer cut: too many streaming to one address', { route: fw.x.route });
+      fw.res.destroy();
+      return false;
+    }
+    if (!slots.takeStream()) {
+      dl.give(fw.ip);
+      fw.res.destroy();
+      return false;
+    }
+    fw.streams = slots;
+    return false;
+  }
+
   close(): Promise<void> {
     return this.upstreams.close();
   }
@@ -323,6 +371,15 @@ class Forwarding {
   slot: Slots | null = null;
   /** Leaves the queue for a slot (while waiting). */
   cancelWait: (() => void) | null = null;
+  /** The client's address. */
+  ip = '';
+  /** Answer bytes held for the client past its socket's buffer (counted gateway-wide). */
+  held = 0;
+  /** The send timeout is armed (the client fell behind once). */
+  timed = false;
+  /** The origin's slots whose streaming place this answer holds (it streams at the client's pace). */
+  streams: Slots | null = null;
+  private resume: (() => void) | null = null;
 
   constructor(
     private readonly p: ProxyHandler,
@@ -337,6 +394,7 @@ class Forwarding {
   readonly onClose = (): void => {
     // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
     this.p.closed(this.req, this.res, this.x);
+    if (this.held !== 0 || this.streams !== null) this.letGo();
     if (this.slot === null) {
       this.gone = true;
       this.cancelWait?.();
@@ -345,6 +403,31 @@ class Forwarding {
     // The client went away mid-exchange: stop asking the origin.
     if (!this.failed && !this.res.writableFinished && this.abort) this.abort(new Error('client closed'));
   };
+
+  /** The client read what was held for it: the budget is given back, the origin read again. */
+  readonly onDrain = (): void => {
+    if (this.held !== 0) {
+      this.p.downloads.release(this.held);
+      this.held = 0;
+    }
+    this.resume?.();
+  };
+
+  /** A client that read nothing for send_timeout_ms: cut off (the origin is let go in onClose). */
+  readonly onSendTimeout = (): void => {
+    this.res.destroy();
+  };
+
+  /** The answer ended (or its client went): what it held of the budgets goes back. */
+  private letGo(): void {
+    this.p.downloads.release(this.held);
+    this.held = 0;
+    if (this.streams !== null) {
+      this.streams.giveStream();
+      this.streams = null;
+      this.p.downloads.give(this.ip);
+    }
+  }
 
   private release(): void {
     const s = this.slot;
@@ -374,14 +457,16 @@ class Forwarding {
     const strings = rawHeaderStrings(raw);
     if (x.tap !== null) x.tap.resHeaders = strings;
     res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
-    res.on('drain', resume);
+    this.resume = resume;
+    res.on('drain', this.onDrain);
     return true;
   }
 
   onData(chunk: Buffer): boolean {
     this.x.resBytes += chunk.length;
     this.x.tap?.res?.add(chunk);
-    return this.res.write(chunk);
+    // The usual case: the client keeps up. Otherwise the answer is buffered or paced (behind).
+    return this.res.write(chunk) || this.p.behind(this, chunk.length);
   }
 
   /** `trailers`: raw name/value pairs (Buffers on the wire, though undici's types say strings). */

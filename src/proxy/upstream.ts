@@ -67,9 +67,30 @@ export class Upstreams {
  */
 export class Slots {
   active = 0;
+  /**
+   * Slots held by bodies that stream at a client's pace (uploads past the request
+   * buffer, answers past the response buffer): at most `streamMax`, so a quarter of
+   * the origin's connections always stays for requests that hold one only briefly,
+   * however many addresses stream.
+   */
+  streams = 0;
+  readonly streamMax: number;
   private readonly waiting: { go: (ok: boolean) => void; timer: NodeJS.Timeout | null }[] = [];
 
-  constructor(readonly max: number) {}
+  constructor(readonly max: number) {
+    this.streamMax = max <= 1 ? 1 : max - Math.ceil(max / 4);
+  }
+
+  /** Takes a streaming place; false when streams hold their whole share of the origin's connections. */
+  takeStream(): boolean {
+    if (this.streams >= this.streamMax) return false;
+    this.streams++;
+    return true;
+  }
+
+  giveStream(): void {
+    this.streams--;
+  }
 
   /** Takes a free slot at once (the usual case, allocating nothing), or says there is none. */
   tryTake(): boolean {

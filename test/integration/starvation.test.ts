@@ -243,3 +243,182 @@ describe.runIf(hasReusePort())('slow /v2 bodies with two edge threads', () => {
     for (const s of slow) s.destroy();
   });
 });
+
+/** Opens a connection from `from` (a loopback address) that asks for `path` and never reads. */
+function pausedGet(port: number, path: string, from: string): { s: net.Socket; closed: Promise<number> } {
+  const s = net.connect({ port, host: '127.0.0.1', localAddress: from });
+  s.on('error', () => {});
+  const t0 = performance.now();
+  const closed = new Promise<number>((r) => s.on('close', () => r(performance.now() - t0)));
+  s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  s.pause();
+  return { s, closed };
+}
+
+/** A GET from `from` on a connection of its own: its status, or 0 when none came in time. */
+async function getFrom(port: number, path: string, from: string, timeoutMs = 4000): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.connect({ port, host: '127.0.0.1', localAddress: from });
+    let text = '';
+    const timer = setTimeout(() => {
+      s.destroy();
+      resolve(0);
+    }, timeoutMs);
+    s.on('error', () => {});
+    s.on('data', (c: Buffer) => {
+      text += c.toString('latin1');
+    });
+    s.on('close', () => {
+      clearTimeout(timer);
+      if (statusOf(text) !== 200) console.log('NON200', text.slice(0, 600));
+      resolve(statusOf(text));
+    });
+    s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+  });
+}
+
+const MIB = 1_048_576;
+const BIG = Buffer.alloc(24 * MIB, 98);
+
+/** An origin answering /twelve (12 MiB), /large (24 MiB) and anything else "ok", counting what it has open, wrote whole, and was let go of. */
+async function countingOrigin() {
+  const o = { open: 0, finished: 0, aborted: 0, server: null as unknown as TestServer };
+  o.server = await startServer((req, res) => {
+    o.open++;
+    const sock = req.socket;
+    // Written whole: the kernel took every byte (a 'finish' only says Node's buffer did).
+    let whole = false;
+    const done = () => {
+      if (whole) return;
+      whole = true;
+      o.finished++;
+    };
+    res.on('finish', () => (sock.writableLength === 0 ? done() : sock.once('drain', done)));
+    // The gateway let go of the connection with the answer unread (a reset).
+    let reset = false;
+    const onError = () => {
+      reset = true;
+    };
+    sock.on('error', onError);
+    res.on('close', () => {
+      sock.off('error', onError);
+      o.open--;
+      if (reset) o.aborted++;
+    });
+    req.resume();
+    req.on('end', () => {
+      if (req.url?.includes('/large')) return void res.end(BIG);
+      if (req.url?.includes('/twelve')) return void res.end(BIG.subarray(0, 12 * MIB));
+      res.end('ok');
+    });
+  });
+  return o;
+}
+
+const routeTo = (url: string) => ({
+  name: 'b',
+  prefix: '/b',
+  auth: 'none',
+  queue_timeout_ms: 400,
+  origins: { production: url },
+});
+
+/** Issue #34, item 12: answers to slow clients are read from the origin at its speed (nginx's proxy_buffering). */
+describe('answers within the response buffer', () => {
+  let o: Awaited<ReturnType<typeof countingOrigin>>;
+  let g: TestGateway;
+  beforeAll(async () => {
+    o = await countingOrigin();
+    // A response buffer larger than what loopback's kernel buffers absorb (about 7 MiB both ways).
+    g = await startGateway({
+      server: { upstream_connections: 4, buffer_response_body_bytes: 16 * MIB },
+      routes: [routeTo(o.server.url)],
+    });
+  });
+  afterAll(async () => {
+    await g.cleanup();
+    await o.server.close();
+  });
+
+  it("are read whole whatever the client: four paused clients hold none of the origin's four connections", async () => {
+    const port = Number(new URL(g.url).port);
+    const paused = Array.from({ length: 4 }, () => pausedGet(port, '/b/twelve', '127.0.0.2'));
+    let cut = 0;
+    for (const p of paused) void p.closed.then(() => cut++);
+    // The origin wrote every answer whole (more than loopback's buffers hold), so the gateway read them.
+    await expect.poll(() => o.finished, { timeout: 8000 }).toBe(4);
+    // Its connections are free again (a 503 would come after queue_timeout_ms, 400 ms).
+    await expect.poll(() => getFrom(port, '/b/ok', '127.0.0.3'), { timeout: 2000, interval: 50 }).toBe(200);
+    expect(await getFrom(port, '/b/ok', '127.0.0.2')).toBe(200);
+    // While the paused clients still wait, unread, on their connections.
+    expect(cut).toBe(0);
+    for (const p of paused) p.s.destroy();
+  });
+});
+
+/** Issue #34, item 12: larger answers and uploads stream with bounds per address and per origin; send_timeout. */
+describe('slow readers and writers past the buffers do not starve an origin', () => {
+  let o: Awaited<ReturnType<typeof countingOrigin>>;
+  let g: TestGateway;
+  let port: number;
+  beforeAll(async () => {
+    o = await countingOrigin();
+    g = await startGateway({
+      server: {
+        upstream_connections: 4,
+        max_streaming_downloads_per_client: 2,
+        max_streaming_uploads_per_client: 2,
+        buffer_request_body_bytes: 65_536,
+        send_timeout_ms: 3000,
+      },
+      routes: [routeTo(o.server.url)],
+    });
+    port = Number(new URL(g.url).port);
+  });
+  afterAll(async () => {
+    await g.cleanup();
+    await o.server.close();
+  });
+
+  it('paused downloads from one address up to max_streaming_downloads_per_client hold no more: another address is served; the ones past it are cut', async () => {
+    const paused = Array.from({ length: 4 }, () => pausedGet(port, '/b/large', '127.0.0.4'));
+    // Past the bound (2 per address) the answers are cut off as they fall behind: the origin is let go of.
+    await expect.poll(() => o.aborted, { timeout: 5000 }).toBe(2);
+    expect(o.open).toBe(2);
+    // A 503 would come after the route's queue_timeout_ms (400 ms): this is served.
+    expect(await getFrom(port, '/b/ok', '127.0.0.5')).toBe(200);
+    for (const p of paused) p.s.destroy();
+    await expect.poll(() => o.open, { timeout: 3000 }).toBe(0);
+  });
+
+  it('a client that reads nothing for send_timeout_ms is cut off, and its origin connection let go', async () => {
+    const before = o.aborted;
+    const t0 = performance.now();
+    const p = pausedGet(port, '/b/large', '127.0.0.6');
+    // The gateway cuts the client (which, never reading, cannot see it) and lets the origin go.
+    await expect.poll(() => o.aborted - before, { timeout: 8000, interval: 20 }).toBe(1);
+    const ms = performance.now() - t0;
+    expect(ms).toBeGreaterThanOrEqual(2900);
+    expect(ms).toBeLessThan(8000);
+    // What the client reads now ends: its connection was closed.
+    p.s.resume();
+    await p.closed;
+  });
+
+  it('stalled uploads from many addresses (each within its own bound) leave origin connections to another address', async () => {
+    const stalled: net.Socket[] = [];
+    for (let a = 10; a < 20; a++) {
+      for (let i = 0; i < 2; i++) {
+        const s = net.connect({ port, host: '127.0.0.1', localAddress: `127.0.0.${a}` });
+        s.on('error', () => {});
+        s.write(`POST /b/up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n${'u'.repeat(70_000)}`);
+        stalled.push(s);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    // A 503 would come after the route's queue_timeout_ms (400 ms): this is served.
+    expect(await getFrom(port, '/b/ok', '127.0.0.30')).toBe(200);
+    for (const s of stalled) s.destroy();
+    await expect.poll(() => o.open, { timeout: 3000 }).toBe(0);
+  });
+});
