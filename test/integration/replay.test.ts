@@ -2,11 +2,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSecret } from '../../src/ids.js';
 import { queryRows } from '../../src/store/client.js';
 import { verifySignature } from '../../src/verify.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { doc, type Json, markedPaths, replaced, scalar } from '../helpers/marked.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type Receiver, startReceiver, until } from '../helpers/receiver.js';
 
@@ -574,6 +576,56 @@ describe('replay: set fills redacted values only, and its markers are no oracle 
     await until(() => seen.length === before + 1, 10_000, 'the replay at the origin');
     expect(JSON.parse(seen[before]?.body ?? '')).toEqual({ amount: 5, card: { cvc: '1', card_number: '2' } });
   });
+
+  it('property, through the listener: a replay is refused naming set.<name>, or sends exactly the captured body with only the redacted values filled, and never marks a set value as the original', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        doc,
+        fc.array(fc.oneof(scalar, fc.constant('__original__')), { minLength: 8, maxLength: 8 }),
+        fc.constantFrom('none', 'none', 'drop-one', '$', 'object', 'unredacted', 'unknown'),
+        async (plain, picks, extra) => {
+          const id = await pay(plain);
+          const orig = await wake(id);
+          const paths = markedPaths(JSON.parse(orig.request.body) as Json, plain);
+          const set: Record<string, unknown> = {};
+          [...paths.keys()].forEach((p, i) => {
+            const pick = picks[i % picks.length];
+            set[p] = pick === '__original__' ? paths.get(p) : pick; // the original value: the oracle attack
+          });
+          const first = Object.keys(set)[0];
+          if (extra === 'drop-one' && first !== undefined) delete set[first];
+          else if (extra === '$') set.$ = '{}';
+          else if (extra === 'object') set[first ?? '$.card'] = { x: 1 };
+          else if (extra === 'unredacted') set['$.amount'] = 1;
+          else if (extra === 'unknown') set.nope = 'x';
+          const invalid = Object.entries(set)
+            .filter(([n, v]) => n === '$' || (v !== null && typeof v === 'object') || !paths.has(n))
+            .map(([n]) => n);
+          const before = seen.length;
+          const r = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set });
+          const answer = await r.json();
+          if (invalid.length > 0) {
+            expect(r.status).toBe(400);
+            expect(invalid.map((n) => `set.${n}`)).toContain(answer.error.param);
+          } else if ([...paths.keys()].some((p) => !Object.hasOwn(set, p))) {
+            expect(r.status).toBe(409);
+            expect(answer.error.param).toBe('set');
+          } else {
+            expect(r.status).toBe(202);
+            const rw = await replayed(answer.replay_wake_id);
+            expect(seen.length).toBe(before + 1);
+            expect(JSON.parse(seen[before]?.body ?? '')).toEqual(replaced(plain, set, new Set(paths.keys())));
+            const was = markedPaths(JSON.parse(orig.request.body) as Json, JSON.parse(orig.request.body) as Json);
+            const now = JSON.parse(rw.request.body) as Json;
+            for (const [p, m] of markedPaths(now, now)) expect(m, p).not.toBe(was.get(p));
+            return;
+          }
+          expect(seen.length).toBe(before);
+        },
+      ),
+      { numRuns: 15 },
+    );
+  }, 120_000);
 });
 
 describe('a replay is admitted against the routes in force now (issue #34 item 9)', () => {

@@ -4,48 +4,11 @@ import { storedBody, type WakeDetail } from '../../src/capture/detail-types.js';
 import { Redactor } from '../../src/capture/redact.js';
 import { fillRedacted } from '../../src/replay/fill.js';
 import { replaySalts } from '../../src/replay/salts.js';
+import { doc, type Json, markedPaths, NAMES, REDACTED, replaced, scalar, WHOLE, word } from '../helpers/marked.js';
 
-const FIELDS = ['password', 'secret', 'token', 'card_number', 'cvc'];
-const r = new Redactor(Buffer.alloc(32, 9), ['authorization'], FIELDS);
-const WHOLE = /^\[redacted:[0-9a-f]{12}\]$/;
-const NAMES = ['amount', 'name', 'note', 'card', 'items', ...FIELDS];
+const r = new Redactor(Buffer.alloc(32, 9), ['authorization'], REDACTED);
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-const word = fc.stringMatching(/^[A-Za-z0-9]{1,8}$/);
-const scalar = fc.oneof(word, fc.integer({ min: -999, max: 9999 }), fc.boolean(), fc.constant(null));
-const { doc } = fc.letrec<{ doc: Json; value: Json }>((tie) => ({
-  doc: fc.dictionary(fc.constantFrom(...NAMES), tie('value'), { minKeys: 1, maxKeys: 5 }),
-  value: fc.oneof(
-    { depthSize: 'small', withCrossShrink: true },
-    scalar,
-    fc.array(tie('value'), { maxLength: 3 }),
-    tie('doc'),
-  ),
-}));
 const query = fc.array(fc.tuple(fc.constantFrom(...NAMES), word), { maxLength: 4 });
-
-const pathOf = (base: string, key: string): string =>
-  /^[A-Za-z_$][\w$]*$/.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`;
-
-/** Every JSON path whose value is a marker, with the value at the same path in `plain`. */
-function markedPaths(marked: Json, plain: Json, path = '$', out = new Map<string, Json>()): Map<string, Json> {
-  if (typeof marked === 'string' && WHOLE.test(marked)) out.set(path, plain);
-  else if (Array.isArray(marked)) {
-    for (const [i, x] of marked.entries()) markedPaths(x, (plain as Json[])[i] as Json, `${path}[${i}]`, out);
-  } else if (marked !== null && typeof marked === 'object')
-    for (const [k, x] of Object.entries(marked))
-      markedPaths(x, (plain as Record<string, Json>)[k] as Json, pathOf(path, k), out);
-  return out;
-}
-
-/** `plain` with the values at `paths` replaced from `set`. */
-function replaced(plain: Json, set: Record<string, unknown>, paths: Set<string>, path = '$'): unknown {
-  if (paths.has(path)) return set[path];
-  if (Array.isArray(plain)) return plain.map((x, i) => replaced(x, set, paths, `${path}[${i}]`));
-  if (plain !== null && typeof plain === 'object')
-    return Object.fromEntries(Object.entries(plain).map(([k, x]) => [k, replaced(x, set, paths, pathOf(path, k))]));
-  return plain;
-}
 
 /** The request of a wake `wk_orig` as capture stores it. */
 function captured(body: Json, params: [string, string][]): WakeDetail {
