@@ -18,7 +18,8 @@ http
         received_bytes: Buffer.concat(chunks).length,
       });
       res.writeHead(req.url?.includes('fail') ? 500 : 200, { 'content-type': 'application/json' });
-      res.end(body);
+      // A line of JSON: a shell prompt after `curl` starts on a line of its own.
+      res.end(`${body}\n`);
     });
   })
   .listen(port, '127.0.0.1', () => console.log(`${name} listening on http://127.0.0.1:${port}`));

@@ -62,8 +62,13 @@ describe('README, as written', () => {
     try {
       const r = await paste(section('Two minutes'), dir);
       expect(r.code, r.out).toBe(0);
-      expect(r.out).toContain('"origin":"my-app"');
-      expect(r.out).toMatch(/"object":"list".*"path":"\/orders\/7"/);
+      // The same two lines every time, whatever the timing, each ending with a newline.
+      expect(r.out.endsWith('\n'), JSON.stringify(r.out)).toBe(true);
+      const lines = r.out.trimEnd().split('\n');
+      expect(lines, r.out).toHaveLength(2);
+      expect(JSON.parse(lines[0] as string)).toMatchObject({ origin: 'my-app', path: '/orders/7' });
+      const list = JSON.parse(lines[1] as string);
+      expect(list).toMatchObject({ object: 'list', data: [{ object: 'wake', path: '/orders/7', status: 200 }] });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
