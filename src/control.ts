@@ -7,7 +7,6 @@ import type { FastifyInstance } from 'fastify';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
-import type { KeyRecord } from './auth/key.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import { Batcher, type RowListener, type Sink } from './capture/batcher.js';
@@ -93,13 +92,15 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'));
     bus.onDrop = (n, reason) => metrics.eventsDropped.labels(reason).inc(n);
     const co = await coordinatorFor(cfg, log, metrics);
+    // Channel messages are authenticated with a key derived from the sealing key (Redis never sees it).
+    co?.authenticate(sealingKey);
     // The fleet's Redis connection closes last of what uses it.
     if (co) parts.add({ name: 'coordination', close: () => co.close() });
     const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics, co));
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
     const keys = parts.add(keyService(cfg, keyring.table, ring, bus, clock, log));
-    if (co) await announceKeys(co, keys.keys, ring, log);
+    if (co) await announceKeys(co, keys.keys, ring, clock, log);
     const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now() }));
     const inserter = new WakeInserter(store, retentionOf(cfg));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
@@ -342,28 +343,23 @@ function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: 
 
 /**
  * Key versions reach the fleet within 100 ms: each one this instance stores is
- * published, and each one another instance publishes is applied here (and so handed
- * to the edge threads). The key poll stays the backstop.
+ * announced (its id and version, authenticated), and each one another instance
+ * announces is re-read from storage and applied if newer (and so handed to the edge
+ * threads). Nothing on the channel is taken as a key. The key poll stays the backstop.
  */
-async function announceKeys(co: Coordinator, keys: KeyService, ring: KeyRing, log: Logger): Promise<void> {
-  const publish = await co.channel(KEYS_CHANNEL, (m) => {
-    try {
-      const key = JSON.parse(m) as KeyRecord;
-      if (typeof key?.id === 'string') ring.apply(key, true);
-    } catch {
-      log.warn('a malformed key message on the coordination channel was ignored');
-    }
-  });
+async function announceKeys(co: Coordinator, keys: KeyService, ring: KeyRing, clock: Clock, log: Logger) {
+  const publish = await co.channel(KEYS_CHANNEL, (a) => void ring.announced(a.id, a.version, a.revoked, clock.now()));
   keys.announce = (k) =>
-    publish(JSON.stringify(k)).catch((e: Error) =>
+    publish({ id: k.id, version: k.updated_at, revoked: k.revoked_at !== null }).catch((e: Error) =>
       log.warn('key change not published to the fleet; the others see it at their next key poll', {
         key_id: k.id,
         err: e,
       }),
     );
 }
-const KEYS_CHANNEL = 'wg:keys';
-const ENDPOINTS_CHANNEL = 'wg:endpoints';
+/** Channel names, after coordination.prefix. */
+const KEYS_CHANNEL = 'keys';
+const ENDPOINTS_CHANNEL = 'endpoints';
 
 /** A delivery's lease outlasts its attempt (webhooks.timeout_ms) by this. */
 const LEASE_MARGIN_MS = 5000;
@@ -413,9 +409,12 @@ async function webhooksPart(
     // A fleet's deliveries are attempted under leases, by whichever instance is free,
     // and an endpoint registered or changed on one instance is read at once by the others.
     dispatcher.leases = new DeliveryLeases(co, cfg.webhooks.timeout_ms + LEASE_MARGIN_MS);
-    const touched = await co.channel(ENDPOINTS_CHANNEL, () => void endpoints.poll());
+    // Announced (id and version, authenticated): the others read it from storage unless they hold it.
+    const touched = await co.channel(ENDPOINTS_CHANNEL, (a) => {
+      if ((endpoints.get(a.id)?.updated_at ?? -1) < a.version) void endpoints.poll();
+    });
     // Not published (Redis down): the others read it at their endpoint poll.
-    endpoints.changed = () => touched('').catch(() => {});
+    endpoints.changed = (e) => touched({ id: e.id, version: e.updated_at, revoked: false }).catch(() => {});
   }
   await fanout.init();
   await dispatcher.resume();

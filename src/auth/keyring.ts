@@ -5,6 +5,10 @@ import { hashSecret } from './secrets.js';
 
 /** Overlap between polls, so a write stamped by a slightly late clock is not missed. */
 const POLL_OVERLAP_MS = 5_000;
+/** An announced version storage does not hold yet (a replica behind) is asked for again after these waits. */
+const REREAD_MS = [0, 50, 250, 1000];
+/** Announced keys being re-read at once, at most (more wait for the poll). */
+const MAX_REREADS = 1000;
 
 /**
  * The in-memory mirror of every API key. The proxy's hot path reads it and never
@@ -28,6 +32,8 @@ export class KeyRing {
   private maxUpdated = 0;
   private timer: NodeJS.Timeout | null = null;
   private polling: Promise<void> | null = null;
+  /** Announced keys being re-read from storage: the newest version announced for each. */
+  private readonly rereads = new Map<string, { version: number }>();
 
   /** `table` null: a copy kept by the thread that owns the table (an edge thread's ring). */
   constructor(
@@ -58,6 +64,47 @@ export class KeyRing {
     if (this.publisher) {
       this.unpublished.push(k);
       if (this.unpublished.length === 1) queueMicrotask(() => void this.published());
+    }
+  }
+
+  /**
+   * Another instance announced version `version` of key `id` (authenticated: only an
+   * instance holding the sealing key can): it is re-read from storage, never taken
+   * from the announcement, and applied when newer than what is held. A version that
+   * revokes the key refuses it here at once, before storage answers (an announcement
+   * can only take a key away, never give one). Versions already held cost nothing; one
+   * key is read once at a time.
+   */
+  announced(id: string, version: number, revoked: boolean, now: number): Promise<void> {
+    const table = this.table;
+    const held = this.byId.get(id);
+    if (!table || (held?.updated_at ?? -1) >= version) return Promise.resolve();
+    // Its own version, refused from now: the version storage holds replaces it (it is newer).
+    if (revoked && held && (held.revoked_at === null || held.revoked_at > now))
+      this.apply({ ...held, revoked_at: now }, true);
+    const running = this.rereads.get(id);
+    if (running) {
+      running.version = Math.max(running.version, version);
+      return Promise.resolve();
+    }
+    if (this.rereads.size >= MAX_REREADS) return Promise.resolve();
+    const want = { version };
+    this.rereads.set(id, want);
+    return this.reread(table, id, want).finally(() => this.rereads.delete(id));
+  }
+
+  private async reread(table: KeyTable, id: string, want: { version: number }): Promise<void> {
+    for (const ms of REREAD_MS) {
+      if ((this.byId.get(id)?.updated_at ?? -1) >= want.version) return;
+      if (ms) await new Promise((r) => setTimeout(r, ms).unref());
+      try {
+        const k = await table.get(id);
+        // Announced by a peer: the poll's position stays where this instance's own reads put it.
+        if (k) this.apply(k, true);
+      } catch (e) {
+        this.log.warn('reading an announced key failed; the key poll will bring it', { key_id: id, err: e as Error });
+        return;
+      }
     }
   }
 

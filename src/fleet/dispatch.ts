@@ -3,16 +3,37 @@ import type { Coordinator } from './redis.js';
 import { script } from './redis.js';
 
 /*
- * Webhook dispatch shared by a fleet. Redis holds each unfinished delivery's current
- * state (wg:wh:d:<id>, JSON) and when it is due (the sorted set wg:wh:due); an attempt
- * is made under a lease (wg:wh:l:<id>, the owner's name, expiring), so one instance at a
- * time attempts a delivery, attempt numbers follow the state in Redis whoever made the
- * last one, and a killed instance's lease expires for another to take over.
+ * Webhook dispatch shared by a fleet. Redis holds, for each unfinished delivery, only
+ * how far it got and when it is due (<prefix>wh:d:<id>: {"attempt","next_attempt_at"}),
+ * the ids by due time (the sorted set <prefix>wh:due), and a lease per attempt
+ * (<prefix>wh:l:<id>, the owner's name, expiring): one instance at a time attempts a
+ * delivery, attempt numbers follow whoever made the last one, and a killed instance's
+ * lease expires for another to take over.
+ *
+ * Redis is not trusted with what is sent: the payload, the endpoint (so its URL and
+ * signing secret) and the attempt limit always come from storage or this instance's
+ * own attempts. What Redis says can only delay an attempt, end it, or repeat one: an
+ * attempt number from Redis is taken only between what the caller holds and the last
+ * allowed, so resetting it never numbers attempts back.
  */
 
-const DUE = 'wg:wh:due';
-const stateKey = (id: string) => `wg:wh:d:${id}`;
-const leaseKey = (id: string) => `wg:wh:l:${id}`;
+const DUE = 'wh:due';
+const STATE = 'wh:d:';
+const stateKey = (id: string) => `${STATE}${id}`;
+const leaseKey = (id: string) => `wh:l:${id}`;
+/** Delivery ids as the gateway makes them; anything else in the queue is not ours. */
+const DELIVERY_ID = /^[A-Za-z0-9_]{1,64}$/;
+
+/** Lua: a state Redis holds, or nil when it is not one (altered, or not JSON). */
+const DECODE = `
+local function decode(s)
+  if not s then return nil end
+  local ok, st = pcall(cjson.decode, s)
+  if not ok or type(st) ~= 'table' then return nil end
+  if st.next_attempt_at ~= cjson.null and not tonumber(st.next_attempt_at) then return nil end
+  return st
+end
+`;
 
 /** ADD: KEYS = due, state keys…; ARGV = ids…, states…, due times… (never replaces a state Redis holds). */
 const ADD = script(`
@@ -29,23 +50,25 @@ return n
 const ENDED_MS = 86_400_000;
 
 /**
- * CLAIM: KEYS = state, lease, due; ARGV = owner, lease ms, now, the caller's copy, id.
+ * CLAIM: KEYS = state, lease, due; ARGV = owner, lease ms, now, the caller's state, id.
  * Returns {verdict, state}: ok (leased to the caller), busy (another holds it), later
  * (not due: its state), gone (finished). A state Redis no longer holds (it restarted
- * empty) is put back from the caller's copy, so no retry is lost with it.
+ * empty) or that is not one is put back from the caller's, so no retry is lost with it.
  */
-const CLAIM = script(`
+const CLAIM = script(`${DECODE}
 local cur = redis.call('GET', KEYS[1])
-if not cur then
+local st = decode(cur)
+if not st then
   cur = ARGV[4]
+  st = cjson.decode(cur)
   redis.call('SET', KEYS[1], cur)
 end
-local st = cjson.decode(cur)
 if st.next_attempt_at == cjson.null then return {'gone', ''} end
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[1] then return {'busy', cur} end
-redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', st.next_attempt_at), ARGV[5])
-if tonumber(st.next_attempt_at) > tonumber(ARGV[3]) then return {'later', cur} end
+local due = tonumber(st.next_attempt_at)
+redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', due), ARGV[5])
+if due > tonumber(ARGV[3]) then return {'later', cur} end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {'ok', cur}
 `);
@@ -55,11 +78,11 @@ return {'ok', cur}
  * finished), ms a finished state is kept. A delivery ended meanwhile (replayed by
  * hand) stays ended.
  */
-const RELEASE = script(`
+const RELEASE = script(`${DECODE}
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[2])
-local cur = redis.call('GET', KEYS[1])
-if cur and cjson.decode(cur).next_attempt_at == cjson.null then return 1 end
+local cur = decode(redis.call('GET', KEYS[1]))
+if cur and cur.next_attempt_at == cjson.null then return 1 end
 if ARGV[4] == '' then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
   redis.call('ZREM', KEYS[3], ARGV[2])
@@ -70,26 +93,45 @@ end
 return 1
 `);
 
-/** SCAN: KEYS = due; ARGV = until, most. The states of deliveries due by `until`. */
+/** SCAN: KEYS = due; ARGV = until, most, the state keys' full prefix. The ids due by `until` that have a state. */
 const SCAN = script(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local r = {}
 for _, id in ipairs(ids) do
-  local s = redis.call('GET', 'wg:wh:d:' .. id)
-  if s then r[#r + 1] = s else redis.call('ZREM', KEYS[1], id) end
+  if redis.call('EXISTS', ARGV[3] .. id) == 1 then r[#r + 1] = id else redis.call('ZREM', KEYS[1], id) end
 end
 return r
 `);
 
 /** Set once the fleet's queue holds what storage holds of unfinished deliveries. */
-const SEEDED = 'wg:wh:seeded';
+const SEEDED = 'wh:seeded';
 
 export type Claim = { ok: true; d: DeliveryRecord } | { ok: false; next: DeliveryRecord | null };
 
-const strip = (d: DeliveryRecord): string => {
-  const { attempt_log: _, ...rest } = d;
-  return JSON.stringify(rest);
-};
+/** What Redis is given of a delivery: its attempt count and due time, nothing it could send. */
+const stateOf = (d: DeliveryRecord): string =>
+  JSON.stringify({ attempt: d.attempt, next_attempt_at: d.next_attempt_at });
+
+/**
+ * The caller's copy of a delivery (from storage, or this instance's own attempts) with
+ * what Redis says of it: its attempt count only between the copy's and the last allowed
+ * (never back: resetting it in Redis repeats no attempt number), and its due time. Any
+ * other field Redis holds is ignored; anything not a state leaves the copy as it is.
+ */
+export function withState(local: DeliveryRecord, raw: unknown): DeliveryRecord {
+  let st: unknown;
+  try {
+    st = typeof raw === 'string' ? JSON.parse(raw) : null;
+  } catch {
+    return local;
+  }
+  if (typeof st !== 'object' || st === null || Array.isArray(st)) return local;
+  const { attempt, next_attempt_at: next } = st as Record<string, unknown>;
+  const last = Math.max(local.attempt, local.max_attempts - 1);
+  const n = Number.isSafeInteger(attempt) ? Math.min(last, Math.max(local.attempt, attempt as number)) : local.attempt;
+  const at = typeof next === 'number' && Number.isFinite(next) ? next : local.next_attempt_at;
+  return n === local.attempt && at === local.next_attempt_at ? local : { ...local, attempt: n, next_attempt_at: at };
+}
 
 /** The dispatcher's view of the fleet's delivery queue. */
 export class DeliveryLeases {
@@ -103,18 +145,19 @@ export class DeliveryLeases {
     for (let i = 0; i < rows.length; i += 500) {
       const part = rows.slice(i, i + 500);
       const keys = [DUE, ...part.map((d) => stateKey(d.id))];
-      const args = [...part.map((d) => d.id), ...part.map(strip), ...part.map((d) => d.next_attempt_at ?? 0)];
+      const args = [...part.map((d) => d.id), ...part.map(stateOf), ...part.map((d) => d.next_attempt_at ?? 0)];
       await this.co.run(ADD, keys, args, 'lease', 5000);
     }
   }
 
+  /** Leases `d` (the caller's copy) for an attempt; what it gets back is that copy, numbered as the fleet has it. */
   async claim(d: DeliveryRecord, now: number): Promise<Claim> {
     const keys = [stateKey(d.id), leaseKey(d.id), DUE];
-    const args = [this.co.owner, this.leaseMs, now, strip(d), d.id];
-    const r = (await this.co.run(CLAIM, keys, args, 'lease', 5000)) as [string, string];
-    const state = r[1] === '' ? null : (JSON.parse(r[1]) as DeliveryRecord);
-    if (r[0] === 'ok' && state) return { ok: true, d: state };
-    return { ok: false, next: r[0] === 'later' ? state : null };
+    const args = [this.co.owner, this.leaseMs, now, stateOf(d), d.id];
+    const r = await this.co.run(CLAIM, keys, args, 'lease', 5000);
+    const [verdict, state] = Array.isArray(r) ? r : [];
+    if (verdict === 'ok') return { ok: true, d: withState(d, state) };
+    return { ok: false, next: verdict === 'later' ? withState(d, state) : null };
   }
 
   /** Ends the lease with the attempt's outcome; false when the lease was lost (held too long). */
@@ -123,7 +166,7 @@ export class DeliveryLeases {
     const r = await this.co.run(
       RELEASE,
       [stateKey(d.id), leaseKey(d.id), DUE],
-      [this.co.owner, d.id, strip(d), next, ENDED_MS],
+      [this.co.owner, d.id, stateOf(d), next, ENDED_MS],
       'lease',
       5000,
     );
@@ -132,15 +175,15 @@ export class DeliveryLeases {
 
   /** Ends a delivery for the whole fleet (replayed by hand): no instance attempts it again. */
   async cancel(id: string): Promise<void> {
-    const ended = JSON.stringify({ id, next_attempt_at: null });
+    const ended = JSON.stringify({ next_attempt_at: null });
     await this.co.command(['SET', stateKey(id), ended, 'PX', String(ENDED_MS)], 'lease', 5000);
     await this.co.command(['ZREM', DUE, id], 'lease', 5000);
   }
 
-  /** Deliveries due by `until` (any instance's). */
-  async due(until: number, most = 1000): Promise<DeliveryRecord[]> {
-    const r = (await this.co.run(SCAN, [DUE], [until, most], 'lease', 5000)) as string[];
-    return r.map((s) => JSON.parse(s) as DeliveryRecord);
+  /** The ids of deliveries due by `until` (any instance's): what they are is read from storage. */
+  async due(until: number, most = 1000): Promise<string[]> {
+    const r = await this.co.run(SCAN, [DUE], [until, most, this.co.key(STATE)], 'lease', 5000);
+    return Array.isArray(r) ? r.filter((id): id is string => typeof id === 'string' && DELIVERY_ID.test(id)) : [];
   }
 
   /** Whether the fleet's queue was never filled from storage (a fleet's first start, or Redis restarted empty). */
@@ -156,7 +199,7 @@ export class DeliveryLeases {
 
 /**
  * One instance of the fleet at a time turns recorded events into deliveries: the
- * holder of wg:fanout, renewed on every poll; another takes over when it expires.
+ * holder of <prefix>fanout, renewed on every poll; another takes over when it expires.
  */
 export class FanoutLeader {
   private held = false;
@@ -169,7 +212,7 @@ export class FanoutLeader {
   async lead(): Promise<{ leading: boolean; gained: boolean }> {
     let leading = false;
     try {
-      const r = await this.co.run(LEAD, ['wg:fanout'], [this.co.owner, this.ttlMs], 'fanout', 2000);
+      const r = await this.co.run(LEAD, ['fanout'], [this.co.owner, this.ttlMs], 'fanout', 2000);
       leading = r === 1;
     } catch {
       leading = false;
@@ -182,7 +225,7 @@ export class FanoutLeader {
   async resign(): Promise<void> {
     if (!this.held) return;
     this.held = false;
-    await this.co.run(RESIGN, ['wg:fanout'], [this.co.owner], 'fanout', 1000).catch(() => {});
+    await this.co.run(RESIGN, ['fanout'], [this.co.owner], 'fanout', 1000).catch(() => {});
   }
 }
 

@@ -41,7 +41,14 @@ export async function coordinatorFor(
   registerCoordination(metrics);
   metrics.coordinationMode.labels(cfg.coordination.on_unavailable).set(1);
   metrics.coordinationInstances.set(1);
-  const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics, quiet });
+  const co = new Coordinator({
+    url,
+    timeoutMs: cfg.coordination.timeout_ms,
+    prefix: cfg.coordination.prefix,
+    log,
+    metrics,
+    quiet,
+  });
   await co.start();
   return co;
 }

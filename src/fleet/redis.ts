@@ -3,6 +3,7 @@ import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { redisLate } from './lateness.js';
+import { type Announcement, channelKey, openAnnouncement, signAnnouncement } from './signed.js';
 
 /** A Lua script run by its SHA-1 (EVALSHA), loaded on first use. */
 export interface Script {
@@ -32,7 +33,14 @@ export interface CoordinatorOptions {
   owner?: string;
   /** An edge thread's connection: its outages are the control thread's to log (one line per process). */
   quiet?: boolean;
+  /** Begins every key and channel name (coordination.prefix): several fleets can share one Redis. */
+  prefix?: string;
+  /** Clock for the rate of warnings about rejected messages (tests inject one). */
+  now?: () => number;
 }
+
+/** At most one warning line about rejected channel messages this often. */
+const REJECTED_WARN_MS = 60_000;
 
 /**
  * One gateway's connection to the fleet's Redis (or Valkey), through node-redis
@@ -51,9 +59,14 @@ export class Coordinator {
   private closed = false;
   private readonly handlers = new Map<string, (message: string) => void>();
   private readonly subscribed = new Set<string>();
+  /** Authenticates channel messages (authenticate()); null: no channel can be opened. */
+  private channelKey: Buffer | null = null;
+  private warnedAt = Number.NEGATIVE_INFINITY;
+  readonly prefix: string;
 
   constructor(private readonly o: CoordinatorOptions) {
     this.owner = o.owner ?? randomBytes(6).toString('hex');
+    this.prefix = o.prefix ?? 'wakegate:';
     this.client = createClient({
       url: o.url,
       disableOfflineQueue: true,
@@ -102,7 +115,15 @@ export class Coordinator {
     else this.o.log.info('coordination: Redis is back');
   }
 
-  /** Runs a script; `op` names it in wakegate_coordination_round_trips_total. */
+  /** A Redis key's (or channel's) full name: the fleet's prefix, then `name`. */
+  key(name: string): string {
+    return this.prefix + name;
+  }
+
+  /**
+   * Runs a script; `op` names it in wakegate_coordination_round_trips_total. Every name
+   * in `keys` is given the prefix here (callers name keys without it).
+   */
   async run(
     s: Script,
     keys: string[],
@@ -112,7 +133,9 @@ export class Coordinator {
   ): Promise<Reply> {
     if (!this.client.isReady) throw new Unavailable('not connected');
     this.o.metrics.coordinationRoundTrips.labels(op).inc();
-    const tail = [String(keys.length), ...keys, ...args.map(String)];
+    const tail: string[] = [String(keys.length)];
+    for (const k of keys) tail.push(this.prefix + k);
+    for (const a of args) tail.push(String(a));
     try {
       return this.answered(await this.send(['EVALSHA', s.sha, ...tail], timeoutMs));
     } catch (e) {
@@ -125,12 +148,16 @@ export class Coordinator {
     }
   }
 
-  /** One plain command (PUBLISH, SET, …). */
+  /**
+   * One plain command on one key or channel, named first (SET k …, ZREM k …, PUBLISH c …):
+   * that name is given the prefix here.
+   */
   async command(args: string[], op: string, timeoutMs = this.o.timeoutMs): Promise<Reply> {
     if (!this.client.isReady) throw new Unavailable('not connected');
     this.o.metrics.coordinationRoundTrips.labels(op).inc();
+    const named = args.length > 1 ? [args[0] as string, this.prefix + args[1], ...args.slice(2)] : args;
     try {
-      return this.answered(await this.send(args, timeoutMs));
+      return this.answered(await this.send(named, timeoutMs));
     } catch (e) {
       throw this.failed(e);
     }
@@ -162,12 +189,13 @@ export class Coordinator {
   }
 
   /**
-   * Calls `handler` with each message published on `channel` (a second connection, as
-   * pub/sub needs). A channel not yet subscribed (Redis was down) is subscribed when
-   * the connection is ready; node-redis subscribes again by itself after a reconnect.
+   * Calls `handler` with each message published on channel `name` (given the prefix
+   * here) through a second connection, as pub/sub needs; the fleet's own channels are
+   * opened with channel(). A channel not yet subscribed (Redis was down) is subscribed
+   * when the connection is ready; node-redis subscribes again by itself after a reconnect.
    */
-  async subscribe(channel: string, handler: (message: string) => void): Promise<void> {
-    this.handlers.set(channel, handler);
+  async subscribe(name: string, handler: (message: string) => void): Promise<void> {
+    this.handlers.set(this.prefix + name, handler);
     if (!this.sub) {
       const sub = this.client.duplicate() as RedisClientType;
       this.sub = sub;
@@ -195,25 +223,52 @@ export class Coordinator {
   }
 
   /**
-   * A channel the fleet shares: what one instance publishes reaches `heard` on every
-   * other (an instance never hears itself). Publishing fails like any call when Redis
-   * cannot answer.
+   * Lets this instance open channels: their messages are authenticated with a key
+   * derived from the sealing key (storage.encryption_key), which Redis never sees.
    */
-  async channel(name: string, heard: (payload: string) => void): Promise<(payload: string) => Promise<void>> {
+  authenticate(sealingKey: Buffer): void {
+    this.channelKey = channelKey(sealingKey);
+  }
+
+  /**
+   * A channel the fleet shares, carrying announcements only: an id and a version
+   * (and whether that version revokes it), with a MAC. What one instance publishes
+   * reaches `heard` on every other (an instance never hears itself); the receiver
+   * re-reads what it names from storage. A message that fails its check is dropped
+   * and counted in wakegate_coordination_rejected_total{channel}, with one warning a
+   * minute at most. Publishing fails like any call when Redis cannot answer.
+   */
+  async channel(name: string, heard: (a: Announcement) => void): Promise<(a: Announcement) => Promise<void>> {
+    const key = this.channelKey;
+    if (!key) throw new Error('coordination channels need the sealing key (Coordinator.authenticate)');
+    const full = this.key(name);
+    this.o.metrics.coordinationRejected.labels(name).inc(0);
     await this.subscribe(name, (m) => {
-      const cut = m.indexOf(' ');
-      if (cut > 0 && m.slice(0, cut) !== this.owner) heard(m.slice(cut + 1));
+      const a = openAnnouncement(key, full, m);
+      if (a === null) this.rejected(name);
+      else if (a.owner !== this.owner) heard(a);
     });
-    return async (payload) => {
-      await this.command(['PUBLISH', name, `${this.owner} ${payload}`], 'publish', 1000);
+    return async (a) => {
+      await this.command(['PUBLISH', name, signAnnouncement(key, full, this.owner, a)], 'publish', 1000);
     };
+  }
+
+  private rejected(channel: string): void {
+    this.o.metrics.coordinationRejected.labels(channel).inc();
+    const now = (this.o.now ?? Date.now)();
+    if (now - this.warnedAt < REJECTED_WARN_MS) return;
+    this.warnedAt = now;
+    this.o.log.warn(
+      'coordination: a message that fails its check was dropped (someone else writes to Redis, or instances differ in storage.encryption_key)',
+      { channel },
+    );
   }
 
   /** True for the first instance of the fleet to ask for `name` within `ttlMs`; Redis unreachable: true (rather twice than never). */
   async once(name: string, ttlMs: number): Promise<boolean> {
     try {
       return (
-        (await this.command(['SET', `wg:once:${name}`, this.owner, 'NX', 'PX', String(ttlMs)], 'once', 2000)) === 'OK'
+        (await this.command(['SET', `once:${name}`, this.owner, 'NX', 'PX', String(ttlMs)], 'once', 2000)) === 'OK'
       );
     } catch {
       return true;

@@ -206,6 +206,12 @@ export function createMetrics(opts: { process?: boolean } = {}) {
       labelNames: ['op'] as const,
       registers: [],
     }),
+    coordinationRejected: new Counter({
+      name: 'wakegate_coordination_rejected_total',
+      help: 'Messages on the fleet channels dropped because they failed their check (not from an instance with this storage.encryption_key), by channel',
+      labelNames: ['channel'] as const,
+      registers: [],
+    }),
     edgeRestarts: new Counter({
       name: 'wakegate_edge_restarts_total',
       help: 'Edge threads that died and were started again',
@@ -242,6 +248,7 @@ export function registerCoordination(m: Metrics): void {
     m.coordinationUp,
     m.coordinationUnavailable,
     m.coordinationRoundTrips,
+    m.coordinationRejected,
     m.coordinationMode,
     m.coordinationInstances,
   ])

@@ -229,6 +229,14 @@ export class DeliveryTable {
     return (await queryRows<DeliveryRowOut>(this.store, sql)).map(fromDeliveryRow);
   }
 
+  /** The unfinished deliveries among these ids (a fleet's queue in Redis names them; storage says what they are). */
+  async unfinishedAmong(ids: readonly string[]): Promise<DeliveryRecord[]> {
+    if (ids.length === 0) return [];
+    const sql = `${DELIVERY_SELECT} FROM ${this.store.db}.webhook_deliveries FINAL
+      WHERE id IN {ids:Array(String)} AND status IN ('pending', 'failed') AND next_attempt_at IS NOT NULL`;
+    return (await queryRows<DeliveryRowOut>(this.store, sql, { ids: [...ids] })).map(fromDeliveryRow);
+  }
+
   /** (event_id, endpoint_id) pairs that already have a delivery, among these events. */
   async existingPairs(eventIds: readonly string[]): Promise<Set<string>> {
     if (eventIds.length === 0) return new Set();

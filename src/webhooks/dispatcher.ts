@@ -196,7 +196,9 @@ export class Dispatcher {
           n++;
         }
       }
-      for (const d of await this.leases.due(this.clock.now() + SCAN_AHEAD_MS)) {
+      // Redis names what is due; what each delivery is (payload, endpoint, attempts allowed) is storage's.
+      const ids = (await this.leases.due(this.clock.now() + SCAN_AHEAD_MS)).filter((id) => !this.known.has(id));
+      for (const d of await this.table.unfinishedAmong(ids)) {
         if (this.known.has(d.id)) continue;
         this.enqueue(d);
         n++;

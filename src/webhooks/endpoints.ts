@@ -76,8 +76,8 @@ export class EndpointService {
     private readonly log: Logger,
   ) {}
 
-  /** Tells the rest of a fleet that an endpoint changed here (they poll at once). */
-  changed: (() => Promise<void>) | null = null;
+  /** Tells the rest of a fleet that an endpoint changed here (its id and version: they read it from storage). */
+  changed: ((e: EndpointRecord) => Promise<void>) | null = null;
 
   async load(): Promise<void> {
     for (const e of await this.table.changedSince(0)) this.apply(e);
@@ -130,7 +130,7 @@ export class EndpointService {
     const r: EndpointRecord = { ...e, ...next, updated_at: Math.max(now, e.updated_at + 1) };
     await this.table.put(r);
     this.apply(r);
-    await this.changed?.();
+    await this.changed?.(r);
     return r;
   }
 
@@ -228,7 +228,7 @@ export class EndpointService {
     };
     await this.table.put(e);
     this.apply(e);
-    await this.changed?.();
+    await this.changed?.(e);
     this.log.info('webhook endpoint registered', { endpoint_id: e.id, environment: env, events: e.events });
     return e;
   }

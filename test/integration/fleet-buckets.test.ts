@@ -66,8 +66,8 @@ describe('buckets and once-per-fleet events through Redis', () => {
     expect(ds.filter((d) => d.allowed)).toHaveLength(5);
     expect(ds.at(-1)?.policy).toBe('reports');
     await a.limiter.stop();
-    const tok = Number(await redis.cli('HGET', 'wg:b:k:both', 'tok'));
-    const out = Number(await redis.cli('HGET', 'wg:b:k:both', 'out'));
+    const tok = Number(await redis.cli('HGET', 'wakegate:wg:b:k:both', 'tok'));
+    const out = Number(await redis.cli('HGET', 'wakegate:wg:b:k:both', 'out'));
     // The key's bucket gave 5; what its leases held beyond them came back, and none is held now.
     expect(Math.floor(tok + 1e-6)).toBe(95);
     expect(out).toBe(0);
