@@ -113,7 +113,7 @@ export const defaults = {
     max_queued_events: 100_000,
     dead_letter_retention_days: 30,
   },
-  coordination: { redis_url: null, timeout_ms: 50, on_unavailable: 'local' },
+  coordination: { redis_url: null, prefix: 'wakegate:', timeout_ms: 50, on_unavailable: 'local' },
   ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
   wal: { sync_interval_ms: 10, fsync_interval_ms: 1000 },
   management: { listener: 'ops', host: '127.0.0.1', port: 8082, on_main: true },

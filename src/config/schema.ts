@@ -174,6 +174,10 @@ export const configSchema = z.strictObject({
       .string()
       .regex(/^rediss?:\/\/[^\s]+$/, 'must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379/0')
       .nullable(),
+    /** Begins every Redis key and channel name the fleet uses: several fleets can share one Redis. */
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:{}-]{1,64}$/, 'must be 1 to 64 letters, digits or _ . : - { } such as "wakegate:"'),
     /** A bucket decision waits at most this for Redis. */
     timeout_ms: positiveInt.max(10_000),
     /**
