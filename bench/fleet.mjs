@@ -3,6 +3,9 @@
 // key and on 10,000 keys, unevenly (the first gets half the load), against a lone
 // instance deciding in its own memory. Reports CPU per decision (the instances' and
 // Redis's), Redis round trips per decision, and over-admission (must be 0).
+// Then the uneven case of issue #34 (item 8), BENCH_FLEET_RUNS times (10): a burst-300 key
+// through three instances taking 600, 200 and 100 decisions, 16 in flight each; one bucket
+// admits exactly 300 (refilled 300 a day: nothing refills within a run), so each run must too.
 // Run: npm run bench:fleet   (BENCH_FLEET_DECISIONS: the count; BENCH_FLEET_CONCURRENCY: decisions
 // in flight per instance, 64 by default; 1 is the worst case, no two decisions share a call)
 import { spawn } from 'node:child_process';
@@ -17,6 +20,9 @@ import { benchKey } from './lib.mjs';
 
 const N = Number(process.env.BENCH_FLEET_DECISIONS ?? 200_000);
 const CONCURRENCY = Number(process.env.BENCH_FLEET_CONCURRENCY ?? 64);
+const RUNS = Number(process.env.BENCH_FLEET_RUNS ?? 10);
+/** The uneven case: decisions per instance, in flight per instance, and its bucket. */
+const UNEVEN = { split: [600, 200, 100], inFlight: 16, bucket: { keys: 1, limit: 300, burst: 300, window: 'day' } };
 const SCENARIOS = {
   // Plenty of tokens: the leases' best case.
   hot: { keys: 1, limit: 1_000_000_000, burst: 1_000_000_000, window: 'second' },
@@ -42,20 +48,29 @@ async function decide(limiter, keys, n) {
   };
   const c0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const inFlight = Number(process.env.IN_FLIGHT ?? CONCURRENCY);
+  await Promise.all(Array.from({ length: inFlight }, worker));
   const cpu = process.cpuUsage(c0);
   return { allowed, perKey, ms: performance.now() - t0, cpuUs: cpu.user + cpu.system };
 }
 
 if (process.env.FLEET_ROLE === 'instance') {
-  const s = SCENARIOS[process.env.SCENARIO];
+  const s = SCENARIOS[process.env.SCENARIO] ?? UNEVEN.bucket;
   const n = Number(process.env.DECISIONS);
-  const cfg = loadConfig({ values: { coordination: { redis_url: process.env.REDIS_URL } } });
+  // A fleet shares its storage (named, never reached here).
+  const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
+  const cfg = loadConfig({ values: { storage, coordination: { redis_url: process.env.REDIS_URL } } });
   const metrics = createMetrics({ process: false });
   registerCoordination(metrics);
   const log = createLogger('warn');
   const keys = Array.from({ length: s.keys }, (_, i) => key(`${process.env.SCENARIO}_${i}`, s));
-  const co = new Coordinator({ url: cfg.coordination.redis_url, timeoutMs: 1000, log, metrics });
+  const co = new Coordinator({
+    url: cfg.coordination.redis_url,
+    timeoutMs: 1000,
+    prefix: cfg.coordination.prefix,
+    log,
+    metrics,
+  });
   await co.start();
   const limiter = new FleetLimiter(cfg, co, metrics, log);
   limiter.start();
@@ -166,6 +181,38 @@ async function fleetRun(redis, name) {
   };
 }
 
+/** One run of the uneven case: what the fleet admitted on a fresh burst-300 key. */
+async function unevenRun(redis, run) {
+  const procs = UNEVEN.split.map((n) =>
+    spawn(process.execPath, [new URL(import.meta.url).pathname], {
+      env: {
+        ...process.env,
+        FLEET_ROLE: 'instance',
+        SCENARIO: `uneven${run}`,
+        DECISIONS: String(n),
+        IN_FLIGHT: String(UNEVEN.inFlight),
+        REDIS_URL: redis.url,
+      },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 1500));
+  const outs = await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise((resolve) => {
+          let out = '';
+          p.stdout.on('data', (c) => {
+            out += c;
+          });
+          p.on('exit', () => resolve(JSON.parse(out)));
+          p.stdin.write('go\n');
+        }),
+    ),
+  );
+  return outs.reduce((a, o) => a + o.allowed, 0);
+}
+
 async function loneRun(name) {
   const s = SCENARIOS[name];
   const cfg = loadConfig({ values: {} });
@@ -190,6 +237,15 @@ try {
         ` | lone: ${l.cpuUsPerDecision.toFixed(2)} us CPU/decision, ${Math.round(l.perSecond)}/s`,
     );
   }
+  const admitted = [];
+  for (let run = 0; run < RUNS; run++) admitted.push(await unevenRun(redis, run));
+  const bucket = UNEVEN.bucket.burst;
+  console.log(
+    `  uneven (${UNEVEN.split.join('/')} decisions, ${UNEVEN.inFlight} in flight each, burst ${bucket}), ${RUNS} runs: ` +
+      `admitted ${admitted.join(' ')} (one bucket: ${bucket}); ` +
+      `over-admitted ${admitted.reduce((a, n) => a + Math.max(0, n - bucket), 0)}, ` +
+      `refused that one bucket admits ${admitted.reduce((a, n) => a + Math.max(0, bucket - n), 0)}`,
+  );
 } finally {
   redis.proc.kill('SIGKILL');
 }

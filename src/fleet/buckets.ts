@@ -144,12 +144,15 @@ export class FleetLimiter implements RequestLimiter {
     const l1 = this.lease(c.tag1, c.id1, c.p1);
     const l2 = c.p2 === null ? null : this.lease(c.tag2, c.id2, c.p2);
     const d = this.local(l1, l2, key, c.p1, now);
-    return d ?? this.remote(l1, l2, key, c.p1, now);
+    if (d !== null) return d;
+    // Redis just failed to answer: on_unavailable decides at once, without a promise.
+    if (performance.now() < this.downUntil) return this.unavailable(l1, l2, key, c.p1, now);
+    return this.remote(l1, l2, key, c.p1, now);
   }
 
   refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null> {
     const l = this.lease('r', clientIp, this.set.unauth);
-    const d = this.local(l, null, null, null, now);
+    const d = this.local(l, null, null, null, now) ?? this.soon(l, now);
     const pass = (x: LimitDecision) => (x.allowed ? null : x);
     if (d) return pass(d);
     return this.remote(l, null, null, null, now).then(pass);
@@ -270,6 +273,11 @@ export class FleetLimiter implements RequestLimiter {
     const w = (l: Lease) => 1 - Math.max(0, l.refillAt - t) * l.policy.rate;
     if (l2 === null) return refusal(l1.policy, w(l1), null, 0, false);
     return refusal(l1.policy, w(l1), l2.policy, w(l2), l2.refillAt > l1.refillAt);
+  }
+
+  /** While Redis just failed to answer, the on_unavailable decision for an unauthenticated address; else null. */
+  private soon(l: Lease, now: number): LimitDecision | null {
+    return performance.now() < this.downUntil ? this.unavailable(l, null, null, null, now) : null;
   }
 
   /** The wait until a bucket is worth asking again, one timer for all its waiting requests. */
