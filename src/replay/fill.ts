@@ -2,8 +2,11 @@ import { codingOf } from '../capture/codings.js';
 import type { WakeDetail } from '../capture/detail-types.js';
 import { formDecode } from '../capture/text.js';
 
-/** A redaction marker, as stored (`[redacted:<12 hex>]`), somewhere in a text. */
-const MARKER = /\[redacted:[0-9a-f]{12}\]/;
+/**
+ * A redaction marker somewhere in a text, as stored (`[redacted:<12 hex>]`) or
+ * percent-encoded (as the redactor writes it in a query or form): what must not be sent.
+ */
+const MARKER = /(?:\[|%5b)redacted(?::|%3a)[0-9a-f]{12}(?:\]|%5d)/i;
 /** A value that is a marker and nothing else: what `set` may fill. */
 const WHOLE_MARKER = /^\[redacted:[0-9a-f]{12}\]$/;
 /** What a header value sent to an origin may not hold. */
@@ -82,10 +85,12 @@ export function fillRedacted(
       if (MARKER.test(withoutNuls(plain))) unreachable.push('the body (not UTF-8 text)');
       body = raw;
     } else {
-      const ct = headerOf('content-type') ?? '';
-      const out = ct.includes('application/x-www-form-urlencoded')
-        ? fillParams(text, slot, 'body')
-        : fillJson(text, slot);
+      const ct = (headerOf('content-type') ?? '').toLowerCase();
+      // As the redactor read it: a form by its type, or untyped or text/plain text that is not JSON.
+      const form =
+        ct.includes('application/x-www-form-urlencoded') ||
+        ((ct === '' || ct.startsWith('text/plain')) && !isJson(text) && text.includes('='));
+      const out = form ? fillParams(text, slot, 'body') : fillJson(text, slot);
       body = coding ? coding.encode(Buffer.from(out)) : Buffer.from(out);
     }
   }
@@ -152,6 +157,15 @@ function fillParams(text: string, s: Slots, where: string): string {
     else parts[i] = `${p.slice(0, eq)}=${encodeURIComponent(v)}`;
   }
   return parts.join('');
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** JSON text with every value that is a marker taken from `set` by its JSON path; a body not JSON is unreachable. */

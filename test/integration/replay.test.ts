@@ -577,6 +577,28 @@ describe('replay: set fills redacted values only, and its markers are no oracle 
     expect(JSON.parse(seen[before]?.body ?? '')).toEqual({ amount: 5, card: { cvc: '1', card_number: '2' } });
   });
 
+  it("regression: a form body's marker (stored percent-encoded) is never sent: 409 naming it, then sent as set gives it", async () => {
+    const r = await fetch(`${t.url}/pay/form`, {
+      method: 'POST',
+      headers: { ...bearer(buyer), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'user=ann&password=hunter2-form',
+    });
+    await r.arrayBuffer();
+    const id = r.headers.get('x-wake-id') as string;
+    expect((await wake(id)).request.body).toMatch(/^user=ann&password=%5Bredacted%3A[0-9a-f]{12}%5D$/);
+    const before = seen.length;
+    const refused = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true });
+    expect(refused.status).toBe(409);
+    const err = (await refused.json()).error;
+    expect(err).toMatchObject({ type: 'conflict', param: 'set' });
+    expect(err.message).toContain('password');
+    expect(seen.length).toBe(before);
+    const ok = await api(`/v2/wakes/${id}/replay`, { allow_unsafe: true, set: { password: 'p w' } });
+    expect(ok.status).toBe(202);
+    await until(() => seen.length === before + 1, 10_000, 'the replay at the origin');
+    expect(seen[before]?.body).toBe('user=ann&password=p%20w');
+  });
+
   it('property, through the listener: a replay is refused naming set.<name>, or sends exactly the captured body with only the redacted values filled, and never marks a set value as the original', async () => {
     await fc.assert(
       fc.asyncProperty(

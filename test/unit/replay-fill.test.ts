@@ -148,5 +148,12 @@ describe('replay set: fills redacted values only, and its markers are no oracle 
     }
     const yaml = fillRedacted(base(`password: ${m}\n`, 'application/yaml'), {}, () => false);
     expect(yaml).toMatchObject({ ok: false, refusal: { kind: 'unreachable' } });
+    // A form sent as text/plain is read as the redactor read it: by field name.
+    const plain = fillRedacted(
+      base(`user=ann&password=${encodeURIComponent(m)}`, 'text/plain'),
+      { password: 'p w' },
+      () => false,
+    );
+    expect(plain.ok && plain.filled.body?.toString()).toBe('user=ann&password=p%20w');
   });
 });
