@@ -181,6 +181,49 @@ describe('the fleet channel, authenticated', () => {
   }, 60_000);
 });
 
+describe('coordination.prefix', () => {
+  it('begins every key and channel a fleet uses in Redis, so two fleets share one Redis apart', async () => {
+    const c = await startGateway(
+      {
+        storage: { clickhouse_url: storage.url, encryption_key: sealing, key_poll_interval_ms: 60_000 },
+        coordination: { redis_url: redis.url, timeout_ms: 500, prefix: 'other-fleet:' },
+        routes: [
+          {
+            name: 'api',
+            prefix: '/api',
+            scopes: { read: 'api:read', write: 'api:write' },
+            origins: { production: origin.url },
+          },
+        ],
+      },
+      { admin },
+    );
+    try {
+      // Buckets, quota counters, the heartbeat, leases: every instance uses Redis.
+      const k = await createKey(a);
+      await until(async () => (await call(b, k.secret)).status === 200, 5000, 'the key heard by B');
+      expect((await call(a, k.secret)).status).toBe(200);
+      // C is another fleet: it does not hear A's announcements (its key poll is a minute).
+      expect((await call(c, k.secret)).status).toBe(401);
+      const own = await createKey(c);
+      expect((await call(c, own.secret)).status).toBe(200);
+      const all = await keys('*');
+      expect(all.some((x) => x.startsWith('other-fleet:'))).toBe(true);
+      expect(all.some((x) => x.startsWith('wakegate:'))).toBe(true);
+      expect(all.filter((x) => !x.startsWith('wakegate:') && !x.startsWith('other-fleet:'))).toEqual([]);
+      const heard = await channels();
+      expect(heard.sort()).toEqual([
+        'other-fleet:endpoints',
+        'other-fleet:keys',
+        'wakegate:endpoints',
+        'wakegate:keys',
+      ]);
+    } finally {
+      await c.cleanup();
+    }
+  }, 60_000);
+});
+
 describe('an attacker holding the fleet Redis', () => {
   it('cannot revive a revoked key, make up a key or lock out the admin by publishing on the fleet channels', async () => {
     const live = await createKey(a);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
 import { withState } from '../../src/fleet/dispatch.js';
 import { channelKey, openAnnouncement, signAnnouncement } from '../../src/fleet/signed.js';
 import type { DeliveryRecord } from '../../src/store/webhooks.js';
@@ -134,5 +135,14 @@ describe('a delivery state read from Redis', () => {
     expect(withState(local, '{"attempt":0,"next_attempt_at":0}')).toMatchObject({ attempt: 2, next_attempt_at: 0 });
     expect(withState(local, '{"attempt":99}')).toMatchObject({ attempt: 7, next_attempt_at: 1000 });
     expect(withState(local, 'not json')).toBe(local);
+  });
+});
+
+describe('coordination.prefix', () => {
+  it('is wakegate: unless set, and a plain name when set', () => {
+    expect(loadConfig({ env: {} }).coordination.prefix).toBe('wakegate:');
+    expect(loadConfig({ values: { coordination: { prefix: 'eu-1:{wg}:' } } }).coordination.prefix).toBe('eu-1:{wg}:');
+    for (const bad of ['', 'has space', 'x'.repeat(65), 'new\nline', '*'])
+      expect(() => loadConfig({ values: { coordination: { prefix: bad } } })).toThrow(/coordination\.prefix/);
   });
 });
