@@ -16,7 +16,7 @@ export class ApiError extends Error {
   }
 }
 
-/** Talks to a running gateway's /v2 API (--url, --key or WAKEGATE_KEY). */
+/** Talks to a running gateway's /v2 API (--url; WAKEGATE_KEY, --key-file or --key). */
 export class ApiClient {
   constructor(
     private readonly base: string,
@@ -28,14 +28,15 @@ export class ApiClient {
     let key = flags.get('key') ?? env.WAKEGATE_KEY;
     if (file !== undefined) {
       try {
-        key = readFileSync(file, 'utf8').trim();
+        // `-` is stdin: `pass show wakegate | wakegate keys list --key-file -`.
+        key = readFileSync(file === '-' ? 0 : file, 'utf8').trim();
       } catch (e) {
         throw new UsageError(
           `--key-file ${JSON.stringify(file)} cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
         );
       }
     }
-    if (!key) throw new UsageError('this command needs a key: WAKEGATE_KEY, --key-file PATH, or --key svc_live_...');
+    if (!key) throw new UsageError('this command needs a key: WAKEGATE_KEY, or --key-file PATH (- for stdin)');
     const url = flags.get('url') ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
     try {
       new URL(url);

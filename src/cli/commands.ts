@@ -10,9 +10,11 @@ export interface Io {
 
 const COMMON = `Common options:
   --url URL        the gateway (default http://127.0.0.1:$PORT, else :8080; or WAKEGATE_URL)
-  --key-file PATH  a file holding the key with the scopes the command needs
-                   (or WAKEGATE_KEY; --key SECRET works too, but other users of the
-                   machine can read a command line in /proc, so prefer these two)
+  --key-file PATH  a file holding the key with the scopes the command needs;
+                   --key-file - reads it from stdin (or set WAKEGATE_KEY)
+  --key SECRET     works too, as mysql's -p does: the CLI warns and overwrites it in
+                   its command line at once, but other users of the machine can read
+                   it in /proc until then, and it stays in shell history
   --environment E  act in another environment (live-class keys only)
   --json           print the API's JSON instead of a table
   -h, --help       this help`;

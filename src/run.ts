@@ -1,0 +1,179 @@
+/**
+ * The CLI's commands (serve, migrate, keys, endpoints, deliveries), run by main.ts once
+ * it has hidden a key given on the command line.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Gateway } from './app.js';
+import { KeyRing } from './auth/keyring.js';
+import { KeyService } from './auth/keys-service.js';
+import { type Args, onlyFlags, parseArgs, UsageError } from './cli/args.js';
+import { ApiError } from './cli/client.js';
+import { apiCommand, HELP } from './cli/commands.js';
+import { fields } from './cli/table.js';
+import { systemClock } from './clock.js';
+import { type Config, ConfigError, loadConfig } from './config/index.js';
+import { EventBus } from './events/bus.js';
+import { createLogger } from './log.js';
+import { openStore, type Store } from './store/client.js';
+import { EventTable } from './store/events.js';
+import { KeyTable } from './store/keys.js';
+import { migrate } from './store/migrations.js';
+import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
+
+const out = (s: string): void => {
+  process.stdout.write(s);
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+const configFile = (flags: Map<string, string>): string =>
+  flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? 'config/default.yaml';
+
+function configFrom(flags: Map<string, string>): Readonly<Config> {
+  return loadConfig({ file: configFile(flags), env: process.env });
+}
+
+/**
+ * Opens the store directly, holding its data directory (the embedded engine) for as
+ * long as it is open; says in one line when a running gateway holds it.
+ */
+async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store> {
+  const held = (pid: number | null) =>
+    new Error(
+      `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
+    );
+  let lock: DirLock | null = null;
+  if (!cfg.storage.clickhouse_url) {
+    try {
+      lock = await lockDataDir(cfg.storage.data_dir);
+    } catch (e) {
+      throw e instanceof DirHeld ? held(e.pid) : e;
+    }
+  }
+  let store: Store;
+  try {
+    store = await openStore(cfg.storage);
+  } catch (e) {
+    await lock?.release();
+    if (/lock|already running|failed to create connection/i.test((e as Error).message)) throw held(null);
+    throw e;
+  }
+  const close = store.close.bind(store);
+  return Object.assign(store, {
+    close: async () => {
+      await close();
+      await lock?.release();
+    },
+  });
+}
+
+async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
+  const gw = new Gateway(cfg, {
+    source: { file, dropIn: process.env.ORIGIN_URL || null },
+    testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
+  });
+  // Signals are heard from the first moment: one that comes while the gateway starts
+  // stops it once it has started (a start half done is never left running).
+  let signals = 0;
+  let started: Promise<unknown> = Promise.resolve();
+  const onSignal = (sig: string) => {
+    if (++signals > 1) process.exit(1);
+    void started.then(
+      () => {
+        gw.log.info('stopping', { signal: sig });
+        gw.stop().then(
+          () => process.exit(0),
+          (e: Error) => {
+            gw.log.error('stop failed', { err: e });
+            process.exit(1);
+          },
+        );
+      },
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  started = gw.start(() => {
+    if (!gw.generatedAdminSecret) return;
+    // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.
+    out(
+      `\nA bootstrap admin key was generated. It is shown only this once; store it now:\n\n  ${gw.generatedAdminSecret}\n\n`,
+    );
+  });
+  await started;
+}
+
+/** Recovery: a key written straight into the store, for when no key can reach the API. */
+async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<void> {
+  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'offline']);
+  const label = args.flags.get('label');
+  const environment = args.flags.get('environment');
+  const scopes = args.flags.get('scopes');
+  if (!label || !environment || !scopes) throw new UsageError('keys create needs --label, --environment and --scopes');
+  const log = createLogger('warn');
+  const store = await openDirect(
+    cfg,
+    'create the key through its API instead: wakegate keys create --url ... --key-file ...',
+  );
+  try {
+    await migrate(store);
+    const table = new KeyTable(store);
+    const ring = new KeyRing(table, log);
+    await ring.load();
+    const events = new EventBus(new EventTable(store), systemClock, log);
+    const svc = new KeyService(cfg, table, ring, events, systemClock, log);
+    const consumer = args.flags.get('consumer');
+    const { key, secret } = await svc.create(
+      { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },
+      environment,
+    );
+    await events.flush();
+    const view = svc.view(key, secret);
+    out(
+      args.bools.has('json')
+        ? `${JSON.stringify(view, null, 2)}\n`
+        : `${fields(view as unknown as Record<string, unknown>)}\nThis is the only time the secret is shown. Store it now.\n`,
+    );
+  } finally {
+    await store.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const [c0, c1] = args.words;
+  if (args.bools.has('version')) return out(`wakegate ${version()}\n`);
+  if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
+  if (c0 === undefined || c0 === 'serve') {
+    onlyFlags(args, []);
+    return serve(configFrom(args.flags), configFile(args.flags));
+  }
+  if (c0 === 'migrate') {
+    onlyFlags(args, []);
+    const cfg = configFrom(args.flags);
+    const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
+    const applied = await migrate(store);
+    await store.close();
+    return out(`migrations applied: ${applied.length ? applied.join(', ') : 'none (up to date)'}\n`);
+  }
+  if (c0 === 'keys' && c1 === 'create' && args.bools.has('offline'))
+    return keysCreateOffline(configFrom(args.flags), args);
+  if (c0 === 'keys' || c0 === 'endpoints' || c0 === 'deliveries') {
+    if (c1 === undefined) return out(`${HELP[c0]}\n`);
+    return apiCommand(args, { out, env: process.env });
+  }
+  throw new UsageError(`unknown command ${JSON.stringify(c0)}\n\n${HELP['']}`);
+}
+
+main().catch((e: unknown) => {
+  if (e instanceof ConfigError) process.stderr.write(`${e.message}\n`);
+  else if (e instanceof UsageError) process.stderr.write(`wakegate: ${e.message}\n(see wakegate --help)\n`);
+  else if (e instanceof ApiError) process.stderr.write(`wakegate: ${e.message}\n`);
+  else process.stderr.write(`wakegate: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(e instanceof UsageError ? 2 : 1);
+});
