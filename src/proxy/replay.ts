@@ -117,9 +117,6 @@ export class Replayer {
         'the request body was not captured whole (over capture.detail.max_body_bytes, bodies are not kept, or it was kept only as size and SHA-256: over its reading budget, or a format opaque_bodies: keep would keep), so it cannot be replayed faithfully',
       );
     }
-    const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
-    if (!fill.ok) throw refusalError(fill.refusal);
-    const { filled, values } = fill;
     // Admitted against the routes in force now: the path is matched again.
     const route = this.d.routes.match(w.path);
     if (!route) {
@@ -147,6 +144,10 @@ export class Replayer {
         );
       }
     }
+    // Only a caller that may send the request learns what set must give.
+    const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
+    if (!fill.ok) throw refusalError(fill.refusal);
+    const { filled, values } = fill;
     if (this.d.limiter) {
       const policy = route.cfg.rate_limit !== 'default' ? route.cfg.rate_limit : null;
       const decision = await this.d.limiter.check(caller, '', policy, this.d.clock.now());
