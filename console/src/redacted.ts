@@ -14,6 +14,8 @@ export interface Redacted {
 }
 
 export const MARKER = /\[redacted:[0-9a-f]{12}\]/;
+/** A value that is a marker whole: only those can be given in `set` (a marker inside text cannot). */
+const WHOLE = /^\[redacted:[0-9a-f]{12}\]$/;
 /** A marker as written in text: plain, or percent-encoded as in a query or a form. */
 const MARKERS = /\[redacted:([0-9a-f]{12})\]|%5[Bb]redacted%3[Aa]([0-9a-f]{12})%5[Dd]/g;
 
@@ -22,15 +24,13 @@ const pathOf = (base: string, key: string): string =>
 
 function params(text: string, where: 'query' | 'body', out: Redacted[]): void {
   for (const [name, value] of new URLSearchParams(text.replace(/^\?/, ''))) {
-    const m = MARKER.exec(value);
-    if (m) out.push({ name, where, marker: m[0] });
+    if (WHOLE.test(value)) out.push({ name, where, marker: value });
   }
 }
 
 function json(v: unknown, path: string, out: Redacted[]): void {
   if (typeof v === 'string') {
-    const m = MARKER.exec(v);
-    if (m) out.push({ name: path, where: 'body', marker: m[0] });
+    if (WHOLE.test(v)) out.push({ name: path, where: 'body', marker: v });
   } else if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) json(v[i], `${path}[${i}]`, out);
   } else if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) json(x, pathOf(path, k), out);
