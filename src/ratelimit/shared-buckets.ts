@@ -9,7 +9,7 @@
  * every thread agrees) within a window of `WINDOW` slots from its home; a bucket that
  * has refilled to capacity is the same as no bucket, so its slot is taken over by the
  * next new bucket. When a whole window is draining, the bucket that would be full
- * soonest is folded into a sketch (per hash cell, the latest instant an evicted
+ * soonest is folded into a sketch (per cell of the hash's second word, the latest instant an evicted
  * bucket would be full again) and a new bucket starts from that: eviction and hash
  * collisions can only make a limit stricter, never looser.
  *
@@ -57,8 +57,8 @@ export interface BucketRef {
   rate: number;
 }
 
-/** Work done, for tests: slots probed (a decision probes at most 4 windows). */
-export const tableStats = { probes: 0 };
+/** Work done by this thread, for tests: slots probed (a decision probes at most 4 windows), buckets evicted. */
+export const tableStats = { probes: 0, evictions: 0 };
 
 /**
  * Allocates the shared table (zeroed: every slot empty; pages the OS never touches
@@ -245,9 +245,12 @@ export class SharedBuckets {
       // the scan, and its debt, not the scan's, is what the sketch must keep.
       if (Atomics.load(i, x + H2) !== 0) {
         const fullAt = this.fullAt(s);
-        if (fullAt > now) this.foldIntoSketch(Atomics.load(i, x + H1) >>> 0, fullAt);
+        if (fullAt > now) {
+          this.foldIntoSketch(Atomics.load(i, x + H2), fullAt);
+          tableStats.evictions++;
+        }
       }
-      const owed = this.sketch[(a >>> 0) % this.sketch.length] as number;
+      const owed = this.sketch[this.cell(b)] as number;
       Atomics.store(i, x + H1, a);
       Atomics.store(i, x + H2, b);
       i[x + Q_LEVEL] = 0;
@@ -263,8 +266,16 @@ export class SharedBuckets {
     return s;
   }
 
-  private foldIntoSketch(h1: number, fullAt: number): void {
-    const c = h1 % this.sketch.length;
+  /**
+   * A bucket's sketch cell, from its hash's second word (the first places it in the table:
+   * buckets sharing a window share no cell for it); that word's low bit is always 1.
+   */
+  private cell(h2: number): number {
+    return (h2 >>> 1) % this.sketch.length;
+  }
+
+  private foldIntoSketch(h2: number, fullAt: number): void {
+    const c = this.cell(h2);
     if (fullAt > (this.sketch[c] as number)) this.sketch[c] = fullAt;
   }
 
@@ -391,6 +402,6 @@ export class SharedBuckets {
       return;
     }
     const full = (f64In[1] as number) + ((f64In[2] as number) - (f64In[0] as number)) / (f64In[3] as number);
-    if (!Number.isNaN(full)) this.foldIntoSketch(a >>> 0, full);
+    if (!Number.isNaN(full)) this.foldIntoSketch(b, full);
   }
 }

@@ -16,19 +16,32 @@ const key = (id: string, env = 'production') => keyRecord(id, env, { limit: 1, b
 interface Result {
   remaining: number[];
   refused: number;
+  /** Requests admitted per client address. */
+  admitted: Record<string, number>;
+  /** Buckets this thread evicted into the sketch. */
+  evictions: number;
+}
+
+interface Plan {
+  key: KeyRecord | null;
+  ip?: string;
+  /** Addresses asked from in turn, `repeat` times each. */
+  ips?: string[];
+  repeat?: number;
+  policy: string | null;
+  n: number;
 }
 
 /** `THREADS` threads (the built limiter) ask at once, `n` each, against one shared table. */
-async function hammer(
-  values: Record<string, unknown>,
-  args: { key: KeyRecord | null; ip: string; policy: string | null; n: number },
-) {
+const hammer = (values: Record<string, unknown>, args: Plan) => hammerEach(values, Array(THREADS).fill(args));
+
+/** One thread per plan, all starting at once against one shared table. */
+async function hammerEach(values: Record<string, unknown>, plans: Plan[]) {
   const limiter = new RateLimiter(loadConfig({ values }));
   const start = new SharedArrayBuffer(8);
   const flag = new Int32Array(start);
-  const workers = Array.from(
-    { length: THREADS },
-    () => new Worker(HAMMER, { workerData: { layout: limiter.layout, start, values, now: T0, ...args } }),
+  const workers = plans.map(
+    (args) => new Worker(HAMMER, { workerData: { layout: limiter.layout, start, values, now: T0, ...args } }),
   );
   const results = workers.map(
     (w) =>
@@ -37,7 +50,7 @@ async function hammer(
         w.once('error', reject);
       }),
   );
-  while (Atomics.load(flag, 1) < THREADS) await new Promise((r) => setTimeout(r, 5));
+  while (Atomics.load(flag, 1) < plans.length) await new Promise((r) => setTimeout(r, 5));
   Atomics.store(flag, 0, 1);
   Atomics.notify(flag, 0);
   const all = await Promise.all(results);
@@ -84,4 +97,27 @@ describe('buckets shared by threads', () => {
     for (let i = 0; i < 100; i++) (i % 2 ? limiter : other).check(k, '', null, T0);
     expect(warnings.sort()).toEqual([0.8, 0.95]);
   });
+
+  it('claims racing draws never give back spent tokens: a bucket evicted while drawn from keeps its debt', async () => {
+    // 16 slots: every bucket shares the one window, so each new address evicts the one that
+    // would be full soonest, an address other threads are drawing from right then.
+    const values = {
+      ratelimit: { max_buckets: 16, sketch_cells: 1_048_576 },
+      rate_limits: { default: { limit: 1, burst: 100, window: 'day' } },
+    };
+    const addresses = (t: number) => Array.from({ length: 200 }, (_, i) => `10.${t}.${i >> 8}.${i & 255}`);
+    // Two threads on each list, 300 asks per address: a token given back shows as a 101st admission.
+    const plan = (t: number): Plan => ({ key: null, ips: addresses(t), repeat: 300, policy: null, n: 30_000 });
+    let evictions = 0;
+    for (let round = 0; round < 3; round++) {
+      const { all } = await hammerEach(values, [plan(1), plan(1), plan(2), plan(2)]);
+      // Nothing refills during the run: no address may be admitted past its burst.
+      const per = new Map<string, number>();
+      for (const r of all) for (const [ip, n] of Object.entries(r.admitted)) per.set(ip, (per.get(ip) ?? 0) + n);
+      expect([...per].filter(([, n]) => n > 100)).toEqual([]);
+      evictions += all.reduce((n, r) => n + r.evictions, 0);
+    }
+    // Buckets were evicted while drawn from, and came back with their debt.
+    expect(evictions).toBeGreaterThan(100);
+  }, 120_000);
 });
