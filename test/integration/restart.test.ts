@@ -87,6 +87,7 @@ describe('restart after a crash, on the same DATA_DIR (child gateways)', () => {
         expect(() => process.kill(first.pid, 0)).not.toThrow();
         const g = await spawnGateway(args, env);
         try {
+          expect(g.stderr()).toContain(`"threads":${n}`);
           expect((await fetch(`${g.url}/after/zombie`)).status).toBe(200);
         } finally {
           await stop(g);
@@ -108,6 +109,7 @@ describe('restart after a crash, on the same DATA_DIR (child gateways)', () => {
       const g2 = await spawnGateway(args, env);
       try {
         expect((await g1.exited).signal).toBe('SIGKILL');
+        expect(g2.stderr()).toContain(`"threads":${n}`);
         expect((await fetch(`${g2.url}/after/kill`)).status).toBe(200);
       } finally {
         await stop(g2);
