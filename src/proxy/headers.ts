@@ -1,4 +1,5 @@
 import { holdsGatewayKey } from '../capture/text.js';
+import { headerValue } from './header-value.js';
 
 /**
  * Hop-by-hop header fields (RFC 9110 §7.6.1), which apply to one connection and
@@ -105,8 +106,9 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   out.push('X-Forwarded-Proto', xfp ?? o.proto);
   if (xfh !== null || host) out.push('X-Forwarded-Host', xfh ?? host);
   if (o.identity) {
-    out.push('x-wakegate-key-id', o.identity[0], 'x-wakegate-consumer', o.identity[1]);
-    out.push('x-wakegate-environment', o.identity[2]);
+    // Stored values: percent-encoded (header-value.ts), so none can fail the request or be read trimmed.
+    out.push('x-wakegate-key-id', headerValue(o.identity[0]), 'x-wakegate-consumer', headerValue(o.identity[1]));
+    out.push('x-wakegate-environment', headerValue(o.identity[2]));
   }
   return out;
 }

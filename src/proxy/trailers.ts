@@ -34,15 +34,22 @@ export function forwardWithTrailers(
   const names = [];
   for (let i = 0; i < req.trailers.length; i += 2) names.push(req.trailers[i] as string);
   headers.push(['Transfer-Encoding', 'chunked'], ['Trailer', names.join(', ')]);
-  const up = (o.protocol === 'https:' ? https : http).request({
-    host: o.hostname,
-    port: o.port,
-    method: req.method,
-    path: req.path,
-    headers: headers.flat(),
-    agent: o.protocol === 'https:' ? agents.https : agents.http,
-    timeout: timeoutMs,
-  });
+  let up: http.ClientRequest;
+  try {
+    up = (o.protocol === 'https:' ? https : http).request({
+      host: o.hostname,
+      port: o.port,
+      method: req.method,
+      path: req.path,
+      headers: headers.flat(),
+      agent: o.protocol === 'https:' ? agents.https : agents.http,
+      timeout: timeoutMs,
+    });
+  } catch (e) {
+    // node:http checks fields as it takes them (ERR_INVALID_CHAR): an answer, never a throw out of the handler.
+    h.onError(e as Error & { code?: string });
+    return;
+  }
   let answered = false;
   h.onConnect((err) => up.destroy(err));
   up.on('timeout', () => {
@@ -65,6 +72,11 @@ export function forwardWithTrailers(
   for (let i = 0; i < req.trailers.length; i += 2)
     trailers.push([req.trailers[i] as string, req.trailers[i + 1] as string]);
   up.write(req.body);
-  up.addTrailers(trailers);
+  try {
+    up.addTrailers(trailers);
+  } catch (e) {
+    up.destroy(e as Error);
+    return;
+  }
   up.end();
 }

@@ -150,7 +150,13 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   };
   const admitted = admit(d, req, x);
   if (admitted instanceof Promise) {
-    admitted.then(tunnel, (e: Error) => fail('internal_error', e.message, [], undefined));
+    admitted
+      .then(tunnel, (e: Error) => fail('internal_error', e.message, [], undefined))
+      .catch((e: Error) => {
+        // Never an unhandled rejection (it ends the process): the client is answered, or cut.
+        if (!ended) fail('internal_error', e.message, [], undefined);
+        else socket.destroy();
+      });
     return;
   }
   tunnel(admitted);
@@ -176,14 +182,21 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     });
     // Only the upgrade itself is hop-by-hop information the origin needs.
     headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);
-    const outgoing = (origin.protocol === 'https:' ? https : http).request({
-      method: req.method,
-      path: a.path,
-      headers,
-      // No agent: a connection of its own, made by createConnection (half-open).
-      createConnection: connector(origin),
-      timeout: route.cfg.timeout_ms,
-    });
+    let outgoing: http.ClientRequest;
+    try {
+      outgoing = (origin.protocol === 'https:' ? https : http).request({
+        method: req.method,
+        path: a.path,
+        headers,
+        // No agent: a connection of its own, made by createConnection (half-open).
+        createConnection: connector(origin),
+        timeout: route.cfg.timeout_ms,
+      });
+    } catch (e) {
+      // Thrown here, it would leave the upgrade handler and end the process (or the edge thread).
+      const code = (e as NodeJS.ErrnoException).code ?? 'error';
+      return fail('internal_error', `the upgrade could not be sent to the origin (${code})`, [], undefined);
+    }
     upReq = outgoing;
     x.tUp = performance.now();
     let answered = false;
@@ -221,7 +234,8 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
       let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
       for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
-      socket.write(`${text}\r\n`);
+      // The origin's fields are latin1 strings (one char a byte, as parsed): written back byte for byte.
+      socket.write(`${text}\r\n`, 'latin1');
       res.on('data', (c: Buffer) => {
         x.resBytes += c.length;
         if (!socket.write(c)) res.pause();
@@ -256,7 +270,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
         if ((raw[i] as string).toLowerCase() !== 'x-wake-id') text += `${raw[i]}: ${raw[i + 1]}\r\n`;
       }
       text += `x-wake-id: ${x.id}\r\n\r\n`;
-      socket.write(text);
+      socket.write(text, 'latin1');
       socket.off('data', hold);
       early.unshift(head);
       splice(d, socket, up, upHead, Buffer.concat(early), x, finish);
