@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
-import { realpathSync, rmSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { linkSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { privateDir } from './private-dir.js';
@@ -9,7 +9,7 @@ import { privateDir } from './private-dir.js';
  * never by a pid file that a guess about a pid decides: a restart right after a
  * SIGKILL or an OOM kill starts at once, and a file left by a reboot or naming a
  * reused pid blocks nothing. On Linux the lock is an abstract Unix socket named after
- * the directory's real path (no file at all: nothing is left behind); elsewhere it is
+ * the directory (no socket file: nothing is left behind to block); elsewhere it is
  * a socket in the directory, which a connection proves live. The holder answers a
  * connection with its pid: only information for the message that names it.
  */
@@ -27,11 +27,36 @@ export class DirHeld extends Error {
   }
 }
 
-/** Where the lock of `dataDir` listens (the directory must exist: its real path names it). */
+/**
+ * Where the lock of `dataDir` listens (the directory must exist: its real path names
+ * it). An abstract socket has no permissions, so its name also hashes a random id kept
+ * in the directory (0700): another user of the machine cannot know the name, and so
+ * cannot take it first to keep the gateway from starting.
+ */
 export function lockAddress(dataDir: string, platform: NodeJS.Platform = process.platform): string {
   const real = realpathSync(dataDir);
   if (platform !== 'linux') return join(real, 'gateway.sock');
-  return `\0wakegate:${createHash('sha256').update(real).digest('hex')}`;
+  return `\0wakegate:${createHash('sha256').update(real).update('\0').update(lockId(real)).digest('hex')}`;
+}
+
+/** The directory's lock id: made once, atomically (the first of two starts racing wins); any content is an id. */
+function lockId(real: string): Buffer {
+  const file = join(real, 'gateway.lock-id');
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const tmp = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  writeFileSync(tmp, `${randomBytes(16).toString('hex')}\n`, { mode: 0o600 });
+  try {
+    linkSync(tmp, file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+  return readFileSync(file);
 }
 
 /** Takes `dataDir` (made, 0700, if missing) for this process; throws DirHeld when a live process holds it. */

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -18,7 +20,7 @@ describe('the data directory lock', () => {
 
   // On Linux the lock is an abstract socket; elsewhere a socket file in the directory (tried here too).
   const platforms: NodeJS.Platform[] = ['linux', 'darwin'];
-  const names = ['gateway.pid', 'gateway.sock', 'gateway.lock', 'clickhouse', 'LOCK'];
+  const names = ['gateway.pid', 'gateway.sock', 'gateway.lock', 'gateway.lock-id', 'LOCK'];
 
   it.each(platforms)('a stale artifact of any content never blocks a start (%s)', async (platform) => {
     await fc.assert(
@@ -29,10 +31,7 @@ describe('the data directory lock', () => {
           const dir = fresh();
           mkdirSync(dir);
           writeFileSync(join(dir, 'gateway.pid'), `${pid}\n`);
-          for (const [name, bytes] of files) {
-            if (name === 'clickhouse') continue;
-            writeFileSync(join(dir, name), bytes);
-          }
+          for (const [name, bytes] of files) writeFileSync(join(dir, name), bytes);
           const lock = await lockDataDir(dir, platform);
           await lock.release();
         },
@@ -76,6 +75,47 @@ describe('the data directory lock', () => {
       );
     },
   );
+
+  it("the abstract name is not the path's alone: another user who knows DATA_DIR cannot take it first", async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const squatter = net.createServer();
+    const naive = `\0wakegate:${createHash('sha256').update(realpathSync(dir)).digest('hex')}`;
+    await new Promise<void>((r) => squatter.listen({ path: naive }, r));
+    try {
+      const lock = await lockDataDir(dir, 'linux');
+      await lock.release();
+      // The id that makes the name unknowable is readable by the gateway's user only.
+      expect(statSync(dir).mode & 0o777).toBe(0o700);
+      expect(statSync(join(dir, 'gateway.lock-id')).mode & 0o777).toBe(0o600);
+    } finally {
+      squatter.close();
+    }
+  });
+
+  it('starts racing on a new directory from several processes: exactly one holds it', async () => {
+    const dir = fresh();
+    const owner = join(import.meta.dirname, '../../dist/store/owner.js');
+    const racers = Array.from({ length: 4 }, () =>
+      spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `const m = await import(${JSON.stringify(owner)}); m.lockDataDir(${JSON.stringify(dir)}).then(() => console.log('held'), (e) => console.log(e instanceof m.DirHeld ? 'refused' : e.message)); setInterval(() => {}, 1000);`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      ),
+    );
+    try {
+      const said = await Promise.all(
+        racers.map((p) => new Promise<string>((r) => p.stdout.once('data', (c) => r(String(c).trim())))),
+      );
+      expect(said.sort()).toEqual(['held', 'refused', 'refused', 'refused']);
+    } finally {
+      for (const p of racers) p.kill('SIGKILL');
+    }
+  }, 60_000);
 
   it('a socket file left by a process killed while holding it blocks nothing', async () => {
     const dir = fresh();
