@@ -8,7 +8,7 @@ import { type Choice, emptyChoice, type Policy, PolicySet } from '../ratelimit/p
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
 import type { Coordinator } from './redis.js';
 import { GIVE, QUOTA, TAKE } from './scripts.js';
-import { hasToken, type ShareBucket, shareOf } from './share.js';
+import { type ShareBucket, shareDecision, shareOf } from './share.js';
 
 /** A lease is spent within this locally; Redis holds it a little longer, so it never expires there first. */
 export const LEASE_MS = 1000;
@@ -307,24 +307,13 @@ export class FleetLimiter implements RequestLimiter {
     }
     const t = performance.now();
     const n = Math.max(1, this.instances());
-    const s1 = shareOf(l1.share, l1.policy, n, l1.left + l1.held, t);
-    l1.share = s1;
-    const s2 = l2 === null ? null : shareOf(l2.share, l2.policy, n, l2.left + l2.held, t);
-    if (l2 !== null) l2.share = s2;
-    if (hasToken(s1) && (s2 === null || hasToken(s2))) {
-      s1.tokens--;
-      if (s2 !== null) s2.tokens--;
-      if (key !== null && p1 !== null) this.count(key, p1, now);
-      this.metrics.coordinationUnavailable.labels('admitted').inc();
-      const headers =
-        s2 === null
-          ? headersFor(s1.policy, s1.tokens, null, 0, false)
-          : headersFor(s1.policy, s1.tokens, s2.policy, s2.tokens, s2.tokens < s1.tokens);
-      return { allowed: true, headers, retryAfter: 0, policy: null };
-    }
-    this.metrics.coordinationUnavailable.labels('refused').inc();
-    if (s2 === null) return refusal(s1.policy, s1.tokens, null, 0, false);
-    return refusal(s1.policy, s1.tokens, s2.policy, s2.tokens, hasToken(s1));
+    // Tokens still held in a lease are spent from it (local()) until it ends: the share is of the rest.
+    l1.share = shareOf(l1.share, l1.policy, n, l1.left, t);
+    if (l2 !== null) l2.share = shareOf(l2.share, l2.policy, n, l2.left, t);
+    const d = shareDecision(l1.share, l2?.share ?? null);
+    this.metrics.coordinationUnavailable.labels(d.allowed ? 'admitted' : 'refused').inc();
+    if (d.allowed && key !== null && p1 !== null) this.count(key, p1, now);
+    return d;
   }
 
   /**

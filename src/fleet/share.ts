@@ -1,4 +1,6 @@
+import { headersFor, refusal } from '../ratelimit/limiter.js';
 import type { Policy } from '../ratelimit/policy.js';
+import type { LimitDecision } from '../ratelimit/types.js';
 
 /**
  * One bucket enforced by this instance alone while Redis cannot answer
@@ -48,4 +50,19 @@ const refilled = (s: ShareBucket, t: number): number =>
   Math.min(s.policy.burst, s.tokens + Math.max(0, t - s.at) * s.policy.rate);
 
 /** Whether the bucket holds a whole token (a hair under one counts, as in the shared bucket). */
-export const hasToken = (s: ShareBucket): boolean => s.tokens >= 1 - 1e-9;
+const hasToken = (s: ShareBucket): boolean => s.tokens >= 1 - 1e-9;
+
+/** A decision on one or two share buckets, all or nothing (a token from each, or none), with their headers. */
+export function shareDecision(s1: ShareBucket, s2: ShareBucket | null): LimitDecision {
+  if (hasToken(s1) && (s2 === null || hasToken(s2))) {
+    s1.tokens--;
+    if (s2 !== null) s2.tokens--;
+    const headers =
+      s2 === null
+        ? headersFor(s1.policy, s1.tokens, null, 0, false)
+        : headersFor(s1.policy, s1.tokens, s2.policy, s2.tokens, s2.tokens < s1.tokens);
+    return { allowed: true, headers, retryAfter: 0, policy: null };
+  }
+  if (s2 === null) return refusal(s1.policy, s1.tokens, null, 0, false);
+  return refusal(s1.policy, s1.tokens, s2.policy, s2.tokens, hasToken(s1));
+}
