@@ -7,6 +7,8 @@ import { hashSecret } from './secrets.js';
 const POLL_OVERLAP_MS = 5_000;
 /** An announced version storage does not hold yet (a replica behind) is asked for again after these waits. */
 const REREAD_MS = [0, 50, 250, 1000];
+/** A revocation already in force is confirmed from storage a moment later, off the path of the requests it refuses. */
+const CONFIRM_MS = [250, 250, 1000];
 /** Announced keys being re-read at once, at most (more wait for the poll). */
 const MAX_REREADS = 1000;
 
@@ -80,8 +82,8 @@ export class KeyRing {
     const held = this.byId.get(id);
     if (!table || (held?.updated_at ?? -1) >= version) return Promise.resolve();
     // Its own version, refused from now: the version storage holds replaces it (it is newer).
-    if (revoked && held && (held.revoked_at === null || held.revoked_at > now))
-      this.apply({ ...held, revoked_at: now }, true);
+    const refused = revoked && held !== undefined && (held.revoked_at === null || held.revoked_at > now);
+    if (refused) this.apply({ ...held, revoked_at: now }, true);
     const running = this.rereads.get(id);
     if (running) {
       running.version = Math.max(running.version, version);
@@ -90,11 +92,11 @@ export class KeyRing {
     if (this.rereads.size >= MAX_REREADS) return Promise.resolve();
     const want = { version };
     this.rereads.set(id, want);
-    return this.reread(table, id, want).finally(() => this.rereads.delete(id));
+    return this.reread(table, id, want, refused ? CONFIRM_MS : REREAD_MS).finally(() => this.rereads.delete(id));
   }
 
-  private async reread(table: KeyTable, id: string, want: { version: number }): Promise<void> {
-    for (const ms of REREAD_MS) {
+  private async reread(table: KeyTable, id: string, want: { version: number }, waits: number[]): Promise<void> {
+    for (const ms of waits) {
       if ((this.byId.get(id)?.updated_at ?? -1) >= want.version) return;
       if (ms) await new Promise((r) => setTimeout(r, ms).unref());
       try {
