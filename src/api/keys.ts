@@ -9,14 +9,37 @@ import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, isRealDate, parseInput } from './parse.js';
 import { listEnvelope } from './views.js';
 
+/** What a label and a consumer may be (auth/key.ts checkName holds the rule; the service applies it). */
+const NAME_RULE =
+  'Unicode, normalized to NFC; 1 to 128 characters; no control characters; no whitespace at either end. ' +
+  'Origins receive the consumer in x-wakegate-consumer, percent-encoded as UTF-8 (decodeURIComponent)';
+const name = (what: string) =>
+  z
+    .string()
+    .max(1024)
+    .meta({ minLength: 1, maxLength: 128, description: `${what}: ${NAME_RULE}` });
+
+const NAMES_DESCRIPTION = [
+  '`label` and `consumer` are Unicode text of 1 to 128 characters (code points), with no control characters and',
+  'no whitespace at either end (U+180E, U+200B, U+2060 and U+FEFF count as whitespace there); a lone surrogate is',
+  'refused. Both are normalized to NFC, and stored and returned so (`e` followed by U+0301 becomes `é`).',
+  'Otherwise: 400 `invalid_request` naming `param`. The consumer defaults to the label (with `replaces`, to the',
+  "replaced key's consumer). Origins receive it in `x-wakegate-consumer` with `%` and every byte outside visible",
+  'ASCII (space included) percent-encoded as UTF-8: `東京チーム` arrives as',
+  '`%E6%9D%B1%E4%BA%AC%E3%83%81%E3%83%BC%E3%83%A0`, `billing service` as `billing%20service`, `billing-service`',
+  'unchanged; decode it with `decodeURIComponent`. A key may not take a consumer that a key it could not manage',
+  'already has, compared after NFC and case folding (`Billing-Service` is `billing-service`): 403',
+  '`insufficient_scope` naming `consumer`.',
+].join(' ');
+
 export const createKeyBody = z.strictObject({
-  label: z.string().min(1).max(200),
+  label: name('a name for people; the consumer by default'),
   environment: z.string().min(1).max(64),
   scopes: z
     .array(z.string().min(1).max(128))
     .max(100)
     .meta({ minItems: 1, uniqueItems: true, description: 'each a scope the calling key holds' }),
-  consumer: z.string().min(1).max(256).optional(),
+  consumer: name('the identity origins are told (x-wakegate-consumer)').optional(),
   // A policy of the config by name, or a policy of the key's own.
   rate_limit: z
     .union(
@@ -62,6 +85,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
         auth: { scope: 'keys:write' },
         doc: {
           summary: 'Issue a key; its secret is in this response only',
+          description: NAMES_DESCRIPTION,
           body: createKeyBody,
           success: 201,
           object: 'api_key',
@@ -99,14 +123,17 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const now = deps.clock.now();
       const fp = filterFingerprint({ what: 'keys', env, s: q.status, l: q.label, c: q.consumer });
       const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
+      // Stored names are NFC: a filter given decomposed finds them too.
+      const label = q.label?.normalize('NFC');
+      const consumer = q.consumer?.normalize('NFC');
       const status = (k: KeyRecord) => (isRevoked(k, now) ? 'revoked' : k.revoke_at !== null ? 'scheduled' : 'active');
       const all = [...deps.ring.all()]
         .filter(
           (k) =>
             k.environment === env &&
             (q.status === undefined || status(k) === q.status) &&
-            (q.label === undefined || k.label === q.label) &&
-            (q.consumer === undefined || k.consumer === q.consumer),
+            (label === undefined || k.label === label) &&
+            (consumer === undefined || k.consumer === consumer),
         )
         .sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : -1))
         .filter((k) => after === null || k.created_at < after.t || (k.created_at === after.t && k.id < after.id));

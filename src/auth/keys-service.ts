@@ -6,7 +6,7 @@ import { newKeyId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { KeyTable } from '../store/keys.js';
 import { isRevoked } from './authorize.js';
-import type { KeyRateLimit, KeyRecord } from './key.js';
+import { checkName, consumerFold, type KeyRateLimit, type KeyRecord } from './key.js';
 import type { KeyRing } from './keyring.js';
 import { knownScopes, MANAGEMENT_SCOPES } from './scopes.js';
 import { hashSecret, newKeySecret, secretClass } from './secrets.js';
@@ -41,6 +41,13 @@ const WINDOW_S = { second: 1, minute: 60, hour: 3600, day: 86_400 } as const;
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
+/** A label or consumer as stored (NFC), or 400 naming `param`. */
+function validName(value: string, param: 'label' | 'consumer'): string {
+  const r = checkName(value);
+  if ('problem' in r) throw new GatewayError('invalid_request', `${param} ${r.problem}`, param);
+  return r.name;
+}
+
 /** Key lifecycle: issue, read, revoke (now or scheduled), and the scheduled-revocation sweep. */
 export class KeyService {
   private readonly scopes: Set<string>;
@@ -49,6 +56,8 @@ export class KeyService {
   private readonly announced = new Set<string>();
   /** Tells the rest of a fleet of a key version this instance stored (coordination.redis_url). */
   announce: ((k: KeyRecord) => Promise<void>) | null = null;
+  /** The last create in line: creates run one at a time, so two cannot both reserve one consumer. */
+  private creating: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>,
@@ -124,11 +133,24 @@ export class KeyService {
    * replaces only a key the caller may manage, and its consumer is no identity that
    * a key beyond the caller already speaks for (origins trust x-wakegate-consumer).
    */
-  async create(
+  create(input: CreateKeyInput, callerEnv: string, caller?: KeyRecord): Promise<{ key: KeyRecord; secret: string }> {
+    // The consumer check and the store that reserves it are one step: a create waits for
+    // the one before it (this process; see docs for a fleet), else both could pass the check.
+    const run = this.creating.then(
+      () => this.createNow(input, callerEnv, caller),
+      () => this.createNow(input, callerEnv, caller),
+    );
+    this.creating = run.catch(() => {});
+    return run;
+  }
+
+  private async createNow(
     input: CreateKeyInput,
     callerEnv: string,
     caller?: KeyRecord,
   ): Promise<{ key: KeyRecord; secret: string }> {
+    const label = validName(input.label, 'label');
+    const asked = input.consumer === undefined ? undefined : validName(input.consumer, 'consumer');
     const env = this.visibleEnvironment(callerEnv, input.environment);
     const cls = this.envClass(env) as 'live' | 'test';
     if (input.scopes.length === 0) throw unprocessable('scopes', 'a key needs at least one scope');
@@ -154,13 +176,16 @@ export class KeyService {
         throw new GatewayError('conflict', `key ${replaced.id} has already been replaced`, 'replaces');
       }
     }
-    const consumer = input.consumer ?? replaced?.consumer ?? input.label;
+    const consumer = asked ?? replaced?.consumer ?? label;
     const rateLimit = input.rate_limit ?? replaced?.rate_limit ?? null;
     if (caller) {
       this.mustManage(caller, { scopes: input.scopes, rate_limit: rateLimit, environment: env }, 'issue');
       if (replaced) this.mustManage(caller, replaced, 'replace', 'replaces');
+      // Compared folded: `Billing-Service` or a decomposed `é` is the same identity to an origin.
+      const folded = consumerFold(consumer);
       const holder = [...this.ring.all()].find(
-        (k) => k.consumer === consumer && !isRevoked(k, this.clock.now()) && this.beyond(caller, k) !== null,
+        (k) =>
+          consumerFold(k.consumer) === folded && !isRevoked(k, this.clock.now()) && this.beyond(caller, k) !== null,
       );
       if (holder) {
         throw new GatewayError(
@@ -175,7 +200,7 @@ export class KeyService {
     const key: KeyRecord = {
       id: newKeyId(),
       environment: env,
-      label: input.label,
+      label,
       // A replacement carries the old key's identity on unless told otherwise.
       consumer,
       scopes: [...input.scopes],
