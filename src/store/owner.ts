@@ -59,10 +59,50 @@ function lockId(real: string): Buffer {
   return readFileSync(file);
 }
 
-/** Takes `dataDir` (made, 0700, if missing) for this process; throws DirHeld when a live process holds it. */
+/**
+ * The directories this process holds, by lock address. Gateways in one process (tests
+ * run several) share its one embedded engine, and so the lock: released by the last.
+ */
+const held = new Map<string, { taken: Promise<net.Server>; users: number }>();
+
+/** Takes `dataDir` (made, 0700, if missing) for this process; throws DirHeld when another live process holds it. */
 export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = process.platform): Promise<DirLock> {
   privateDir(dataDir);
   const address = lockAddress(dataDir, platform);
+  let entry = held.get(address);
+  if (!entry) {
+    const fresh = { taken: take(dataDir, address), users: 0 };
+    fresh.taken.catch(() => {
+      if (held.get(address) === fresh) held.delete(address);
+    });
+    held.set(address, fresh);
+    entry = fresh;
+  }
+  const mine = entry;
+  mine.users++;
+  let server: net.Server;
+  try {
+    server = await mine.taken;
+  } catch (e) {
+    mine.users--;
+    throw e;
+  }
+  let released = false;
+  return {
+    release: async () => {
+      if (released || --mine.users > 0) {
+        released = true;
+        return;
+      }
+      released = true;
+      held.delete(address);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Binds the lock at `address`, or says who holds it. */
+async function take(dataDir: string, address: string): Promise<net.Server> {
   const abstract = address.startsWith('\0');
   // A socket file can outlive its process: one nobody answers on is removed once and the bind tried again.
   for (let attempt = 0; ; attempt++) {
@@ -82,12 +122,8 @@ export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = p
       continue;
     }
     server.unref();
-    return {
-      release: () =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-        }),
-    };
+    server.on('error', () => {});
+    return server;
   }
 }
 
