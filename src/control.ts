@@ -237,7 +237,13 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       // fails (a port in use) leaves no key behind that was never shown.
       const boot = await keys.keys.bootstrap(cfg.admin_key);
       state.generatedAdminSecret = boot.secret;
-      if (boot.created) log.info('bootstrap admin key installed', { key_id: boot.created.id });
+      if (boot.replaced.length > 0) {
+        // One line for a rotation (never the secret); the old key is revoked.
+        log.info('bootstrap admin key rotated', {
+          key_id: (boot.created ?? boot.current)?.id,
+          replaces: boot.replaced.map((k) => k.id),
+        });
+      } else if (boot.created) log.info('bootstrap admin key installed', { key_id: boot.created.id });
       const fds = descriptorWarning(cfg.server);
       if (fds) log.warn(fds);
       beforeAnnounce?.();

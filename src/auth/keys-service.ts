@@ -6,6 +6,7 @@ import { newKeyId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { KeyTable } from '../store/keys.js';
 import { isRevoked } from './authorize.js';
+import { activeBootstrapKeys, BOOTSTRAP_LABEL } from './bootstrap.js';
 import { checkName, consumerFold, type KeyRateLimit, type KeyRecord } from './key.js';
 import type { KeyRing } from './keyring.js';
 import { knownScopes, MANAGEMENT_SCOPES } from './scopes.js';
@@ -225,6 +226,11 @@ export class KeyService {
     return k.rate_limit ?? this.ratePolicy('default');
   }
 
+  /** An admin key (DESIGN.md): all six management scopes, in a live-class environment. */
+  isAdmin(k: Pick<KeyRecord, 'scopes' | 'environment'>): boolean {
+    return this.envClass(k.environment) === 'live' && MANAGEMENT_SCOPES.every((s) => k.scopes.includes(s));
+  }
+
   /**
    * What `target` could do that `caller` cannot, or null when nothing: a scope the
    * caller lacks, a higher rate (per second) or burst, an environment the caller may
@@ -238,7 +244,8 @@ export class KeyService {
     if (lacking !== undefined) return { what: `the scope ${lacking}`, param: 'scopes' };
     const a = this.ownLimit(caller);
     const b = this.ownLimit(target);
-    if (b.limit / WINDOW_S[b.window] > a.limit / WINDOW_S[a.window] || b.burst > a.burst)
+    // An admin key is bound by none of the rate-limit rule: it issues the high-volume keys.
+    if (!this.isAdmin(caller) && (b.limit / WINDOW_S[b.window] > a.limit / WINDOW_S[a.window] || b.burst > a.burst))
       return { what: `a rate limit above its own (${a.limit}/${a.window}, burst ${a.burst})`, param: 'rate_limit' };
     if (target.environment !== caller.environment && this.envClass(caller.environment) !== 'live')
       return { what: `the environment ${target.environment}`, param: 'environment' };
@@ -335,11 +342,6 @@ export class KeyService {
     this.timer = null;
   }
 
-  /**
-   * Installs the bootstrap admin key: the operator's WAKEGATE_ADMIN_KEY if no key
-   * has that secret yet, or, on a first start with no keys at all, a generated
-   * one whose secret is returned so the caller can print it once.
-   */
   /** Stores a key version and puts it in force: in the ring, and held by every edge thread. */
   private async save(k: KeyRecord): Promise<void> {
     await this.table.put(k);
@@ -347,50 +349,101 @@ export class KeyService {
     await Promise.all([this.ring.published(), this.announce?.(k)]);
   }
 
-  async bootstrap(adminSecret: string | null): Promise<{ created: KeyRecord | null; secret: string | null }> {
+  /**
+   * Installs the bootstrap admin key, of which one is active at a time. With
+   * WAKEGATE_ADMIN_KEY: the key with that secret if there is one (given the config's
+   * scopes; it becomes the bootstrap key), else a new key that replaces the bootstrap
+   * key in force, which is revoked (`key.rotated`, `key.revoked`). Without: on a first
+   * start with no keys at all, a generated one whose secret is returned so the caller
+   * can print it once.
+   */
+  async bootstrap(adminSecret: string | null): Promise<{
+    created: KeyRecord | null;
+    secret: string | null;
+    /** The keys revoked because this one replaced them; `current` is the bootstrap key in force. */
+    replaced: KeyRecord[];
+    current?: KeyRecord;
+  }> {
     const env = Object.entries(this.cfg.environments).find(([, e]) => e.class === 'live')?.[0] as string;
-    if (adminSecret) {
-      if (secretClass(adminSecret) !== 'live') throw new Error('WAKEGATE_ADMIN_KEY must be a svc_live_ secret');
-      const hash = hashSecret(adminSecret);
-      const existing = this.ring.byHashValue(hash) ?? (await this.table.byHash(hash));
-      if (existing) {
-        await this.widen(existing);
-        return { created: null, secret: null };
-      }
-      const now = this.clock.now();
-      const key = this.adminRecord(env, hash, now);
+    if (!adminSecret) {
+      if (this.ring.size > 0 || (await this.table.count()) > 0) return { created: null, secret: null, replaced: [] };
+      const secret = newKeySecret('live');
+      const key = this.adminRecord(env, hashSecret(secret), this.clock.now());
       await this.save(key);
-      return { created: key, secret: null };
+      return { created: key, secret, replaced: [] };
     }
-    if (this.ring.size > 0 || (await this.table.count()) > 0) return { created: null, secret: null };
-    const secret = newKeySecret('live');
-    const key = this.adminRecord(env, hashSecret(secret), this.clock.now());
+    if (secretClass(adminSecret) !== 'live') throw new Error('WAKEGATE_ADMIN_KEY must be a svc_live_ secret');
+    const hash = hashSecret(adminSecret);
+    const existing = this.ring.byHashValue(hash) ?? (await this.table.byHash(hash));
+    const now = this.clock.now();
+    if (existing && isRevoked(existing, now)) {
+      // A deploy rolled back to an old variable: the bootstrap key in force stays.
+      this.log.warn('WAKEGATE_ADMIN_KEY is the secret of a revoked key; the bootstrap admin key in force is kept', {
+        key_id: existing.id,
+      });
+      return { created: null, secret: null, replaced: [] };
+    }
+    // Two instances of a fleet that started at once with a new value may both have stored
+    // it: a key of the same secret is never revoked (the secret would be refused).
+    const others = activeBootstrapKeys(this.ring.all(), now).filter((k) => k.secret_hash !== hash);
+    if (existing) {
+      await this.widen(existing);
+      // A store from before the marker, or a start that stopped midway: the others go.
+      await this.retire(existing, others, now);
+      return { created: null, secret: null, replaced: others, current: existing };
+    }
+    const key = { ...this.adminRecord(env, hash, now), replaces: others[0]?.id ?? null };
     await this.save(key);
-    return { created: key, secret };
+    await this.retire(key, others, now);
+    return { created: key, secret: null, replaced: others };
+  }
+
+  /**
+   * Revokes the bootstrap keys `current` replaces: `key.rotated` names the newest, and
+   * each gets `key.revoked`. The caller logs the one line; secrets are never logged.
+   */
+  private async retire(current: KeyRecord, old: readonly KeyRecord[], now: number): Promise<void> {
+    for (const [i, k] of old.entries()) {
+      const next = { ...k, revoked_at: now, updated_at: Math.max(now, k.updated_at + 1) };
+      await this.save(next);
+      this.announced.add(k.id);
+      if (i === 0) {
+        this.events.emit(
+          'key.rotated',
+          current.environment,
+          { key: this.view(current), replaces: this.view(next) },
+          now,
+        );
+      }
+      this.events.emit('key.revoked', k.environment, { key: this.view(next), scheduled: false }, now, `${k.id}`);
+    }
   }
 
   /**
    * The operator's WAKEGATE_ADMIN_KEY holds every scope the config knows, so it can
    * issue keys for routes added since it was installed (a key only issues scopes it
-   * holds). Only that key is widened, never one issued through the API.
+   * holds). Only that key is widened (and marked), never one issued through the API.
    */
   private async widen(k: KeyRecord): Promise<void> {
     const missingScopes = [...this.scopes].filter((s) => !k.scopes.includes(s));
-    if (missingScopes.length === 0 || isRevoked(k, this.clock.now())) return;
+    if ((missingScopes.length === 0 && k.bootstrap === true) || isRevoked(k, this.clock.now())) return;
     const next = {
       ...k,
       scopes: [...k.scopes, ...missingScopes],
+      bootstrap: true,
       updated_at: Math.max(this.clock.now(), k.updated_at + 1),
     };
     await this.save(next);
-    this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
+    if (missingScopes.length > 0) {
+      this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
+    }
   }
 
   private adminRecord(env: string, hash: string, now: number): KeyRecord {
     return {
       id: newKeyId(),
       environment: env,
-      label: 'bootstrap admin',
+      label: BOOTSTRAP_LABEL,
       consumer: 'admin',
       // Every management scope and every route scope of the config: the admin issues all keys.
       scopes: [...new Set([...MANAGEMENT_SCOPES, ...this.scopes])],
@@ -401,6 +454,7 @@ export class KeyService {
       revoke_at: null,
       revoked_at: null,
       updated_at: now,
+      bootstrap: true,
     };
   }
 }

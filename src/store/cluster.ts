@@ -74,9 +74,14 @@ export function currentTables(history: readonly Migration[]): string[] {
     /(updated_at DateTime64\(3, 'UTC'\))(\s*\) ENGINE)/,
     "$1,\n        previous_secret String DEFAULT '',\n        previous_secret_until Nullable(DateTime64(3, 'UTC'))$2",
   );
+  // Migration 15 added the bootstrap marker to api_keys.
+  const apiKeys = at(2, 0).replace(
+    /(updated_at DateTime64\(3, 'UTC'\))(\s*\) ENGINE)/,
+    '$1,\n        bootstrap UInt8 DEFAULT 0$2',
+  );
   return [
     wakes,
-    at(2, 0),
+    apiKeys,
     at(2, 1),
     at(7, 0).replace('{db}.events_v7 (', '{db}.events ('),
     endpoints,

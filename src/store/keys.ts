@@ -15,13 +15,14 @@ interface KeyRowOut {
   revoke_ms: string | null;
   revoked_ms: string | null;
   updated_ms: string;
+  bootstrap: number;
 }
 
 const SELECT = `SELECT id, environment, label, consumer, scopes, rate_limit, replaces, secret_hash,
   toUnixTimestamp64Milli(created_at) AS created_ms,
   if(isNull(revoke_at), NULL, toUnixTimestamp64Milli(assumeNotNull(revoke_at))) AS revoke_ms,
   if(isNull(revoked_at), NULL, toUnixTimestamp64Milli(assumeNotNull(revoked_at))) AS revoked_ms,
-  toUnixTimestamp64Milli(updated_at) AS updated_ms`;
+  toUnixTimestamp64Milli(updated_at) AS updated_ms, bootstrap`;
 
 const num = (v: string | null): number | null => (v === null ? null : Number(v));
 const fromRow = (r: KeyRowOut): KeyRecord => ({
@@ -37,6 +38,7 @@ const fromRow = (r: KeyRowOut): KeyRecord => ({
   revoke_at: num(r.revoke_ms),
   revoked_at: num(r.revoked_ms),
   updated_at: Number(r.updated_ms),
+  ...(Number(r.bootstrap) === 1 ? { bootstrap: true } : {}),
 });
 
 /** Owns the api_keys and key_usage tables. Each change is a new row version (updated_at). */
@@ -61,6 +63,7 @@ export class KeyTable {
           revoke_at: k.revoke_at,
           revoked_at: k.revoked_at,
           updated_at: k.updated_at,
+          bootstrap: k.bootstrap ? 1 : 0,
         },
       ],
     });

@@ -266,6 +266,13 @@ export const MIGRATIONS: Migration[] = [
     statements: [`ALTER TABLE {db}.wake_details MODIFY SETTING ${DETAIL_COMPACT_PARTS}`],
     tuning: true,
   },
+  {
+    version: 15,
+    name: 'api_keys_bootstrap',
+    // Marks the bootstrap admin key, so a start with another WAKEGATE_ADMIN_KEY knows
+    // which key the new one replaces (one bootstrap admin key at a time).
+    statements: ['ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS bootstrap UInt8 DEFAULT 0'],
+  },
 ];
 
 const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (

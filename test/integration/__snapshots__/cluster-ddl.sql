@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS {db}.api_keys_local ON CLUSTER wg_cluster (
         created_at DateTime64(3, 'UTC'),
         revoke_at Nullable(DateTime64(3, 'UTC')),
         revoked_at Nullable(DateTime64(3, 'UTC')),
-        updated_at DateTime64(3, 'UTC')
+        updated_at DateTime64(3, 'UTC'),
+        bootstrap UInt8 DEFAULT 0
       ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/wakegate/api_keys', '{replica}', updated_at) ORDER BY id;
 
 CREATE TABLE IF NOT EXISTS {db}.api_keys ON CLUSTER wg_cluster AS {db}.api_keys_local
