@@ -33,6 +33,7 @@ import { KEY_IN_URL } from './proxy/admit.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
+import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { checkServer, holdDataDir, listenError, resolveThreads, startLine, storageError } from './startup.js';
@@ -101,7 +102,11 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     parts.add({ name: 'events', close: () => bus.stop() });
     const keys = parts.add(keyService(cfg, keyring.table, ring, bus, clock, log));
     if (co) await announceKeys(co, keys.keys, ring, clock, log);
-    const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now() }));
+    // A lone gateway's buckets and quota windows outlive a restart (saved in DATA_DIR; a fleet's live in Redis).
+    const layout = co ? undefined : restoredBuckets(cfg, clock.now(), log);
+    const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now(), layout }));
+    const dir = cfg.storage.data_dir;
+    if (limiter.layout) parts.add(bucketsSaver({ layout: limiter.layout, dir, now: () => clock.now(), log }));
     const inserter = new WakeInserter(store, retentionOf(cfg));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;

@@ -95,6 +95,11 @@ export class SharedBuckets {
   /** The slots of the last `acquirePair`. */
   s1 = 0;
   s2 = 0;
+  /** The last name hashed and its hash (`ha`, `hb`): one client's requests often come in a row. */
+  private lastTag = '';
+  private lastId = '';
+  private ha = 0;
+  private hb = 0;
 
   constructor(layout: SharedBucketsLayout) {
     this.slots = layout.slots;
@@ -116,6 +121,16 @@ export class SharedBuckets {
     return (s + HEADER) * SLOT_F64 + c;
   }
 
+  /** Hashes `tag`+`id` into `ha`, `hb` (or finds it was the last name hashed). */
+  private hash(tag: string, id: string): void {
+    if (id === this.lastId && tag === this.lastTag && this.hb !== 0) return;
+    bucketHash(this.k0, this.k1, tag, id);
+    this.ha = hashOut.h1;
+    this.hb = hashOut.h2;
+    this.lastTag = tag;
+    this.lastId = id;
+  }
+
   /** The slot in the window from `home` whose bucket hashes to `a`,`b`, or -1 (`WINDOW` probes). */
   private scan(a: number, b: number, home: number): number {
     const i = this.i32;
@@ -134,9 +149,9 @@ export class SharedBuckets {
    * sketch if it was evicted). At most two probes of the window, no retry.
    */
   acquire(r: BucketRef, now: number): number {
-    bucketHash(this.k0, this.k1, r.tag, r.id);
-    const a = hashOut.h1;
-    const b = hashOut.h2;
+    this.hash(r.tag, r.id);
+    const a = this.ha;
+    const b = this.hb;
     const home = (a >>> 0) % this.slots;
     const s = this.scan(a, b, home);
     if (s >= 0) {
@@ -160,12 +175,12 @@ export class SharedBuckets {
    * wait on each other) and holding them; the second's claim never evicts the first.
    */
   acquirePair(r1: BucketRef, r2: BucketRef, now: number): void {
-    bucketHash(this.k0, this.k1, r1.tag, r1.id);
-    const a1 = hashOut.h1;
-    const b1 = hashOut.h2;
-    bucketHash(this.k0, this.k1, r2.tag, r2.id);
-    const a2 = hashOut.h1;
-    const b2 = hashOut.h2;
+    this.hash(r1.tag, r1.id);
+    const a1 = this.ha;
+    const b1 = this.hb;
+    this.hash(r2.tag, r2.id);
+    const a2 = this.ha;
+    const b2 = this.hb;
     const home1 = (a1 >>> 0) % this.slots;
     const home2 = (a2 >>> 0) % this.slots;
     let s1 = this.scan(a1, b1, home1);
@@ -372,13 +387,22 @@ export class SharedBuckets {
     return removed;
   }
 
-  /** Slot `s`'s raw cells (locked by the caller), for a snapshot: Int32 words 1..4, Float64 words 3..7. */
-  read(s: number, i32Out: Int32Array, f64Out: Float64Array): boolean {
+  /**
+   * Slot `s`'s bucket, read under its lock, for a snapshot (hash, quota level and count;
+   * tokens, when, burst, rate, quota window): false if the slot is empty or the bucket
+   * is full again by `now` (the same as no bucket).
+   */
+  read(s: number, now: number, i32Out: Int32Array, f64Out: Float64Array): boolean {
     const x = this.base(s);
     if (Atomics.load(this.i32, x + H2) === 0) return false;
-    for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
-    for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
-    return true;
+    this.lock(s);
+    const held = this.i32[x + H2] !== 0 && this.fullAt(s) > now;
+    if (held) {
+      for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
+      for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
+    }
+    this.unlock(s);
+    return held;
   }
 
   /**

@@ -1,0 +1,161 @@
+/**
+ * A single gateway's buckets and quota windows outlive a restart (DESIGN, Rate limits):
+ * the control thread writes the shared table's live buckets (those not yet full again)
+ * and the sketch's pending debts to `DATA_DIR` every few seconds, off the request path,
+ * and at a clean stop; the next start reads them back before the first decision. A
+ * crash loses at most the spending of those few seconds.
+ *
+ * The file is small (56 bytes a live bucket), written whole to a temporary file (mode
+ * 0600), flushed, then renamed over the old one: a reader sees the old file or the new,
+ * never half of one. It holds the table's hash seed too (buckets are found by a hash
+ * keyed with it, and the names behind the hashes are not kept), so the seed lives as
+ * long as the data directory: a secret in a file only the gateway's user can read,
+ * like the rest of `DATA_DIR`.
+ */
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
+
+export const BUCKETS_FILE = 'ratelimit-buckets.bin';
+/** How often the table is written while serving. */
+export const SAVE_EVERY_MS = 5_000;
+const MAGIC = 0x57474231; // "WGB1"
+const HEAD = 28;
+const ENTRY = 4 * 4 + 5 * 8;
+const CELL = 4 + 8;
+
+/** The table's live buckets and pending debts, as the file holds them. */
+export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer {
+  const t = new SharedBuckets(layout);
+  const i32 = new Int32Array(4);
+  const f64 = new Float64Array(5);
+  const entries: Buffer[] = [];
+  for (let s = 0; s < t.slots; s++) {
+    if (!t.read(s, now, i32, f64)) continue;
+    const e = Buffer.allocUnsafe(ENTRY);
+    for (let c = 0; c < 4; c++) e.writeInt32LE(i32[c] as number, c * 4);
+    for (let c = 0; c < 5; c++) e.writeDoubleLE(f64[c] as number, 16 + c * 8);
+    entries.push(e);
+  }
+  const cells: Buffer[] = [];
+  for (let c = 0; c < t.sketch.length; c++) {
+    const until = t.sketch[c] as number;
+    if (!(until > now)) continue;
+    const e = Buffer.allocUnsafe(CELL);
+    e.writeUInt32LE(c, 0);
+    e.writeDoubleLE(until, 4);
+    cells.push(e);
+  }
+  const head = Buffer.alloc(HEAD);
+  const [k0, k1] = seedOf(layout);
+  head.writeUInt32LE(MAGIC, 0);
+  head.writeInt32LE(k0, 4);
+  head.writeInt32LE(k1, 8);
+  head.writeUInt32LE(layout.sketchCells, 12);
+  head.writeUInt32LE(entries.length, 16);
+  head.writeUInt32LE(cells.length, 20);
+  head.writeUInt32LE(0, 24);
+  return Buffer.concat([head, ...entries, ...cells]);
+}
+
+/**
+ * A table of `slots` and `sketchCells` holding what `file` holds (its seed, its buckets
+ * still draining at `now`, its debts); null if the bytes are not such a file.
+ */
+export function decodeBuckets(
+  bytes: Buffer,
+  slots: number,
+  sketchCells: number,
+  now: number,
+): SharedBucketsLayout | null {
+  if (bytes.length < HEAD || bytes.readUInt32LE(0) !== MAGIC) return null;
+  const n = bytes.readUInt32LE(16);
+  const m = bytes.readUInt32LE(20);
+  if (bytes.length !== HEAD + n * ENTRY + m * CELL) return null;
+  const layout = allocateBuckets(slots, sketchCells, [bytes.readInt32LE(4), bytes.readInt32LE(8)]);
+  const t = new SharedBuckets(layout);
+  const i32 = new Int32Array(4);
+  const f64 = new Float64Array(5);
+  for (let k = 0; k < n; k++) {
+    const at = HEAD + k * ENTRY;
+    for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
+    for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
+    if (plausible(i32, f64, now)) t.restore(i32, f64);
+  }
+  // The sketch's cells are the hash modulo its size: kept only if the size is the same.
+  if (bytes.readUInt32LE(12) === sketchCells) {
+    for (let k = 0; k < m; k++) {
+      const at = HEAD + n * ENTRY + k * CELL;
+      const c = bytes.readUInt32LE(at);
+      const until = bytes.readDoubleLE(at + 4);
+      if (c < sketchCells && Number.isFinite(until) && until > now) t.sketch[c] = until;
+    }
+  }
+  return layout;
+}
+
+/** A bucket worth restoring: numbers a bucket can hold, and not yet full again. */
+function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
+  const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
+  if (i32[1] === 0 || (i32[2] as number) < 0 || (i32[3] as number) < 0) return false;
+  if (![tokens, t, burst, rate, qwin].every(Number.isFinite)) return false;
+  if (!((burst as number) > 0 && (rate as number) > 0 && (tokens as number) <= (burst as number))) return false;
+  const full = (t as number) + ((burst as number) - (tokens as number)) / (rate as number);
+  return Math.max(full, qwin as number) > now;
+}
+
+/** Writes `bytes` to `dir/name` atomically: a temporary file (0600), flushed, renamed over it. */
+export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
+  const tmp = join(dir, `${name}.tmp`);
+  rmSync(tmp, { force: true });
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, bytes);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, join(dir, name));
+}
+
+/** The table saved in `storage.data_dir`, or undefined (none, or unreadable: logged, and a fresh table). */
+export function restoredBuckets(
+  cfg: Pick<Config, 'storage' | 'ratelimit'>,
+  now: number,
+  log: Logger,
+): SharedBucketsLayout | undefined {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(join(cfg.storage.data_dir, BUCKETS_FILE));
+  } catch {
+    return undefined;
+  }
+  const layout = decodeBuckets(bytes, cfg.ratelimit.max_buckets, cfg.ratelimit.sketch_cells, now);
+  if (!layout) log.warn('rate-limit buckets file unreadable: starting with fresh buckets', { file: BUCKETS_FILE });
+  return layout ?? undefined;
+}
+
+/** Writes the table every `SAVE_EVERY_MS` and at close (after the edges have stopped: add it right after the limiter). */
+export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now: () => number; log: Logger }): {
+  name: 'buckets-saver';
+  close(): void;
+} {
+  const save = () => {
+    try {
+      writeAtomic(o.dir, BUCKETS_FILE, encodeBuckets(o.layout, o.now()));
+    } catch (e) {
+      o.log.warn('rate-limit buckets not saved', { err: e as Error });
+    }
+  };
+  const timer = setInterval(save, SAVE_EVERY_MS);
+  timer.unref();
+  return {
+    name: 'buckets-saver',
+    close: () => {
+      clearInterval(timer);
+      save();
+    },
+  };
+}
