@@ -159,7 +159,13 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       });
     return;
   }
-  tunnel(admitted);
+  try {
+    tunnel(admitted);
+  } catch (e) {
+    // Whatever goes wrong answers this client: a throw here would leave the 'upgrade' listener and end the process.
+    if (!ended) fail('internal_error', (e as Error).message, [], undefined);
+    else socket.destroy();
+  }
   function tunnel(a: Admitted | Refused): void {
     if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
     const token = upgradeToken(req.headers.upgrade);

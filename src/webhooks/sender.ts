@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import { headerValue } from '../proxy/header-value.js';
 import type { DeliveryRecord, EndpointRecord } from '../store/webhooks.js';
 import { filteredLookup, isPublicAddress } from './address.js';
 import { parseRetryAfter } from './backoff.js';
@@ -76,12 +77,13 @@ export function sendAttempt(
     'user-agent': 'wakegate-webhooks/1',
     'x-service-signature': sign(body, ep.secret, t, previous),
     // Standard Webhooks: receivers can verify with the standardwebhooks or svix libraries.
-    'webhook-id': d.event_id,
+    // Ids and types as stored, through the one header encoder: no stored value can fail the request.
+    'webhook-id': headerValue(d.event_id),
     'webhook-timestamp': String(t),
     'webhook-signature': signStandard(body, d.event_id, t, ep.secret, previous),
-    'x-service-event-id': d.event_id,
-    'x-service-event-type': d.event_type,
-    'x-service-delivery-id': d.id,
+    'x-service-event-id': headerValue(d.event_id),
+    'x-service-event-type': headerValue(d.event_type),
+    'x-service-delivery-id': headerValue(d.id),
     'x-service-attempt': `${attemptNo}/${d.max_attempts}`,
   };
   if (d.is_replay) headers['x-service-replay'] = 'true';
