@@ -1,7 +1,7 @@
 import type { Transform } from 'node:stream';
 import { KEY_SCAN_BUDGET } from './budget.js';
 import { codingNamed, codingNames, decoderNamed } from './codings.js';
-import { decodedForKeys, keyIn } from './key-spelling.js';
+import { decodedForKeys, keyIn, spellingStarts } from './key-spelling.js';
 import { narrowWide, unitOf, type Wide, wideOf } from './wide.js';
 
 /**
@@ -51,43 +51,85 @@ const MIN_SCAN = 16_384;
 
 const SVC = Buffer.from('svc');
 /** Where ASCII in UTF-16 or UTF-32 could start a key among other bytes. */
+const NULS = /\0+/g;
 const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from('%\0'), Buffer.from('\\\0')];
 
-/** Whether the two bytes at `i` are the hex of `s`, `v`, `c`, `%` or `\\` (73, 76, 63, 25, 5c). */
-function spellsStart(b: Buffer, i: number): boolean {
+/**
+ * Whether the two hex digits at `i` spell s, v or c (a key's first letters), or `%`
+ * or `\\` that go on to spell one (`%2573`, `%5Cu0073`, `\\u002573`), byte by byte.
+ */
+function hexSpells(b: Buffer, i: number, depth = 0): boolean {
   const c1 = b[i];
   const c2 = b[i + 1];
   if (c1 === 0x37) return c2 === 0x33 || c2 === 0x36;
-  if (c1 === 0x36 || c1 === 0x32) return c2 === (c1 === 0x36 ? 0x33 : 0x35);
-  return c1 === 0x35 && (c2 === 0x63 || c2 === 0x43);
-}
-
-/** The cheap look of maySpellKey, on bytes: `svc`, or a `%XX` or an escape that could spell one of its letters. */
-function mayHold(b: Buffer): boolean {
-  if (b.indexOf(SVC) !== -1) return true;
-  const n = b.length;
-  for (let i = b.indexOf(0x25); i !== -1 && i + 2 < n; i = b.indexOf(0x25, i + 1))
-    if (spellsStart(b, i + 1)) return true;
-  for (let i = b.indexOf(0x5c); i !== -1; i = b.indexOf(0x5c, i + 1)) {
-    const c1 = b[i + 1];
-    if (c1 === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30 && spellsStart(b, i + 4)) return true;
-    if (c1 === 0x78 && spellsStart(b, i + 2)) return true;
-    const zeros = c1 === 0x55 && i + 9 < n && b.readUInt32BE(i + 2) === 0x30303030 && b.readUInt16BE(i + 6) === 0x3030;
-    if (zeros && spellsStart(b, i + 8)) return true;
+  if (c1 === 0x36) return c2 === 0x33;
+  if (depth > 8) return false;
+  // A `%` decoded: the next two characters are its hex digits.
+  if (c1 === 0x32 && c2 === 0x35) return hexSpells(b, i + 2, depth + 1);
+  if (c1 !== 0x35 || (c2 !== 0x63 && c2 !== 0x43)) return false;
+  // A `\\` decoded: an escape follows (its `u` or `x` perhaps percent-encoded).
+  let j = i + 2;
+  let d = b[j];
+  if (d === 0x25 && b[j + 1] === 0x37 && (b[j + 2] === 0x35 || b[j + 2] === 0x38)) {
+    d = b[j + 2] === 0x35 ? 0x75 : 0x78;
+    j += 2;
   }
-  return false;
+  if (d === 0x78) return hexSpells(b, j + 1, depth + 1);
+  return d === 0x75 && b[j + 1] === 0x30 && b[j + 2] === 0x30 && hexSpells(b, j + 3, depth + 1);
 }
 
-/** Whether narrow bytes (one a character) hold a key; `more`: the body goes on past them. */
+/**
+ * The first place at or after `from` where a key's spelling could start: `svc`, or a
+ * percent-encoding or an escape of s, v or c (or of `%` or `\\` spelling one). Native
+ * searches only, a few byte compares at each `%` and `\\` found (a JavaScript loop
+ * over every byte cost ten times more on random bytes).
+ */
+function nextStart(b: Buffer, from: number): number {
+  const svc = b.indexOf(SVC, from);
+  let end = svc === -1 ? b.length : svc;
+  for (let i = b.indexOf(0x25, from); i !== -1 && i < end; i = b.indexOf(0x25, i + 1)) if (hexSpells(b, i + 1)) end = i;
+  for (let i = b.indexOf(0x5c, from); i !== -1 && i < end; i = b.indexOf(0x5c, i + 1)) if (escapeSpells(b, i)) end = i;
+  return end === b.length && svc === -1 ? -1 : end;
+}
+
+/** Whether the escape at `i` (`\\u00XX`, `\\xXX`, `\\U000000XX`) spells a key's start. */
+function escapeSpells(b: Buffer, i: number): boolean {
+  const c1 = b[i + 1];
+  if (c1 === 0x75) return b[i + 2] === 0x30 && b[i + 3] === 0x30 && hexSpells(b, i + 4);
+  if (c1 === 0x78) return hexSpells(b, i + 2);
+  return c1 === 0x55 && b.toString('latin1', i + 2, i + 8) === '000000' && hexSpells(b, i + 8);
+}
+
+/** Whether narrow bytes (one a character) could hold a key at all (refusedBody's first look). */
+const mayHold = (b: Buffer): boolean => nextStart(b, 0) !== -1;
+
+/**
+ * Whether narrow bytes hold a key from the spelling that may start at `i`: the text
+ * around it read (decoded only where it holds a `%`, a `\\` or a NUL).
+ */
+function keyAround(b: Buffer, i: number, more: boolean): boolean {
+  const end = Math.min(b.length, i + 2 * HOLD);
+  const part = b.toString('latin1', Math.max(0, i - 64), end);
+  const plain = part.indexOf('%') === -1 && part.indexOf('\\') === -1 && part.indexOf('\0') === -1;
+  return keyIn(plain ? part : decodedForKeys(part), end < b.length || more);
+}
+
+/**
+ * Whether narrow bytes (one a character) hold a key; `more`: the body goes on past
+ * them. Read around each place a spelling could start (a key spelled from one of
+ * them ends within HOLD bytes, inside the 2 x HOLD read), not decoded whole: a body
+ * of random bytes costs its native searches, not a decoding of every byte.
+ */
 function holds(b: Buffer, more: boolean): boolean {
-  if (mayHold(b) && keyIn(decodedForKeys(b.toString('latin1')), more)) return true;
+  for (let i = nextStart(b, 0); i !== -1; i = nextStart(b, i + HOLD)) if (keyAround(b, i, more)) return true;
   if (b.indexOf(0) === -1) return false;
   // ASCII of UTF-16/32 text among other bytes: read with its NULs left out, around each place it could start.
   for (const t of WIDE_TOKENS) {
-    for (let i = b.indexOf(t); i !== -1; i = b.indexOf(t, i + HOLD)) {
-      const end = Math.min(b.length, i + 2 * HOLD);
-      const part = b.subarray(Math.max(0, i - 64), end);
-      if (keyIn(decodedForKeys(part.toString('latin1')), end < b.length || more)) return true;
+    for (let i = b.indexOf(t); i !== -1; i = b.indexOf(t, i + 1)) {
+      // A short look first: random bytes hold `%\0` now and then, a key's start seldom.
+      if (!spellingStarts(b.toString('latin1', i, i + 64).replace(NULS, ''))) continue;
+      if (keyAround(b, i, more)) return true;
+      i += HOLD;
     }
   }
   return false;
@@ -154,7 +196,8 @@ export function refusedBody(body: Buffer, contentType = '', contentEncoding?: st
     if (plain.length > b.freeBytes && plain.length > b.maxRatio * body.length)
       return overBudget(`is compressed more than ${b.maxRatio} to 1`);
   }
-  if (names.length === 0 && !mayHold(body) && body.indexOf(0) === -1) return null;
+  // The usual body: text with no spelling's start (binary bodies, with NULs, go to the scan's one pass).
+  if (names.length === 0 && body.indexOf(0) === -1 && !mayHold(body)) return null;
   const scan = new PlainScan(contentType.toLowerCase());
   try {
     scan.push(plain);

@@ -17,23 +17,38 @@ const ROUNDS = 8;
 
 /**
  * Whether text could spell a key at all: `svc` plainly, or a percent-encoding or an
- * escape that could stand for one of its first three letters (or for `%` or `\`,
- * which spell them once more). A cheap look: most text fails it at once.
+ * escape of one of its first three letters, or of `%` or `\` followed by one
+ * (`%2573`, `%5Cu0073`). A cheap look: most text fails it at once (one regex pass,
+ * and a short look at each `%25` or `\u005c` it finds).
  */
-export function maySpellKey(s: string): boolean {
+export const maySpellKey = (s: string): boolean => spellingStarts(s) || s.indexOf('\0') !== -1;
+
+/** maySpellKey but for NULs (bytes read one a character, where NULs have a look of their own). */
+export function spellingStarts(s: string): boolean {
   if (s.indexOf('svc') !== -1) return true;
-  for (let i = s.indexOf('%'); i !== -1; i = s.indexOf('%', i + 1)) {
-    PERCENT_START.lastIndex = i;
-    if (PERCENT_START.test(s)) return true;
-  }
-  for (let i = s.indexOf('\\'); i !== -1; i = s.indexOf('\\', i + 1)) {
-    ESCAPE_START.lastIndex = i;
-    if (ESCAPE_START.test(s)) return true;
-  }
-  return s.indexOf('\0') !== -1;
+  if (s.indexOf('%') === -1 && s.indexOf('\\') === -1) return false;
+  SPELLED_START.lastIndex = 0;
+  for (let m = SPELLED_START.exec(s); m !== null; m = SPELLED_START.exec(s))
+    if (spells(s, m.index + (m[0] as string).length - 2, 0)) return true;
+  return false;
 }
-const PERCENT_START = /%(?:7[36]|63|25|5[cC])/y;
-const ESCAPE_START = /\\(?:u00|x|U000000)(?:7[36]|63|25|5[cC])/y;
+/** A percent-encoding or escape of s, v, c, % or \ (its two hex digits last). */
+const SPELLED_START = /(?:%|\\(?:u00|x|U000000))(?:7[36]|63|25|5[cC])/g;
+
+/** Whether the two hex digits at `i` (just decoded) are s, v or c, or % or \ spelling one of them next. */
+function spells(s: string, i: number, depth: number): boolean {
+  const h = s.slice(i, i + 2).toLowerCase();
+  if (h === '73' || h === '76' || h === '63') return true;
+  if (depth > ROUNDS) return false;
+  const next = i + 2;
+  // A decoded `%`: the two characters after it are its hex digits.
+  if (h === '25') return /^[0-9A-Fa-f]{2}/.test(s.slice(next, next + 2)) && spells(s, next, depth + 1);
+  // A decoded `\`: an escape follows (or the hex of one, percent-encoded once more).
+  const rest = s.slice(next, next + 12);
+  const esc = /^(?:u00|x|U000000|%(?:75|78)(?:%30%30)?)/.exec(rest);
+  if (esc !== null) return spells(s, next + esc[0].length, depth + 1);
+  return /^%(?:7[36]|63|25|5[cC])/.test(rest) && spells(s, next + 1, depth + 1);
+}
 
 /**
  * Text as an application reads it after up to eight rounds of decoding: percent
