@@ -74,6 +74,9 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     raw = (p) => connection.chdb.rawInsert(p);
     client = ownTokens(createClient({ connection } as Parameters<typeof createClient>[0]));
   }
+  const gate = new CallGate();
+  gate.wrap(client);
+  const rawInsert = raw ? gate.track(raw) : null;
   return {
     client,
     db,
@@ -82,8 +85,8 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     async insertBytes(table, columns, format, bytes, token) {
       if (bytes.length === 0) return;
       const settings = { insert_deduplication_token: token, insert_deduplicate: 1 as const };
-      if (raw) {
-        await raw({ table: `${db}.${table}`, columns: [...columns], format, values: bytes, settings });
+      if (rawInsert) {
+        await rawInsert({ table: `${db}.${table}`, columns: [...columns], format, values: bytes, settings });
         return;
       }
       await client.insert({
@@ -94,8 +97,82 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
         clickhouse_settings: settings,
       });
     },
-    close: () => client.close(),
+    async close() {
+      await gate.close(CLOSE_WAIT_MS);
+      await client.close();
+      // The engine's own teardown may be deferred behind native work still running (a
+      // call given up on by its caller keeps computing): the process must not end
+      // before it is done, or it ends inside the engine (SIGSEGV at exit).
+      if (raw) await (await import('chdb')).drainPending();
+    },
   };
+}
+
+/** How long a close waits for the calls already in the engine before closing it under them. */
+const CLOSE_WAIT_MS = 15_000;
+
+/** Storage is closing or closed: no call is started in the engine any more. */
+export class StoreClosed extends Error {
+  constructor() {
+    super('storage is closed (the gateway is stopping)');
+    this.name = 'StoreClosed';
+  }
+}
+
+/**
+ * Every call into the engine, counted while it runs. The embedded engine runs
+ * queries on its own native threads: closing it (or ending the process) while one
+ * is still running crashed the process (SIGSEGV at SIGTERM under load, when a poll
+ * or an API read was still in the engine). A close refuses new calls, waits for the
+ * running ones to finish, and only then closes the engine.
+ */
+class CallGate {
+  private running = 0;
+  private closing = false;
+  private idle: (() => void) | null = null;
+
+  /** `fn`, counted while its promise is unsettled; refused once closing. */
+  track<A extends unknown[], R>(fn: (...a: A) => Promise<R>): (...a: A) => Promise<R> {
+    return (...a: A) => {
+      if (this.closing) return Promise.reject(new StoreClosed());
+      this.running++;
+      let p: Promise<R>;
+      try {
+        p = fn(...a);
+      } catch (e) {
+        this.done();
+        return Promise.reject(e);
+      }
+      return p.finally(() => this.done());
+    };
+  }
+
+  /**
+   * Counts the client's own calls: query, insert, command, exec. (The embedded engine
+   * has done its work when a query answers; its rows are then in this process.)
+   */
+  wrap(client: ClickHouseClient): void {
+    const c = client as unknown as Record<'query' | 'insert' | 'command' | 'exec', (p: unknown) => Promise<unknown>>;
+    for (const name of ['query', 'insert', 'command', 'exec'] as const) c[name] = this.track(c[name].bind(client));
+  }
+
+  private done(): void {
+    this.running--;
+    if (this.running === 0) this.idle?.();
+  }
+
+  /** Refuses new calls, then waits (at most `maxMs`) for the running ones. */
+  async close(maxMs: number): Promise<void> {
+    this.closing = true;
+    if (this.running === 0) return;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, maxMs);
+      this.idle = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
 }
 
 /**
