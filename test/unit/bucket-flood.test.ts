@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
+import { bucketHash, hashOut } from '../../src/ratelimit/bucket-hash.js';
 import { RateLimiter } from '../../src/ratelimit/limiter.js';
 import { allocateBuckets, tableStats, WINDOW } from '../../src/ratelimit/shared-buckets.js';
 import { loopback, seededHome } from '../helpers/bucket-names.js';
@@ -78,5 +79,27 @@ describe('bucket decisions against an attacker who knows the seed (issue #34, it
     const before = tableStats.probes;
     for (const ip of ips) expect(limiter.check(null, ip, 'tight', now + 1).allowed).toBe(true);
     expect((tableStats.probes - before) / ips.length).toBeLessThanOrEqual(4 * WINDOW);
+  });
+
+  it('distinct bucket names hash apart (a tag and an id never run into each other), never to the empty mark', () => {
+    const tags = fc.constantFrom('a', 'k', 's', 'r', 'q', 'xtight\u0000', 'xreports\u0000');
+    fc.assert(
+      fc.property(
+        fc.tuple(fc.integer(), fc.integer()),
+        tags,
+        fc.string(),
+        tags,
+        fc.string(),
+        (seed, t1, i1, t2, i2) => {
+          fc.pre(t1 !== t2 || i1 !== i2);
+          bucketHash(seed[0], seed[1], t1, i1);
+          const a = [hashOut.h1, hashOut.h2];
+          bucketHash(seed[0], seed[1], t2, i2);
+          expect(hashOut.h2).not.toBe(0);
+          expect([hashOut.h1, hashOut.h2]).not.toEqual(a);
+        },
+      ),
+      { numRuns: 5_000 },
+    );
   });
 });
