@@ -213,7 +213,7 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     // Every tick label lies inside the chart (it was cut at the left past 4 characters).
     const boxes = (await p95.evaluate((svg) =>
       [...svg.querySelectorAll('text.tick')].map((el) => {
-        const b = (el as SVGGraphicsElement).getBBox();
+        const b = (el as unknown as { getBBox(): { x: number; width: number } }).getBBox();
         return { text: el.textContent, x: b.x, right: b.x + b.width };
       }),
     )) as { text: string; x: number; right: number }[];
