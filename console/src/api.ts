@@ -138,6 +138,8 @@ export interface Key {
   revoked_at: string | null;
   last_used_at: string | null;
   replaces: string | null;
+  /** The key's own limit; null: the `default` policy. */
+  rate_limit: { limit: number; burst: number; window: string } | null;
   secret?: string;
 }
 

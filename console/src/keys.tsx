@@ -7,8 +7,24 @@ interface Draft {
   scopes: string;
   consumer: string;
   replaces: string;
+  /** The key's own rate limit; an empty limit sends none (the `default` policy, or the replaced key's). */
+  limit: string;
+  burst: string;
+  window: string;
 }
-const BLANK: Draft = { label: '', scopes: '', consumer: '', replaces: '' };
+const BLANK: Draft = { label: '', scopes: '', consumer: '', replaces: '', limit: '', burst: '', window: 'minute' };
+const WINDOWS = ['second', 'minute', 'hour', 'day'];
+
+/** `rate_limit` of a create body: none without a limit; burst defaults to the limit. */
+function rateLimit(d: Draft): { rate_limit?: { limit: number; burst: number; window: string } } {
+  if (!d.limit.trim()) return {};
+  const limit = Number(d.limit);
+  return { rate_limit: { limit, burst: d.burst.trim() ? Number(d.burst) : limit, window: d.window } };
+}
+
+/** A key's own limit as the list shows it. */
+const limitText = (r: Key['rate_limit']): string =>
+  r === null ? 'default policy' : `${r.limit.toLocaleString('en')}/${r.window}, burst ${r.burst.toLocaleString('en')}`;
 
 export function Keys({ env, scopes, self }: { env: string; scopes: string[]; self: string }) {
   const canWrite = scopes.includes('keys:write');
@@ -43,6 +59,7 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
             .filter(Boolean),
           ...(draft.consumer ? { consumer: draft.consumer } : {}),
           ...(draft.replaces ? { replaces: draft.replaces } : {}),
+          ...rateLimit(draft),
         },
       });
       setCreated(k);
@@ -117,8 +134,45 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
                 placeholder="default: the label"
               />
             </label>
-            <p class="muted small">
-              In environment {env}. A key can only issue scopes it holds: {scopes.join(', ')}.
+            <div class="rate-fields">
+              <label>
+                Rate limit (requests)
+                <input
+                  name="limit"
+                  type="number"
+                  min="1"
+                  step="1"
+                  value={draft.limit}
+                  onInput={set('limit')}
+                  placeholder={draft.replaces ? "the replaced key's" : 'default policy'}
+                />
+              </label>
+              <label>
+                Burst
+                <input
+                  name="burst"
+                  type="number"
+                  min="1"
+                  step="1"
+                  value={draft.burst}
+                  onInput={set('burst')}
+                  placeholder="= the limit"
+                />
+              </label>
+              <label>
+                Per
+                <select name="window" value={draft.window} onChange={set('window')}>
+                  {WINDOWS.map((w) => (
+                    <option key={w} value={w}>
+                      {w}
+                    </option>
+                  ))}
+                </select>
+              </label>
+            </div>
+            <p class="muted small span-all">
+              In environment {env}. A key can only issue scopes it holds: {scopes.join(', ')}; and a rate limit no
+              higher than its own, unless it is an admin key (all six management scopes, live class).
             </p>
             <div class="buttons">
               <button type="submit">{draft.replaces ? 'Create replacement' : 'Create key'}</button>
@@ -147,6 +201,7 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
                 <th>Status</th>
                 <th>Scopes</th>
                 <th>Consumer</th>
+                <th>Rate limit</th>
                 <th>Last used (UTC)</th>
                 {canWrite ? <th>Actions</th> : null}
               </tr>
@@ -165,6 +220,7 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
                   </td>
                   <td class="small">{k.scopes.join(', ')}</td>
                   <td>{k.consumer}</td>
+                  <td class="small rate-limit">{limitText(k.rate_limit)}</td>
                   <td class="nowrap last-used">{when(k.last_used_at)}</td>
                   {canWrite ? (
                     <td class="row-actions">
@@ -197,6 +253,9 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
                                 scopes: k.scopes.join(', '),
                                 consumer: '',
                                 replaces: k.id,
+                                limit: '',
+                                burst: '',
+                                window: k.rate_limit?.window ?? 'minute',
                               })
                             }
                           >

@@ -292,6 +292,51 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     expect((await fetch(`${t.url}/api/items/1`, { headers: bearer(secret) })).status).toBe(401);
   });
 
+  it('creates a key with its own rate limit (limit, burst, window), and the list shows each key its limit', async () => {
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByLabel('Label').fill('partner-bulk');
+    await page.getByLabel('Scopes (comma-separated)').fill('payments:read');
+    await page.getByLabel('Rate limit (requests)').fill('100000');
+    await page.getByLabel('Burst', { exact: true }).fill('100000');
+    await page.locator('form select[name="window"]').selectOption('minute');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const secret = (await page.locator('.secret-value').textContent()) ?? '';
+    expect(secret).toMatch(/^svc_live_/);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    // The bootstrap admin (no limit of its own) may issue any limit: the key holds what was asked.
+    const listed = (await (
+      await fetch(`${t.managementUrl}/v2/api-keys?consumer=partner-bulk`, { headers: bearer(t.admin) })
+    ).json()) as { data: { rate_limit: unknown }[] };
+    expect(listed.data[0]?.rate_limit).toEqual({ limit: 100_000, burst: 100_000, window: 'minute' });
+    const row = page.locator('tr', { hasText: 'partner-bulk' });
+    expect(await row.locator('.rate-limit').textContent()).toBe('100,000/minute, burst 100,000');
+    // A key without its own limit is held to the default policy, and says so.
+    const admin = page.locator('tr', { hasText: 'bootstrap admin' });
+    expect(await admin.locator('.rate-limit').textContent()).toBe('default policy');
+    // A limit with no burst given: the burst is the limit.
+    await page.getByLabel('Label').fill('partner-small');
+    await page.getByLabel('Scopes (comma-separated)').fill('payments:read');
+    await page.getByLabel('Rate limit (requests)').fill('30');
+    await page.locator('form select[name="window"]').selectOption('second');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    await page
+      .locator('tr', { hasText: 'partner-small' })
+      .locator('.rate-limit')
+      .getByText('30/second, burst 30')
+      .waitFor();
+    await shot('keys-rate-limit');
+    // At a phone's width the form's fields stack within the page.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.locator('form.form').screenshot({ path: join(SHOTS, 'keys-rate-limit-phone.png') });
+    const right = await page
+      .locator('form.form label')
+      .evaluateAll((ls) => Math.max(...ls.map((l) => l.getBoundingClientRect().right)));
+    const formRight = await page.locator('form.form').evaluate((f) => f.getBoundingClientRect().right);
+    expect(right).toBeLessThanOrEqual(formRight);
+    await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
   it("hides the gateway's own traffic unless asked, and a slow answer to an older filter never replaces a newer one", async () => {
     await page.getByRole('link', { name: 'Wakes', exact: true }).click();
     await page.locator('table.wakes tbody tr').first().waitFor();
