@@ -18,6 +18,9 @@ import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
 
+/** A /v2 call whose body was not invited (Expect refused), as handed on. */
+const NO_BODY = Buffer.alloc(0);
+
 /** During a stop, idle connections are closed once no request has been in flight for this long. */
 const DRAIN_QUIET_MS = 250;
 
@@ -153,8 +156,13 @@ export function createEdge(d: EdgeDeps): Edge {
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
     // /v2: continue only for a key that is known and live; the API answers the rest.
-    if (authenticate(d.ring, req.headers.authorization, d.clock.now()).error === null) res.writeContinue();
-    readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
+    if (authenticate(d.ring, req.headers.authorization, d.clock.now()).error === null) {
+      res.writeContinue();
+      return readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
+    }
+    // The body was never invited: the API refuses the key without it, and the connection closes.
+    res.shouldKeepAlive = false;
+    d.manage(req, res, NO_BODY);
   });
   const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));

@@ -1,4 +1,4 @@
-import { IncomingMessage, type ServerResponse } from 'node:http';
+import { type IncomingHttpHeaders, IncomingMessage, type ServerResponse } from 'node:http';
 import { errorBody } from './errors.js';
 
 /** How much of a /v2 body the edge reads, and for how long, before it is handed on. */
@@ -79,7 +79,11 @@ export function withBody(req: IncomingMessage, body: Buffer | null): IncomingMes
   const r = new IncomingMessage(req.socket);
   r.method = req.method;
   r.url = req.url;
-  r.headers = req.headers;
+  // The length is what was read (a chunked body included); the rest of the headers as sent.
+  const headers: IncomingHttpHeaders = { ...req.headers };
+  delete headers['transfer-encoding'];
+  if (body !== null || headers['content-length'] !== undefined) headers['content-length'] = String(body?.length ?? 0);
+  r.headers = headers;
   r.rawHeaders = req.rawHeaders;
   r.httpVersion = req.httpVersion;
   r.httpVersionMajor = req.httpVersionMajor;

@@ -201,6 +201,25 @@ describe('slow /v2 bodies on the main listener', () => {
     });
     expect(ok.status, await ok.clone().text()).toBe(201);
   });
+  it('Expect: 100-continue on /v2: a refused key gets 401 at once without the body (never 100, never 408); a live one gets 100 and its answer', async () => {
+    const head = (key: string, length: number) =>
+      `POST /v2/api-keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    const bad = await rawExchange(port, head(`svc_live_${'y'.repeat(43)}`, 10), 3000);
+    expect(statusOf(bad.text)).toBe(401);
+    expect(bad.text).not.toContain('100 Continue');
+    expect(bad.ms).toBeLessThan(2500);
+    const body = JSON.stringify({ label: 'expect', environment: 'production', scopes: ['wakes:read'] });
+    const s = net.connect(port, '127.0.0.1');
+    let text = '';
+    s.on('data', (c: Buffer) => {
+      text += c.toString('latin1');
+      if (text === 'HTTP/1.1 100 Continue\r\n\r\n') s.write(body);
+    });
+    s.write(head(t.admin, Buffer.byteLength(body)).replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n'));
+    await new Promise((r) => s.on('close', r));
+    expect(text.startsWith('HTTP/1.1 100 Continue')).toBe(true);
+    expect(text).toContain('HTTP/1.1 201');
+  });
 });
 
 /**
