@@ -315,9 +315,12 @@ export class KeyGate {
     const b = KEY_SCAN_BUDGET;
     for (const o of out) {
       this.decoded += o.length;
-      if (this.decoded > b.maxDecoded) throw overBudget(`decodes to more than ${b.maxDecoded} bytes`);
-      if (this.decoders.length > 0 && this.decoded > b.freeBytes && this.decoded > b.maxRatio * this.wire)
-        throw overBudget(`is compressed more than ${b.maxRatio} to 1`);
+      // The budget is a compressed body's: a plain one streams as long as it is.
+      if (this.decoders.length > 0) {
+        if (this.decoded > b.maxDecoded) throw overBudget(`decodes to more than ${b.maxDecoded} bytes`);
+        if (this.decoded > b.freeBytes && this.decoded > b.maxRatio * this.wire)
+          throw overBudget(`is compressed more than ${b.maxRatio} to 1`);
+      }
       this.plain.push(o);
     }
   }

@@ -246,7 +246,8 @@ describe('fuzzing', () => {
             headers: { ...(type ? { 'content-type': type } : {}), 'content-encoding': coding },
             body: (codings[coding] as (b: Buffer) => Buffer)(body),
           });
-          expect(r.status).toBe(200);
+          // A gateway key in a body, in any spelling and coding, is refused (issue #34, item 10); its wake is kept.
+          expect(r.status).toBe(400);
           await r.arrayBuffer();
         },
       ),
