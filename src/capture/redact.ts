@@ -349,7 +349,10 @@ export class Redactor {
     if (json) {
       if (!truncated) {
         try {
-          text = JSON.stringify(this.walk(JSON.parse(text), 0));
+          const parsed: unknown = JSON.parse(text);
+          const walked = JSON.stringify(this.walk(parsed, 0));
+          // Nothing replaced (a field named only in prose): the body stays as written.
+          if (walked !== JSON.stringify(parsed)) text = walked;
           done = true;
         } catch (e) {
           if (e instanceof OverBudget) throw e;
