@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RateLimiter } from '../../src/ratelimit/limiter.js';
-import { seedOf } from '../../src/ratelimit/shared-buckets.js';
+import { BUCKETS_FILE, encodeBuckets } from '../../src/ratelimit/persist.js';
+import { allocateBuckets, seedOf } from '../../src/ratelimit/shared-buckets.js';
 import { fillers, getFrom, loopback, oldHome, seededHome } from '../helpers/bucket-names.js';
 import { spawnGateway } from '../helpers/child.js';
 import { startGateway } from '../helpers/gateway.js';
@@ -115,6 +116,55 @@ describe('bucket table under chosen names (issue #34, item 3)', () => {
       }
     } finally {
       await t.cleanup();
+    }
+  }, 60_000);
+
+  it('a gateway process whose seed the attacker knows, under that load, stops on SIGTERM within the drain period', async () => {
+    // The seed is the one the data directory holds (a saved table of no buckets): known to the test.
+    const seed: [number, number] = [0x2468ace, -0x13579bd];
+    const data = join(dir, 'seeded');
+    mkdirSync(data, { recursive: true });
+    writeFileSync(join(data, BUCKETS_FILE), encodeBuckets(allocateBuckets(SLOTS, 65_536, seed), Date.now()), {
+      mode: 0o600,
+    });
+    const cfg = {
+      server: { threads: 1, drain_timeout_ms: DRAIN_MS },
+      routes: routes(origin.url),
+      rate_limits: rateLimits,
+      log: { level: 'info' },
+    };
+    writeFileSync(join(dir, 'seeded.yaml'), JSON.stringify(cfg));
+    const g = await spawnGateway(['serve', '--config', join(dir, 'seeded.yaml')], { DATA_DIR: data });
+    try {
+      const p = plan((tag, ip) => seededHome(seed, tag, ip, SLOTS));
+      expect((await flood(g.url, p)).every((st) => st === 200)).toBe(true);
+      // Eight clients keep asking from the colliding addresses, the pivot among them, while the stop comes.
+      const from = [p.pivot, ...p.common, ...p.rest];
+      let stop = false;
+      let answered = 0;
+      const client = async (c: number) => {
+        for (let i = c; !stop; i += 8) {
+          const ip = from[i % from.length] as string;
+          if ((await getFrom(`${g.url}/${i % 2 ? 'tight' : 'plain'}/load`, ip, 5_000)) !== 0) answered++;
+        }
+      };
+      const load = Promise.all(Array.from({ length: 8 }, (_, c) => client(c)));
+      await new Promise((r) => setTimeout(r, 1_000));
+      const before = answered;
+      const t0 = Date.now();
+      g.proc.kill('SIGTERM');
+      const bound = DRAIN_MS + 7_000;
+      const exit = await Promise.race([g.exited, new Promise((r) => setTimeout(() => r(null), bound))]);
+      stop = true;
+      await load;
+      expect(before).toBeGreaterThan(20);
+      expect(exit).not.toBeNull();
+      expect(Date.now() - t0).toBeLessThan(bound);
+      // The process hashed with that seed: the table it saved at the stop carries it still.
+      const saved = readFileSync(join(data, BUCKETS_FILE));
+      expect([saved.readInt32LE(4), saved.readInt32LE(8)]).toEqual(seed);
+    } finally {
+      g.proc.kill('SIGKILL');
     }
   }, 60_000);
 });
