@@ -6,6 +6,7 @@ import { newKeySecret } from '../../src/auth/secrets.js';
 import { createLogger } from '../../src/log.js';
 import { EventTable } from '../../src/store/events.js';
 import { KeyTable } from '../../src/store/keys.js';
+import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { call, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { echoOrigin, type TestServer } from '../helpers/origin.js';
 
@@ -122,6 +123,48 @@ describe('the bootstrap admin key', () => {
         await t.stop();
       }
     } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+describe('the bootstrap admin key of the built gateway (node dist/main.js)', () => {
+  it('a restart with a new WAKEGATE_ADMIN_KEY writes one line naming both ids and neither secret', async () => {
+    const origin = await echoOrigin('prod');
+    const d = mkdtempSync(join(tmpdir(), 'wakegate-boot-child-'));
+    const run = (admin: string) =>
+      spawnGateway(['serve'], { DATA_DIR: join(d, 'data'), ORIGIN_URL: origin.url, WAKEGATE_ADMIN_KEY: admin });
+    const stop = async (g: ChildGateway) => {
+      g.proc.kill('SIGTERM');
+      expect(await g.exited, g.stderr()).toEqual({ code: 0, signal: null });
+    };
+    try {
+      const a = newKeySecret('live');
+      const b = newKeySecret('live');
+      const g1 = await run(a);
+      const aId = (await call(g1.url, a, 'GET', '/v2/api-keys')).body.data[0].id as string;
+      await stop(g1);
+      const g2 = await run(b);
+      try {
+        expect((await call(g2.url, a, 'GET', '/v2/api-keys')).body.error?.type).toBe('key_revoked');
+        const keys = (await call(g2.url, b, 'GET', '/v2/api-keys')).body.data as { id: string; revoked_at: unknown }[];
+        const active = keys.filter((k) => k.revoked_at === null);
+        expect(active).toHaveLength(1);
+        const out = g2.stderr() + g2.stdout();
+        const lines = out.split('\n').filter((l) => l.includes('bootstrap admin key'));
+        expect(lines).toHaveLength(1);
+        expect(JSON.parse(lines[0] as string)).toMatchObject({
+          msg: 'bootstrap admin key rotated',
+          key_id: active[0]?.id,
+          replaces: [aId],
+        });
+        expect(out).not.toContain(a);
+        expect(out).not.toContain(b);
+      } finally {
+        await stop(g2);
+      }
+    } finally {
+      await origin.close();
       rmSync(d, { recursive: true, force: true });
     }
   }, 120_000);
