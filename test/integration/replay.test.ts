@@ -218,7 +218,8 @@ describe('wake detail and replay', () => {
       headers: { 'content-type': 'application/json' },
       body: sent,
     });
-    expect(r.status).toBe(201);
+    // Never forwarded (issue #34, item 10: a key in a body, in any spelling, is refused); its wake is kept.
+    expect(r.status).toBe(400);
     const w = await wake(r.headers.get('x-wake-id') as string);
     expect(w.request.body_truncated).toBe(true);
     expect(w.request.body).toMatch(/^\{"note":"\[redacted:[0-9a-f]{12}\]","pad":"x+$/);
