@@ -44,12 +44,14 @@ export class Downloads {
   }
 
   /**
-   * May `queued` bytes (this answer's, waiting for its client) grow by `n` without
-   * pausing the origin? Yes within the answer's buffer and the gateway-wide budget.
+   * May an answer whose client has `queued` bytes waiting (the last chunk, `n`, among
+   * them; `had` of them counted before) go on reading its origin? Yes while what
+   * waited before the chunk is within the answer's buffer and the gateway-wide budget
+   * holds the queue; it is then counted at `queued`.
    */
-  mayHold(queued: number, n: number): boolean {
-    if (queued > this.limits.bufferBytes || this.held + n > this.limits.totalBytes) return false;
-    this.held += n;
+  mayHold(had: number, queued: number, n: number): boolean {
+    if (queued - n > this.limits.bufferBytes || this.held - had + queued > this.limits.totalBytes) return false;
+    this.held += queued - had;
     return true;
   }
 

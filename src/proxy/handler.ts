@@ -333,8 +333,9 @@ export class ProxyHandler {
       fw.res.setTimeout(dl.limits.sendTimeoutMs, fw.onSendTimeout);
     }
     if (fw.streams !== null) return false;
-    if (dl.mayHold(fw.res.writableLength - n, n)) {
-      fw.held += n;
+    const queued = fw.res.writableLength;
+    if (dl.mayHold(fw.held, queued, n)) {
+      fw.held = queued;
       return true;
     }
     const slots = fw.slot;

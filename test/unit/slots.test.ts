@@ -37,7 +37,7 @@ describe('stream bounds', () => {
           for (const { ip, n } of ops) {
             if (d.take(String(ip))) per.set(ip, (per.get(ip) ?? 0) + 1);
             expect(d.streamsOf(String(ip))).toBeLessThanOrEqual(2);
-            d.mayHold(0, n);
+            d.mayHold(0, n, n);
             expect(d.held).toBeLessThanOrEqual(50_000);
           }
           for (const [ip, k] of per) for (let i = 0; i < k; i++) d.give(String(ip));
