@@ -13,6 +13,7 @@
  * like the rest of `DATA_DIR`.
  */
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
@@ -31,33 +32,44 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
   const t = new SharedBuckets(layout);
   const i32 = new Int32Array(4);
   const f64 = new Float64Array(5);
-  const entries: Buffer[] = [];
+  // One buffer, grown by doubling: no allocation per bucket (a busy table holds many).
+  let out = Buffer.allocUnsafe(HEAD + 1024 * ENTRY);
+  let at = HEAD;
+  const room = (n: number) => {
+    if (at + n <= out.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(out.length * 2, at + n));
+    out.copy(bigger, 0, 0, at);
+    out = bigger;
+  };
+  let entries = 0;
   for (let s = 0; s < t.slots; s++) {
     if (!t.read(s, now, i32, f64)) continue;
-    const e = Buffer.allocUnsafe(ENTRY);
-    for (let c = 0; c < 4; c++) e.writeInt32LE(i32[c] as number, c * 4);
-    for (let c = 0; c < 5; c++) e.writeDoubleLE(f64[c] as number, 16 + c * 8);
-    entries.push(e);
+    room(ENTRY);
+    for (let c = 0; c < 4; c++) out.writeInt32LE(i32[c] as number, at + c * 4);
+    for (let c = 0; c < 5; c++) out.writeDoubleLE(f64[c] as number, at + 16 + c * 8);
+    at += ENTRY;
+    entries++;
   }
-  const cells: Buffer[] = [];
+  let cells = 0;
   for (let c = 0; c < t.sketch.length; c++) {
     const until = t.sketch[c] as number;
     if (!(until > now)) continue;
-    const e = Buffer.allocUnsafe(CELL);
-    e.writeUInt32LE(c, 0);
-    e.writeDoubleLE(until, 4);
-    cells.push(e);
+    room(CELL);
+    out.writeUInt32LE(c, at);
+    out.writeDoubleLE(until, at + 4);
+    at += CELL;
+    cells++;
   }
-  const head = Buffer.alloc(HEAD);
+  const head = out.subarray(0, HEAD);
   const [k0, k1] = seedOf(layout);
   head.writeUInt32LE(MAGIC, 0);
   head.writeInt32LE(k0, 4);
   head.writeInt32LE(k1, 8);
   head.writeUInt32LE(layout.sketchCells, 12);
-  head.writeUInt32LE(entries.length, 16);
-  head.writeUInt32LE(cells.length, 20);
+  head.writeUInt32LE(entries, 16);
+  head.writeUInt32LE(cells, 20);
   head.writeUInt32LE(0, 24);
-  return Buffer.concat([head, ...entries, ...cells]);
+  return out.subarray(0, at);
 }
 
 /**
@@ -120,6 +132,20 @@ export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
   renameSync(tmp, join(dir, name));
 }
 
+/** writeAtomic, off the event loop. */
+async function writeAtomicAsync(dir: string, name: string, bytes: Buffer): Promise<void> {
+  const tmp = join(dir, `${name}.tmp`);
+  await rm(tmp, { force: true });
+  const fh = await open(tmp, 'wx', 0o600);
+  try {
+    await fh.writeFile(bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, join(dir, name));
+}
+
 /** The table saved in `storage.data_dir`, or undefined (none, or unreadable: logged, and a fresh table). */
 export function restoredBuckets(
   cfg: Pick<Config, 'storage' | 'ratelimit'>,
@@ -140,7 +166,7 @@ export function restoredBuckets(
 /** Writes the table every `SAVE_EVERY_MS` and at close (after the edges have stopped: add it right after the limiter). */
 export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now: () => number; log: Logger }): {
   name: 'buckets-saver';
-  close(): void;
+  close(): Promise<void>;
 } {
   const save = () => {
     try {
@@ -149,12 +175,24 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
       o.log.warn('rate-limit buckets not saved', { err: e as Error });
     }
   };
-  const timer = setInterval(save, SAVE_EVERY_MS);
+  // Every few seconds the write and its fsync run off the event loop (this may be the
+  // thread serving requests, with threads: 1); one at a time.
+  let writing: Promise<void> | null = null;
+  const saveSoon = () => {
+    if (writing) return;
+    writing = writeAtomicAsync(o.dir, BUCKETS_FILE, encodeBuckets(o.layout, o.now()))
+      .catch((e: Error) => o.log.warn('rate-limit buckets not saved', { err: e }))
+      .finally(() => {
+        writing = null;
+      });
+  };
+  const timer = setInterval(saveSoon, SAVE_EVERY_MS);
   timer.unref();
   return {
     name: 'buckets-saver',
-    close: () => {
+    close: async () => {
       clearInterval(timer);
+      await writing;
       save();
     },
   };
