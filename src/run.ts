@@ -1,5 +1,5 @@
 /**
- * The CLI's commands (serve, migrate, keys, endpoints, deliveries), run by main.ts once
+ * The CLI's commands (serve, migrate, keys, endpoints, deliveries, wakes, replay), run by main.ts once
  * it has hidden a key given on the command line.
  */
 import { readFileSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Gateway } from './app.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
-import { type Args, onlyFlags, parseArgs, UsageError } from './cli/args.js';
+import { type Args, nearest, onlyFlags, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
 import { apiCommand, HELP } from './cli/commands.js';
 import { fields } from './cli/table.js';
@@ -163,16 +163,20 @@ async function main(): Promise<void> {
   }
   if (c0 === 'keys' && c1 === 'create' && args.bools.has('offline'))
     return keysCreateOffline(configFrom(args.flags), args);
-  if (c0 === 'keys' || c0 === 'endpoints' || c0 === 'deliveries') {
+  if (c0 === 'keys' || c0 === 'endpoints' || c0 === 'deliveries' || c0 === 'wakes') {
     if (c1 === undefined) return out(`${HELP[c0]}\n`);
     return apiCommand(args, { out, env: process.env });
   }
-  throw new UsageError(`unknown command ${JSON.stringify(c0)}\n\n${HELP['']}`);
+  if (c0 === 'replay') return apiCommand(args, { out, env: process.env });
+  const near = nearest(c0, ['serve', 'migrate', 'keys', 'endpoints', 'deliveries', 'wakes', 'replay', 'help']);
+  throw new UsageError(
+    `unknown command ${JSON.stringify(c0)}${near ? ` (did you mean ${near}?)` : '; see wakegate --help'}`,
+  );
 }
 
 main().catch((e: unknown) => {
   if (e instanceof ConfigError) process.stderr.write(`${e.message}\n`);
-  else if (e instanceof UsageError) process.stderr.write(`wakegate: ${e.message}\n(see wakegate --help)\n`);
+  else if (e instanceof UsageError) process.stderr.write(`wakegate: ${e.message}\n`);
   else if (e instanceof ApiError) process.stderr.write(`wakegate: ${e.message}\n`);
   else process.stderr.write(`wakegate: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exit(e instanceof UsageError ? 2 : 1);

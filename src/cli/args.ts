@@ -1,53 +1,172 @@
-/** Flags that take no value. */
-const BOOLEAN = new Set(['json', 'offline', 'help', 'version']);
+/**
+ * The command line as users of other CLIs expect it: `--name value` and `--name=value`,
+ * boolean `--json`, `-h`, `--` ending the options; a value option given twice, a
+ * missing value, a value given to a boolean, or an option the command does not know is
+ * one error line (the last naming the nearest option the command knows).
+ */
+
+/** Options that take no value. */
+const BOOLEAN = new Set(['json', 'offline', 'help', 'version', 'allow-unsafe']);
+/** Options that may be given more than once; each value is collected, in order. */
+const LIST = new Set(['set', 'ignore']);
+/** Options that take one value (any command's; each command says which it accepts). */
+const VALUE = new Set([
+  'config',
+  'url',
+  'key',
+  'key-file',
+  'environment',
+  'label',
+  'scopes',
+  'consumer',
+  'rate-limit',
+  'replaces',
+  'status',
+  'at',
+  'cursor',
+  'limit',
+  'events',
+  'endpoint',
+  'event-type',
+  'status-class',
+  'path',
+  'key-id',
+  'min-latency-ms',
+  'since',
+  'until',
+  'method',
+  'route',
+  'management',
+  'max',
+  'interval-ms',
+  'wait-ms',
+]);
+/** Accepted by every command. */
+const COMMON = ['config', 'url', 'key', 'key-file', 'help', 'version', 'json'];
 
 export interface Args {
   /** Positional words: the command, its subcommand and its operands. */
   words: string[];
   flags: Map<string, string>;
   bools: Set<string>;
+  /** List-like options (`--set a=1 --set b=2`), each value in the order given. */
+  lists: Map<string, string[]>;
+  /** Options no command knows, as spelt; refused (with a suggestion) once the command is known. */
+  unknown: string[];
 }
 
 export class UsageError extends Error {}
 
-/** `--name value`, `--name=value`, boolean `--json`, `-h`; everything else is a word. */
+/** Parses argv; throws a UsageError (one line, never echoing a value) for a malformed option. */
 export function parseArgs(argv: readonly string[]): Args {
-  const words: string[] = [];
-  const flags = new Map<string, string>();
-  const bools = new Set<string>();
+  const args: Args = { words: [], flags: new Map(), bools: new Set(), lists: new Map(), unknown: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
+    if (a === '--') {
+      args.words.push(...argv.slice(i + 1));
+      break;
+    }
     if (a === '-h') {
-      bools.add('help');
+      args.bools.add('help');
       continue;
     }
-    if (!a.startsWith('--') || a === '--') {
-      if (a !== '--') words.push(a);
+    if (a === '-' || !a.startsWith('-')) {
+      args.words.push(a);
+      continue;
+    }
+    if (!a.startsWith('--')) {
+      args.unknown.push(a);
       continue;
     }
     const eq = a.indexOf('=');
     const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
     if (BOOLEAN.has(name)) {
       if (eq > 0) throw new UsageError(`--${name} takes no value`);
-      bools.add(name);
+      args.bools.add(name);
       continue;
     }
-    if (eq > 0) {
-      flags.set(name, a.slice(eq + 1));
+    if (!VALUE.has(name) && !LIST.has(name)) {
+      args.unknown.push(`--${name}`);
       continue;
     }
-    const v = argv[i + 1];
-    if (v === undefined || v.startsWith('--')) throw new UsageError(`--${name} needs a value`);
-    flags.set(name, v);
-    i++;
+    let value: string | undefined;
+    if (eq > 0) value = a.slice(eq + 1);
+    else {
+      value = argv[i + 1];
+      // Like hide-key.ts's mask: a next word starting with -- is another option, not this one's value.
+      if (value?.startsWith('--')) value = undefined;
+      else i++;
+    }
+    if (value === undefined || value === '') throw new UsageError(`--${name} needs a value`);
+    if (LIST.has(name)) {
+      const l = args.lists.get(name) ?? [];
+      l.push(value);
+      args.lists.set(name, l);
+    } else {
+      if (args.flags.has(name)) throw new UsageError(`--${name} is given more than once`);
+      args.flags.set(name, value);
+    }
   }
-  return { words, flags, bools };
+  return args;
 }
 
-/** Refuses flags a command does not know, naming the first. */
+/**
+ * Refuses options a command does not know, naming the first and the nearest the
+ * command does know: `unknown option --limt (did you mean --limit?)`.
+ */
 export function onlyFlags(args: Args, allowed: readonly string[]): void {
-  const ok = new Set([...allowed, 'config', 'url', 'key', 'key-file']);
-  for (const f of [...args.flags.keys(), ...args.bools]) {
-    if (!ok.has(f) && !BOOLEAN.has(f)) throw new UsageError(`unknown option --${f}`);
+  const ok = new Set([...allowed, ...COMMON, 'key', 'key-file']);
+  const given = [...args.unknown, ...[...args.flags.keys(), ...args.lists.keys(), ...args.bools].map((f) => `--${f}`)];
+  for (const spelt of given) {
+    const name = spelt.replace(/^--?/, '');
+    if (spelt.startsWith('--') && ok.has(name)) continue;
+    const near = nearest(name, [...ok]);
+    throw new UsageError(`unknown option ${spelt}${near ? ` (did you mean --${near}?)` : ''}`);
   }
+}
+
+/**
+ * The operand at `at` (`what` names it when missing), after which no word may follow;
+ * with `what` null, none at all from `at`. Called after onlyFlags, so a word an unknown
+ * option would have taken is reported as the option.
+ */
+export function operands(args: Args, at: number, what: string | null): string | undefined {
+  const v = args.words[at];
+  if (what !== null && !v) throw new UsageError(`missing ${what}`);
+  const extra = args.words[what === null ? at : at + 1];
+  if (extra !== undefined) throw new UsageError(`unexpected ${JSON.stringify(extra)}`);
+  return v;
+}
+
+/** The known name closest to `name` by edit distance, when it is close enough to be a slip. */
+export function nearest(name: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestD = Number.POSITIVE_INFINITY;
+  for (const k of known) {
+    const d = k.startsWith(name) && name.length >= 2 ? 1 : distance(name, k);
+    if (d < bestD) {
+      best = k;
+      bestD = d;
+    }
+  }
+  return best !== null && bestD <= Math.max(2, Math.floor(name.length / 3)) ? best : null;
+}
+
+/** Damerau-Levenshtein distance (optimal string alignment): a swap of neighbours costs one. */
+function distance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i] as number[];
+      const prev = d[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        v = Math.min(v, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      row[j] = v;
+    }
+  }
+  return (d[a.length] as number[])[b.length] as number;
 }

@@ -1,7 +1,9 @@
 import type { Args } from './args.js';
-import { onlyFlags, UsageError } from './args.js';
+import { nearest, onlyFlags, operands, UsageError } from './args.js';
 import { ApiClient } from './client.js';
+import { replay } from './replay.js';
 import { fields, table } from './table.js';
+import { wakesList, wakesShow, wakesTail } from './wakes.js';
 
 export interface Io {
   out: (s: string) => void;
@@ -17,7 +19,10 @@ const COMMON = `Common options:
                    it in /proc until then, and it stays in shell history
   --environment E  act in another environment (live-class keys only)
   --json           print the API's JSON instead of a table
-  -h, --help       this help`;
+  -h, --help       this help
+
+Options are --name value or --name=value; -- ends them. An option a command does not
+know, a missing value, or a one-value option given twice is one error line, exit 2.`;
 
 export const HELP: Record<string, string> = {
   '': `wakegate: a reverse-proxy capture gateway
@@ -30,9 +35,11 @@ Commands:
   keys                  create, list, get and revoke API keys
   endpoints             list, create, test, disable and enable webhook endpoints
   deliveries            list, get (with attempts) and replay webhook deliveries
+  wakes                 list, show and tail captured wakes
+  replay                re-send a wake's request to its origin and print the diff
 
 Run "wakegate <command> --help" for a command's options. --version prints the version.
-Commands that manage keys, endpoints or deliveries talk to a running gateway's /v2 API.`,
+Commands other than serve and migrate talk to a running gateway's /v2 API.`,
   serve: `Usage: wakegate serve [--config file.yaml]
 
 Runs the proxy and /v2 on PORT (8080) and /metrics, /healthz, /readyz on OPS_PORT (8081).
@@ -63,6 +70,39 @@ ${COMMON}`,
 The signing secret of a new endpoint is printed once.
 
 ${COMMON}`,
+  wakes: `Usage:
+  wakegate wakes list [filters] [--limit 1-100] [--cursor C]
+  wakegate wakes show WAKE_ID              (summary, request and response headers and bodies)
+  wakegate wakes tail [filters] [--max N] [--interval-ms 1000]
+
+Filters (those of GET /v2/wakes):
+  --status 404 | --status-class 5xx   --method POST   --route NAME
+  --path /v1/users/{id}/*   (a template: {name} is one segment, a trailing * any rest)
+  --consumer C   --key-id KEY_ID   --min-latency-ms 500
+  --since 2026-11-22T10:00:00Z   --until ...   (ISO 8601 with a zone)
+  --management include|exclude   (the gateway's own /v2 and console traffic)
+
+list prints one page, newest first (--cursor for the next). tail polls every second
+and prints each new wake once, oldest first, until Ctrl-C or --max N wakes (--json: one
+JSON object a line); it leaves out the gateway's own traffic, its own polls among it,
+unless --management include.
+
+${COMMON}`,
+  replay: `Usage:
+  wakegate replay WAKE_ID [--allow-unsafe] [--ignore $.updated_at,x-trace]
+                          [--set NAME=VALUE ...] [--wait-ms 30000]
+
+Re-sends the wake's captured request to the origin of its environment, waits for the
+replay's own wake, and prints how its answer differs (status, headers, JSON body paths)
+or that it is identical.
+  --allow-unsafe   replay a method other than GET, HEAD or OPTIONS
+  --ignore A,B     body paths or field names, or headers, not to compare (repeatable)
+  --set NAME=VALUE a value for what redaction replaced (repeatable): a query or form
+                   name, a JSON path ($.card.cvc) or a header; the API refuses a wake
+                   holding redacted values until each is given. A VALUE that reads as
+                   JSON (123, true, null, "text") is sent as that value, else as text.
+
+${COMMON}`,
   deliveries: `Usage:
   wakegate deliveries list [--endpoint ENDPOINT_ID] [--status pending|delivered|failed|dead_lettered]
                            [--event-type TYPE]
@@ -77,12 +117,7 @@ const ENDPOINT_COLUMNS = ['id', 'status', 'environment', 'events', 'url'];
 const DELIVERY_COLUMNS = ['id', 'status', 'event_type', 'endpoint_id', 'attempt', 'response_status', 'created_at'];
 const ATTEMPT_COLUMNS = ['attempt', 'at', 'response_status', 'duration_ms', 'error'];
 
-function operand(args: Args, what: string): string {
-  const v = args.words[2];
-  if (!v) throw new UsageError(`missing ${what}`);
-  if (args.words.length > 3) throw new UsageError(`unexpected ${JSON.stringify(args.words[3])}`);
-  return v;
-}
+const operand = (args: Args, what: string): string => operands(args, 2, what) as string;
 
 function print(io: Io, args: Args, data: unknown, show: (d: Record<string, unknown>) => string): void {
   io.out(args.bools.has('json') ? `${JSON.stringify(data, null, 2)}\n` : show(data as Record<string, unknown>));
@@ -99,6 +134,7 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
   const f = args.flags;
   const env = f.get('environment');
   const api = () => ApiClient.from(f, io.env);
+  if (group === 'replay') return replay(args, api, io.out);
   const csv = (name: string) => {
     const v = f.get(name);
     if (!v) throw new UsageError(`--${name} is required`);
@@ -108,6 +144,12 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
       .filter(Boolean);
   };
   switch (`${group} ${verb}`) {
+    case 'wakes list':
+      return wakesList(args, api, io.out);
+    case 'wakes show':
+      return wakesShow(args, api, io.out);
+    case 'wakes tail':
+      return wakesTail(args, api, io.out);
     case 'keys create': {
       onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline']);
       const label = f.get('label');
@@ -230,8 +272,19 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
       return print(io, args, d, fields);
     }
   }
-  throw new UsageError(`unknown command "${args.words.join(' ')}"\n\n${HELP[group ?? ''] ?? HELP['']}`);
+  const verbs = VERBS[group ?? ''] ?? [];
+  const near = nearest(verb ?? '', verbs);
+  throw new UsageError(
+    `unknown command "${group} ${verb}"${near ? ` (did you mean ${group} ${near}?)` : `; ${group} has ${verbs.join(', ')}`}`,
+  );
 }
+
+const VERBS: Record<string, string[]> = {
+  keys: ['create', 'list', 'get', 'revoke'],
+  endpoints: ['list', 'create', 'test', 'disable', 'enable'],
+  deliveries: ['list', 'get', 'replay'],
+  wakes: ['list', 'show', 'tail'],
+};
 
 function stripUndefined(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
