@@ -71,7 +71,8 @@ export function codingNames(contentEncoding: string | undefined): string[] | nul
   for (const part of contentEncoding.split(',')) {
     const name = part.trim().toLowerCase();
     if (name === '' || name === 'identity') continue;
-    if (CODINGS[name] === undefined || DECODERS[name] === undefined) return null;
+    // Own names only: `constructor` or `__proto__` from a client is not a coding.
+    if (!Object.hasOwn(CODINGS, name) || !Object.hasOwn(DECODERS, name)) return null;
     out.unshift(name);
   }
   return out;
@@ -88,5 +89,6 @@ export const decoderNamed = (name: string): Transform => (DECODERS[name] as () =
 export function codingOf(contentEncoding: string | undefined): Coding | null | undefined {
   if (contentEncoding === undefined) return null;
   const name = contentEncoding.trim().toLowerCase();
-  return name === '' || name === 'identity' ? null : CODINGS[name];
+  if (name === '' || name === 'identity') return null;
+  return Object.hasOwn(CODINGS, name) ? CODINGS[name] : undefined;
 }

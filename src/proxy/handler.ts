@@ -212,7 +212,8 @@ export class ProxyHandler {
     try {
       gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
     } catch (e) {
-      if (!(e instanceof BodyRefused)) throw e;
+      // Anything else is ours, never a reason to end the process: the client gets a 500.
+      if (!(e instanceof BodyRefused)) return this.fail(req, res, x, 'internal_error', 'the body could not be read');
       return this.fail(req, res, x, e.type, e.message, [], null, e.param);
     }
     // However many addresses stream, they leave a share of the origin's connections to the others.
