@@ -12,7 +12,7 @@ import { type Admitted, admit, clientIp, type Refused } from './admit.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import type { RouteTable } from './routes.js';
-import { forwardWithTrailers } from './trailers.js';
+import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -34,6 +34,8 @@ const STREAMS_FULL =
   "bodies streaming at their client's pace hold their whole share of this origin's connections (three quarters of server.upstream_connections); retry shortly";
 const BUFFER_FULL =
   'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly';
+const KEY_IN_TRAILER =
+  'a gateway key was sent in a trailer field; the origin must never see it: send it in the Authorization header only, and revoke this one';
 
 /** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
 export class ProxyHandler {
@@ -187,8 +189,16 @@ export class ProxyHandler {
         fw.gone = true;
         return this.fail(req, res, x, refused.type, refused.message, [], null, refused.param);
       }
-      // Trailer fields after the body: passed on too (a path of its own, undici cannot send them).
-      if (req.rawTrailers.length > 0) return this.dispatch(fw, body, req.rawTrailers);
+      // Trailer fields after the body: filtered as headers are, then passed on (a path of
+      // their own, undici cannot send them); one holding a gateway key refuses the request.
+      if (req.rawTrailers.length > 0) {
+        const trailers = forwardRequestTrailers(req.rawTrailers);
+        if (trailers === null) {
+          fw.gone = true;
+          return this.fail(req, res, x, 'invalid_request', KEY_IN_TRAILER, [], null, 'trailers');
+        }
+        if (trailers.length > 0) return this.dispatch(fw, body, trailers);
+      }
       this.dispatch(fw, body);
     };
     req.on('data', onData);

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import { carriesGatewayKey } from './headers.js';
 import type { Origin } from './routes.js';
 
 /** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
@@ -9,6 +10,50 @@ export interface ForwardHandler {
   onData(chunk: Buffer): boolean;
   onComplete(trailers: (Buffer | string)[] | null): void;
   onError(err: Error & { code?: string }): void;
+}
+
+/**
+ * Trailer fields never passed on: the gateway's own and forwarding ones (a client's
+ * would pose as the gateway's to an origin that merges trailers into headers),
+ * credentials, hop-by-hop fields, and those that frame or route the message
+ * (RFC 9110 §6.5.1).
+ */
+const DROPPED = new Set([
+  'authorization',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'forwarded',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+  'content-encoding',
+  'content-type',
+]);
+
+/**
+ * A request's trailer fields for the origin, filtered as its headers are: null when
+ * one carries a gateway key (in its name or value, in any spelling headers are read
+ * in), which refuses the request; otherwise those left once the gateway's own,
+ * forwarding, credential and hop-by-hop names are dropped (possibly none).
+ */
+export function forwardRequestTrailers(raw: string[]): string[] | null {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    if (carriesGatewayKey(value) || carriesGatewayKey(name)) return null;
+    const lower = name.toLowerCase();
+    if (DROPPED.has(lower) || lower.startsWith('x-wakegate-') || lower.startsWith('x-forwarded-')) continue;
+    out.push(name, value);
+  }
+  return out;
 }
 
 const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
