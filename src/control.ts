@@ -50,6 +50,7 @@ import {
   EndpointTable,
   FanoutCursorTable,
 } from './store/webhooks.js';
+import { cutWhenStalled } from './threads/answer-relay.js';
 import { internalConnectionLimit } from './threads/handover.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
@@ -192,7 +193,11 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               ring,
               limiter: limiter.limiter,
               capture,
-              manage: (req, res, body) => api.manage(withBody(req, body), res),
+              manage: (req, res, body) => {
+                // A client that takes no byte of its /v2 answer for send_timeout_ms is cut.
+                cutWhenStalled(res, cfg.server.send_timeout_ms);
+                api.manage(withBody(req, body), res);
+              },
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
             }),

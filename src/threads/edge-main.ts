@@ -11,6 +11,7 @@ import { wakeRules } from '../events/wake-rules.js';
 import { coordinatorFor, limiterPart } from '../fleet/limiter.js';
 import { createLogger } from '../log.js';
 import { createMetrics } from '../metrics/index.js';
+import { HANDOVER_BUFFER_BYTES } from './answer-relay.js';
 import { handOver } from './handover.js';
 import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
 
@@ -87,7 +88,10 @@ const edge = createEdge({
   ring,
   limiter,
   capture,
-  manage: handOver(data.internal, log),
+  manage: handOver(data.internal, log, {
+    sendTimeoutMs: cfg.server.send_timeout_ms,
+    budgetBytes: HANDOVER_BUFFER_BYTES,
+  }),
   reusePort: true,
   threadLabel: data.testHooks ? String(data.index) : null,
 });

@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { errorBody } from '../errors.js';
 import type { Logger } from '../log.js';
+import { AnswerBudget, type AnswerLimits, HANDOVER_BUFFER_BYTES, relay } from './answer-relay.js';
 
 /**
  * Connections each edge thread keeps to the control thread's internal listener, at
@@ -9,6 +10,11 @@ import type { Logger } from '../log.js';
  * is read from the control thread at once, whatever the client's reading speed.
  */
 export const HANDOVER_SOCKETS = 16;
+
+/** Hands a /v2 call over; held(): the answer bytes this edge holds for clients not reading them yet. */
+export type HandOver = ((req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void) & {
+  held: () => number;
+};
 
 /** The internal listener's connection limit for `threads` edge threads (with room for a thread started again). */
 export const internalConnectionLimit = (threads: number): number => (threads + 1) * HANDOVER_SOCKETS;
@@ -21,9 +27,11 @@ export const internalConnectionLimit = (threads: number): number => (threads + 1
 export function handOver(
   internal: { port: number; token: string },
   log: Logger,
-): (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void {
+  limits: AnswerLimits = { sendTimeoutMs: 60_000, budgetBytes: HANDOVER_BUFFER_BYTES },
+): HandOver {
   const agent = new http.Agent({ keepAlive: true, maxSockets: HANDOVER_SOCKETS, maxFreeSockets: HANDOVER_SOCKETS });
-  return (req, res, body) => {
+  const budget = new AnswerBudget(limits.budgetBytes);
+  const hand = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => {
     const headers: http.OutgoingHttpHeaders = { ...req.headers };
     // This edge already answered Expect (checkContinue); the connection's own headers stay on its hop.
     delete headers.expect;
@@ -42,11 +50,10 @@ export function handOver(
         delete out['keep-alive'];
         delete out['transfer-encoding'];
         res.writeHead(r.statusCode ?? 502, out);
-        // Read at the control thread's speed (no backpressure from the client): the
-        // connection goes back to the pool at once; a client that reads nothing is cut
-        // by server.send_timeout_ms.
-        r.on('data', (c: Buffer) => res.write(c));
-        r.on('end', () => res.end());
+        // Read at the control thread's speed while this edge's budget holds (the
+        // connection goes back to the pool at once); past it, at the client's pace. A
+        // client that reads nothing for send_timeout_ms is cut either way.
+        relay({ from: r, to: res, budget, sendTimeoutMs: limits.sendTimeoutMs });
       },
     );
     up.on('error', (e) => {
@@ -61,4 +68,5 @@ export function handOver(
     });
     up.end(body ?? undefined);
   };
+  return Object.assign(hand, { held: () => budget.held });
 }

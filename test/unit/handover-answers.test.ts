@@ -1,0 +1,133 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { readWhole } from '../../src/management-body.js';
+import { cutWhenStalled } from '../../src/threads/answer-relay.js';
+import { type HandOver, handOver } from '../../src/threads/handover.js';
+
+const ANSWER = 4 * 1_048_576;
+const BUDGET = 1_048_576;
+const SEND_TIMEOUT = 400;
+
+/** Raw clients that ask for a large /v2 answer and never read a byte of it. */
+function nonReaders(port: number, n: number): net.Socket[] {
+  return Array.from({ length: n }, () => {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    s.pause();
+    s.write('GET /v2/wakes/big HTTP/1.1\r\nHost: x\r\n\r\n');
+    return s;
+  });
+}
+
+const until = async (ok: () => boolean | Promise<boolean>, ms: number) => {
+  const end = performance.now() + ms;
+  while (!(await ok())) {
+    if (performance.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return true;
+};
+
+const connections = (s: http.Server) => new Promise<number>((r) => s.getConnections((_e, n) => r(n)));
+
+/**
+ * /v2 answers relayed by an edge thread to clients that never read them: the edge
+ * holds at most its budget (then the handover socket waits), and a client that takes
+ * nothing for send_timeout_ms is cut, giving back what the edge held for it.
+ */
+describe('handover answers to clients that never read', () => {
+  let internal: http.Server;
+  let edge: http.Server;
+  let hand: HandOver;
+  let edgePort: number;
+  const big = Buffer.alloc(ANSWER, 0x61);
+
+  beforeAll(async () => {
+    internal = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      // Written in pieces, as a large wake detail is streamed.
+      for (let i = 0; i < ANSWER; i += 65_536) res.write(big.subarray(i, i + 65_536));
+      res.end();
+    });
+    await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
+    hand = handOver({ port: (internal.address() as AddressInfo).port, token: 't' }, silentLogger, {
+      sendTimeoutMs: SEND_TIMEOUT,
+      budgetBytes: BUDGET,
+    });
+    edge = http.createServer((req, res) =>
+      readWhole(req, res, { maxBytes: 65_536, timeoutMs: 30_000 }, (b) => hand(req, res, b)),
+    );
+    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
+    edgePort = (edge.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    edge.closeAllConnections();
+    internal.closeAllConnections();
+    await new Promise((r) => edge.close(r));
+    await new Promise((r) => internal.close(r));
+  });
+
+  it('20 non-readers of 4 MiB answers: the edge holds at most its budget, and all are cut after send_timeout_ms', async () => {
+    const clients = nonReaders(edgePort, 20);
+    let peak = 0;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, hand.held());
+    }, 5);
+    expect(await until(async () => (await connections(edge)) === 20, 5000)).toBe(true);
+    // Until they are cut the edge holds no more than its budget and one piece per answer.
+    expect(await until(async () => (await connections(edge)) === 0, SEND_TIMEOUT * 2 + 10_000)).toBe(true);
+    clearInterval(sampler);
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(BUDGET + 20 * 65_536 * 2);
+    expect(hand.held()).toBe(0);
+    for (const c of clients) c.destroy();
+    // The handover sockets were let go: a reader gets its whole answer.
+    const r = await fetch(`http://127.0.0.1:${edgePort}/v2/wakes/big`, { signal: AbortSignal.timeout(5000) });
+    expect((await r.arrayBuffer()).byteLength).toBe(ANSWER);
+  });
+
+  it('a slow reader that keeps taking bytes is not cut', async () => {
+    const s = net.connect(edgePort, '127.0.0.1');
+    s.on('error', () => {});
+    s.pause();
+    s.write('GET /v2/wakes/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    let got = 0;
+    // Reads a little every SEND_TIMEOUT / 4: slower than the answer comes, never stalled.
+    const reader = setInterval(() => {
+      const c: Buffer | null = s.read(262_144) ?? s.read();
+      if (c) got += c.length;
+    }, SEND_TIMEOUT / 4);
+    const ended = await new Promise<boolean>((r) => {
+      s.on('end', () => r(true));
+      s.on('close', () => r(true));
+      setTimeout(() => r(false), 30_000);
+      s.on('readable', () => {});
+    });
+    clearInterval(reader);
+    expect(ended).toBe(true);
+    expect(got).toBeGreaterThan(ANSWER);
+  });
+});
+
+describe('answers written whole (threads: 1)', () => {
+  it('cutWhenStalled cuts a client that takes nothing, and leaves one that reads', async () => {
+    const big = Buffer.alloc(ANSWER, 0x62);
+    const server = http.createServer((_req, res) => {
+      cutWhenStalled(res, SEND_TIMEOUT);
+      res.end(big);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    nonReaders(port, 5);
+    expect(await until(async () => (await connections(server)) === 5, 5000)).toBe(true);
+    expect(await until(async () => (await connections(server)) === 0, SEND_TIMEOUT * 2 + 10_000)).toBe(true);
+    const r = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(5000) });
+    expect((await r.arrayBuffer()).byteLength).toBe(ANSWER);
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+});
