@@ -39,6 +39,11 @@ function scalar(v: string): unknown {
   return v;
 }
 
+const HINTS: Record<string, string> = {
+  set: 'give each with --set NAME=VALUE',
+  allow_unsafe: 'with the CLI: --allow-unsafe',
+};
+
 interface Started {
   object: 'replay';
   wake_id: string;
@@ -70,10 +75,10 @@ export async function replay(args: Args, api: () => ApiClient, out: (s: string) 
   const started = (await client
     .call('POST', `/v2/wakes/${encodeURIComponent(id)}/replay`, { environment }, body)
     .catch((e: unknown) => {
-      // The 409 asking for `set` names the values; say how to give them here.
-      if (!(e instanceof ApiError) || e.body.error?.param !== 'set') throw e;
-      const error = { ...e.body.error, message: `${e.body.error.message}; give each with --set NAME=VALUE` };
-      throw new ApiError(e.status, { error });
+      // The 409 asking for `set` and the 422 asking for allow_unsafe: say how to give them here.
+      const hint = e instanceof ApiError ? HINTS[e.body.error?.param ?? ''] : undefined;
+      if (!(e instanceof ApiError) || hint === undefined) throw e;
+      throw new ApiError(e.status, { error: { ...e.body.error, message: `${e.body.error?.message}; ${hint}` } });
     })) as Started;
   const deadline = Date.now() + wait;
   for (;;) {

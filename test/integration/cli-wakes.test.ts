@@ -75,7 +75,10 @@ describe('the CLI reads wakes and replays them', () => {
       ).secret;
     app = await create('app', ['pay:read', 'pay:write'], 'billing');
     // The operator's key: reads and replays wakes, and may send what it replays.
-    env = { WAKEGATE_URL: t.url, WAKEGATE_KEY: await create('ops', ['wakes:read', 'wakes:write', 'pay:read']) };
+    env = {
+      WAKEGATE_URL: t.url,
+      WAKEGATE_KEY: await create('ops', ['wakes:read', 'wakes:write', 'pay:read', 'pay:write']),
+    };
   }, 60_000);
   afterAll(async () => {
     await t.cleanup();
@@ -201,6 +204,19 @@ describe('the CLI reads wakes and replays them', () => {
     const ok = await cli(['replay', w, '--set', 'token=tok_live_other'], env);
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stdout).toMatch(/^replay wk_\S+ of /);
+    // A POST is replayed only with --allow-unsafe; the 422 says so in one line.
+    const post = await fetch(`${t.url}/api/item`, { method: 'POST', headers: bearer(app), body: 'x' });
+    await post.arrayBuffer();
+    await flushed(t.gw);
+    const id = post.headers.get('x-wake-id') as string;
+    const unsafe = await cli(['replay', id], env);
+    expect(unsafe.code).toBe(1);
+    expect(lines(unsafe.stderr)).toEqual([
+      expect.stringMatching(
+        /^wakegate: 422 unprocessable: POST is not a safe method.*; with the CLI: --allow-unsafe \(param: allow_unsafe\)/,
+      ),
+    ]);
+    expect((await cli(['replay', id, '--allow-unsafe'], env)).code).toBe(0);
     const unknown = await cli(['replay', w, '--set', 'token=a', '--set', 'nope=1'], env);
     expect(unknown.code).toBe(1);
     expect(lines(unknown.stderr)).toEqual([expect.stringMatching(/^wakegate: 400 invalid_request: .*set\.nope/)]);
