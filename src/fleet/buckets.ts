@@ -25,6 +25,11 @@ const PROBE_MS = 200;
 const MAX_BATCH = 256;
 /** The first lease of a bucket asks for this many (the bucket's own eighth caps it). */
 const FIRST_WANT = 4;
+/**
+ * Each instance's own ceiling on what Redis grants it may run ahead of Redis's clock by
+ * this much refill: the two clocks start a lease's time at different instants.
+ */
+const CEILING_SLACK_MS = LEASE_MS;
 /** How often unspent leases are given back and quota counts sent. */
 const SWEEP_MS = 100;
 /** A lease no decision has drawn on for this long goes back early: its tokens are of more use elsewhere. */
@@ -70,6 +75,13 @@ interface Lease {
   nap: Promise<void> | null;
   /** This instance's share of the bucket while Redis cannot answer (on_unavailable: local). */
   share: ShareBucket | null;
+  /**
+   * What this instance may still take from Redis, a bucket of the policy's own counted
+   * here (tokens, at `ceilingAt` local monotonic ms): whatever Redis holds or answers,
+   * this instance never holds more than one bucket would grant it.
+   */
+  ceiling: number;
+  ceilingAt: number;
 }
 
 interface Give {
@@ -101,6 +113,11 @@ const UNAVAILABLE_CLOSED: LimitDecision = {
  * down: on_unavailable decides (local enforces this instance's share of each bucket,
  * open admits, closed answers 503), counted in wakegate_coordination_unavailable_total.
  * Quota uses are counted in Redis (QUOTA), so a threshold is crossed once per fleet.
+ * Redis is not trusted with the bound: a grant is cut to what was asked and to this
+ * instance's own ceiling (a bucket of the same policy, refilled by the local clock, with
+ * what leases give back), so someone writing to Redis (HSET, DEL, in a loop) makes an
+ * instance admit at most its burst plus its refill (and CEILING_SLACK_MS of refill):
+ * a fleet of N instances at most N buckets' worth, never unbounded.
  */
 export class FleetLimiter implements RequestLimiter {
   private readonly set: PolicySet;
@@ -184,6 +201,8 @@ export class FleetLimiter implements RequestLimiter {
         askAt: 0,
         nap: null,
         share: null,
+        ceiling: p.burst,
+        ceilingAt: performance.now(),
       };
       kind.set(id, l);
     } else if (l.policy !== p) {
@@ -340,11 +359,15 @@ export class FleetLimiter implements RequestLimiter {
     const id = `${this.co.owner}.${(++this.seq).toString(36)}`;
     const keys: string[] = [];
     const args: (string | number)[] = [id, LEASE_MS + LEASE_GRACE_MS, asks.length];
+    /** Per bucket asked, the most Redis may grant: what was asked. */
+    const asked: number[] = [];
     for (const a of asks) {
       args.push(a.need.length);
       for (const l of a.need) {
         keys.push(l.name, l.leases);
-        args.push(l.policy.burst, l.policy.rate, l.want, Math.max(1, l.waiting));
+        const need = Math.max(1, l.waiting);
+        args.push(l.policy.burst, l.policy.rate, l.want, need);
+        asked.push(Math.max(l.want, need));
       }
     }
     // Leases ended here go back in the same write, ahead of the take: Redis counts out only what is still out.
@@ -354,25 +377,41 @@ export class FleetLimiter implements RequestLimiter {
     const t = performance.now();
     this.co.run(TAKE, keys, args, 'take').then(
       (r) => {
-        const a = r as (number | string)[];
+        if (!Array.isArray(r) || r.length < asked.length * 4) {
+          const e = new Error('a bucket lease reply that is not one');
+          for (const ask of asks) ask.reject(e);
+          return;
+        }
+        const a = r as unknown[];
         let k = 0;
         for (const ask of asks) {
           for (const l of ask.need) {
-            const grant = Number(a[k * 4]);
-            l.left = Number(a[k * 4 + 1]);
+            const at = performance.now();
+            const redisGrant = bounded(a[k * 4], 0, asked[k] as number);
+            const grant = this.underCeiling(l, Math.floor(redisGrant), at);
+            l.left = bounded(a[k * 4 + 1], 0, l.policy.burst);
             // Redis answers: what was decided locally while it could not is over.
             l.share = null;
-            if (grant > 0) {
+            if (grant > 0 && grant === Math.floor(redisGrant)) {
               l.held = grant;
               l.until = t + LEASE_MS;
               l.used = t;
               l.member = `${id}:${k + 1}:${grant}`;
               l.emptyUntil = 0;
               l.askAt = 0;
+            } else if (grant > 0) {
+              // More than this instance's ceiling: hold what it allows, let Redis's lease expire.
+              l.held = grant;
+              l.until = t + LEASE_MS;
+              l.used = t;
+              l.member = '';
+              l.emptyUntil = 0;
+              l.askAt = 0;
             } else {
-              const at = performance.now();
-              const waitMs = Number(a[k * 4 + 2]);
-              const outMs = Number(a[k * 4 + 3]);
+              const oneToken = Math.ceil(1 / l.policy.rate) + 1;
+              const ceilingMs = redisGrant >= 1 ? Math.ceil((1 - l.ceiling) / l.policy.rate) : 0;
+              const waitMs = Math.max(bounded(a[k * 4 + 2], 0, oneToken), ceilingMs);
+              const outMs = redisGrant >= 1 ? 0 : bounded(a[k * 4 + 3], 0, LEASE_MS + LEASE_GRACE_MS);
               l.refillAt = at + waitMs;
               if (outMs > 0) {
                 // Tokens out in leases: ask again soon (sooner than a refill, never after the leases end).
@@ -399,9 +438,12 @@ export class FleetLimiter implements RequestLimiter {
    * back, and the bucket stops counting it as held); the next lease is sized by how it went.
    */
   private retire(l: Lease): void {
-    if (l.member === '') return;
+    if (l.member === '' && l.held === 0) return;
     const back = Math.floor(l.held);
-    this.gives.push({ lease: l, member: l.member, back });
+    // What was not spent counts again under this instance's ceiling, as Redis counts it again.
+    this.refillCeiling(l, performance.now());
+    l.ceiling = Math.min(l.policy.burst, l.ceiling + back);
+    if (l.member !== '') this.gives.push({ lease: l, member: l.member, back });
     if (back >= 1) {
       l.want = Math.max(1, l.want >> 1);
     } else {
@@ -409,6 +451,30 @@ export class FleetLimiter implements RequestLimiter {
     }
     l.held = 0;
     l.member = '';
+  }
+
+  /** Brings `l`'s ceiling up to `t` (local monotonic ms). */
+  private refillCeiling(l: Lease, t: number): void {
+    const p = l.policy;
+    if (t > l.ceilingAt) {
+      l.ceiling = Math.min(p.burst, l.ceiling + (t - l.ceilingAt) * p.rate);
+      l.ceilingAt = t;
+    } else if (l.ceiling > p.burst) l.ceiling = p.burst;
+  }
+
+  /** Of `grant` tokens Redis granted, what `l`'s ceiling allows (taken from it). */
+  private underCeiling(l: Lease, grant: number, t: number): number {
+    this.refillCeiling(l, t);
+    const room = Math.floor(l.ceiling + CEILING_SLACK_MS * l.policy.rate + 1e-9);
+    const g = Math.max(0, Math.min(grant, room));
+    l.ceiling -= g;
+    return g;
+  }
+
+  /** Whether `l`'s ceiling is full again by `t`: forgetting it then loses nothing. */
+  private ceilingFull(l: Lease, t: number): boolean {
+    this.refillCeiling(l, t);
+    return l.ceiling >= l.policy.burst;
   }
 
   private count(key: KeyRecord, p: Policy, now: number): void {
@@ -427,12 +493,12 @@ export class FleetLimiter implements RequestLimiter {
     for (const kind of this.leases.values()) {
       for (const [id, l] of kind) {
         if (l.fetching !== null) continue;
-        if (l.member !== '' && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
+        if ((l.member !== '' || l.held > 0) && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
         const idle = l.waiting === 0 && t >= l.emptyUntil && t >= l.askAt;
         // A share kept while Redis is away goes only once full again (then it is a fresh one anyway).
         const shared =
           l.share === null || shareOf(l.share, l.policy, l.share.of, l.left, t).tokens >= l.share.policy.burst;
-        if (l.member === '' && idle && shared) kind.delete(id);
+        if (l.member === '' && l.held === 0 && idle && shared && this.ceilingFull(l, t)) kind.delete(id);
       }
     }
     const gives = this.gives.splice(0);
@@ -465,7 +531,9 @@ export class FleetLimiter implements RequestLimiter {
     const args = uses.flatMap(([, u]) => [u.n, u.p.windowMs]);
     let totals: number[];
     try {
-      totals = (await this.co.run(QUOTA, keys, args, 'quota', 1000)) as number[];
+      const r = await this.co.run(QUOTA, keys, args, 'quota', 1000);
+      if (!Array.isArray(r) || r.length < uses.length) throw new Error('a quota reply that is not one');
+      totals = r as number[];
     } catch (e) {
       this.log.debug('quota counts not sent (Redis unavailable)', { err: e as Error });
       return;
@@ -506,4 +574,11 @@ export class FleetLimiter implements RequestLimiter {
     for (const kind of this.leases.values()) for (const l of kind.values()) this.retire(l);
     await this.sweep();
   }
+}
+
+/** `v` as a finite number within [lo, hi]; lo when it is not one (a reply is not trusted). */
+function bounded(v: unknown, lo: number, hi: number): number {
+  const x = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : Number.NaN;
+  if (!Number.isFinite(x) || x < lo) return lo;
+  return Math.min(x, hi);
 }

@@ -11,24 +11,43 @@ import { script } from './redis.js';
  * than one bucket would. A lease's tokens that are neither spent nor given back by its
  * expiry are taken as spent. Time is Redis's own (TIME), so instances' clocks never
  * matter. Each script is atomic: no other command runs between its reads and writes.
+ *
+ * What the hash holds is read as untrusted (whoever can write to Redis can write it):
+ * tok is kept within [0, cap - out], out within [0, cap], ts at most now; a value that
+ * is not a finite number reads as the strict one (tok 0, out cap, ts now), a lease
+ * member with no token count as 0 tokens. A missing hash is a fresh, full bucket, so one
+ * write (HSET tok 1e12, DEL) is worth at most one bucket; a loop of them is bounded by
+ * each instance's own ceiling (buckets.ts), not here.
  */
 
 const COMMON = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A field as a number: absent reads as fresh, anything not a finite number as bad.
+local function field(v, fresh, bad)
+  if v == false or v == nil then return fresh end
+  local x = tonumber(v)
+  if x == nil or x ~= x or x == math.huge or x == -math.huge then return bad end
+  return x
+end
+local function tokens(m)
+  return tonumber(string.match(m, ':(%d+)$')) or 0
+end
 local function state(b, l, cap, rate)
   local h = redis.call('HMGET', b, 'tok', 'ts', 'out')
-  local tok = tonumber(h[1]) or cap
-  local ts = tonumber(h[2]) or now
-  local out = tonumber(h[3]) or 0
+  local tok = field(h[1], cap, 0)
+  local ts = math.min(now, field(h[2], now, now))
+  local out = math.max(0, math.min(cap, field(h[3], 0, cap)))
   local gone = redis.call('ZRANGEBYSCORE', l, '-inf', now)
   if #gone > 0 then
-    for _, m in ipairs(gone) do out = out - tonumber(string.match(m, ':(%d+)$')) end
+    for _, m in ipairs(gone) do out = out - tokens(m) end
     redis.call('ZREMRANGEBYSCORE', l, '-inf', now)
     if out < 0 then out = 0 end
   end
+  local room = cap - out
+  if tok > room then tok = room end
+  if tok < 0 then tok = 0 end
   if now > ts then
-    local room = cap - out
     if tok < room then tok = math.min(room, tok + (now - ts) * rate) end
     ts = now
   end
@@ -97,7 +116,7 @@ for g = 1, groups do
       -- bucket might still admit, so the caller waits (at most until the last one ends).
       if out >= 1 then
         local last = redis.call('ZRANGE', KEYS[2 * k], -1, -1, 'WITHSCORES')
-        if #last == 2 then outMs = math.max(1, tonumber(last[2]) - now) end
+        if #last == 2 then outMs = math.max(1, math.min(lease, tonumber(last[2]) - now)) end
       end
     end
     r[#r + 1] = grant
@@ -124,9 +143,9 @@ for i = 1, #KEYS / 2 do
   local rate = tonumber(ARGV[(i - 1) * 4 + 4])
   if redis.call('ZREM', l, member) == 1 then
     local tok, ts, out = state(b, l, cap, rate)
-    out = out - tonumber(string.match(member, ':(%d+)$'))
+    out = out - tokens(member)
     if out < 0 then out = 0 end
-    tok = math.min(cap - out, tok + back)
+    tok = math.min(cap - out, tok + math.max(0, back))
     save(b, l, tok, ts, out, cap, rate)
   end
 end
