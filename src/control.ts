@@ -1,4 +1,4 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -51,7 +51,7 @@ import {
   FanoutCursorTable,
 } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
-import { internalConnectionLimit } from './threads/handover.js';
+import { internalListener } from './threads/internal-listener.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
@@ -538,20 +538,15 @@ function listenersPart(d: ListenerDeps): Part & {
     serve(req, res);
   });
   const token = randomBytes(32).toString('base64url');
-  const internal = http.createServer((req, res) => {
-    const given = Buffer.from(String(req.headers['x-wakegate-internal'] ?? ''));
-    const want = Buffer.from(token);
-    if (given.length !== want.length || !timingSafeEqual(given, want)) {
-      res.writeHead(403, { connection: 'close' });
-      return void res.end();
-    }
-    (req as WithPeer)[PEER] = String(req.headers['x-wakegate-peer'] ?? '');
-    delete req.headers['x-wakegate-internal'];
-    delete req.headers['x-wakegate-peer'];
-    d.api.manage(req, res);
+  // Only connections that showed the token count against the edges' pools (internal-listener.ts).
+  const internal = internalListener({
+    token,
+    threads: d.threads,
+    serve: (req, res, peer) => {
+      (req as WithPeer)[PEER] = peer;
+      d.api.manage(req, res);
+    },
   });
-  // Edge threads each keep a bounded pool of connections here: a local process cannot hold more.
-  internal.maxConnections = internalConnectionLimit(d.threads);
   const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
     new Promise<number>((resolve, reject) => {
       server.once('error', (e) => reject(listenError(e, { name, setting, port })));
