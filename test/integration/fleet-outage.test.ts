@@ -30,7 +30,14 @@ beforeAll(async () => {
   t = await startGateway({
     storage: { clickhouse_url: storage.url },
     coordination: { redis_url: redis.url, timeout_ms: 500 },
-    routes: [{ name: 'api', prefix: '/api', scopes: { read: 'api:read', write: 'api:write' }, origins: { production: origin.url } }],
+    routes: [
+      {
+        name: 'api',
+        prefix: '/api',
+        scopes: { read: 'api:read', write: 'api:write' },
+        origins: { production: origin.url },
+      },
+    ],
   });
 });
 afterAll(async () => {
