@@ -1,7 +1,7 @@
 import type { Transform } from 'node:stream';
 import { KEY_SCAN_BUDGET } from './budget.js';
 import { codingNamed, codingNames, decoderNamed } from './codings.js';
-import { decodedForKeys, keyIn, spellingStarts } from './key-spelling.js';
+import { decodedSpan, keyIn } from './key-spelling.js';
 import { narrowWide, unitOf, type Wide, wideOf } from './wide.js';
 
 /**
@@ -49,9 +49,25 @@ export const HOLD = 16_384;
 /** Fresh bytes gathered before a window is read, so a body sent a byte at a time costs no more. */
 const MIN_SCAN = 16_384;
 
+/**
+ * Bytes after a place a spelling could start that are decoded and read: a key in its
+ * longest spelling (137 characters of up to 16 bytes each, in UTF-32 read as bytes)
+ * starting there ends within SPAN, so a read of 2 x SPAN sees any key starting in
+ * its first SPAN bytes, and the next look starts SPAN further: each byte is decoded
+ * at most about twice per pass, whatever the body holds.
+ */
+const SPAN = 137 * 16 * 4;
+
 const SVC = Buffer.from('svc');
+const SHORT = Buffer.alloc(32);
+/** Up to 32 bytes of the 128 from `i` with NULs left out (in one shared buffer). */
+function narrowed(b: Buffer, i: number): Buffer {
+  let n = 0;
+  const end = Math.min(b.length, i + 128);
+  for (let j = i; j < end && n < SHORT.length; j++) if (b[j] !== 0) SHORT[n++] = b[j] as number;
+  return SHORT.subarray(0, n);
+}
 /** Where ASCII in UTF-16 or UTF-32 could start a key among other bytes. */
-const NULS = /\0+/g;
 const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from('%\0'), Buffer.from('\\\0')];
 
 /**
@@ -61,6 +77,8 @@ const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from
 function hexSpells(b: Buffer, i: number, depth = 0): boolean {
   const c1 = b[i];
   const c2 = b[i + 1];
+  // Hex digits spelled in turn (`%\u0037\u0033`, `%%37%33`): a place to read (keyAround decodes it).
+  if (c1 === 0x5c || c1 === 0x25) return true;
   if (c1 === 0x37) return c2 === 0x33 || c2 === 0x36;
   if (c1 === 0x36) return c2 === 0x33;
   if (depth > 8) return false;
@@ -108,28 +126,30 @@ const mayHold = (b: Buffer): boolean => nextStart(b, 0) !== -1;
  * around it read (decoded only where it holds a `%`, a `\\` or a NUL).
  */
 function keyAround(b: Buffer, i: number, more: boolean): boolean {
-  const end = Math.min(b.length, i + 2 * HOLD);
-  const part = b.toString('latin1', Math.max(0, i - 64), end);
-  const plain = part.indexOf('%') === -1 && part.indexOf('\\') === -1 && part.indexOf('\0') === -1;
-  return keyIn(plain ? part : decodedForKeys(part), end < b.length || more);
+  const from = Math.max(0, i - 64);
+  const end = Math.min(b.length, i + 2 * SPAN);
+  const plain = !(has(b, 0x25, from, end) || has(b, 0x5c, from, end) || has(b, 0, from, end));
+  return keyIn(plain ? b.toString('latin1', from, end) : decodedSpan(b, from, end), end < b.length || more);
 }
+const has = (b: Buffer, c: number, from: number, end: number): boolean => b.subarray(from, end).indexOf(c) !== -1;
 
 /**
  * Whether narrow bytes (one a character) hold a key; `more`: the body goes on past
  * them. Read around each place a spelling could start (a key spelled from one of
- * them ends within HOLD bytes, inside the 2 x HOLD read), not decoded whole: a body
- * of random bytes costs its native searches, not a decoding of every byte.
+ * them ends within SPAN bytes, inside the 2 x SPAN read), the next look SPAN
+ * further, not decoded whole: a body of random bytes costs its native searches,
+ * and a body of nothing but spellings (`%73%73…`) each byte decoded about twice a pass.
  */
 function holds(b: Buffer, more: boolean): boolean {
-  for (let i = nextStart(b, 0); i !== -1; i = nextStart(b, i + HOLD)) if (keyAround(b, i, more)) return true;
+  for (let i = nextStart(b, 0); i !== -1; i = nextStart(b, i + SPAN)) if (keyAround(b, i, more)) return true;
   if (b.indexOf(0) === -1) return false;
   // ASCII of UTF-16/32 text among other bytes: read with its NULs left out, around each place it could start.
   for (const t of WIDE_TOKENS) {
     for (let i = b.indexOf(t); i !== -1; i = b.indexOf(t, i + 1)) {
       // A short look first: random bytes hold `%\0` now and then, a key's start seldom.
-      if (!spellingStarts(b.toString('latin1', i, i + 64).replace(NULS, ''))) continue;
+      if (nextStart(narrowed(b, i), 0) === -1) continue;
       if (keyAround(b, i, more)) return true;
-      i += HOLD;
+      i += SPAN;
     }
   }
   return false;

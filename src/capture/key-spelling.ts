@@ -27,6 +27,8 @@ export const maySpellKey = (s: string): boolean => spellingStarts(s) || s.indexO
 export function spellingStarts(s: string): boolean {
   if (s.indexOf('svc') !== -1) return true;
   if (s.indexOf('%') === -1 && s.indexOf('\\') === -1) return false;
+  // A percent-encoding or escape whose hex digits are spelled in turn (`%\u0037\u0033`): looked at whole.
+  if (DIGITS_SPELLED.test(s)) return true;
   SPELLED_START.lastIndex = 0;
   for (let m = SPELLED_START.exec(s); m !== null; m = SPELLED_START.exec(s))
     if (spells(s, m.index + (m[0] as string).length - 2, 0)) return true;
@@ -34,6 +36,7 @@ export function spellingStarts(s: string): boolean {
 }
 /** A percent-encoding or escape of s, v, c, % or \ (its two hex digits last). */
 const SPELLED_START = /(?:%|\\(?:u00|x|U000000))(?:7[36]|63|25|5[cC])/g;
+const DIGITS_SPELLED = /(?:%|\\(?:u00|x|U000000))[%\\]/;
 
 /** Whether the two hex digits at `i` (just decoded) are s, v or c, or % or \ spelling one of them next. */
 function spells(s: string, i: number, depth: number): boolean {
@@ -42,7 +45,10 @@ function spells(s: string, i: number, depth: number): boolean {
   if (depth > ROUNDS) return false;
   const next = i + 2;
   // A decoded `%`: the two characters after it are its hex digits.
-  if (h === '25') return /^[0-9A-Fa-f]{2}/.test(s.slice(next, next + 2)) && spells(s, next, depth + 1);
+  if (h === '25')
+    return (
+      /^[%\\]/.test(s.slice(next)) || (/^[0-9A-Fa-f]{2}/.test(s.slice(next, next + 2)) && spells(s, next, depth + 1))
+    );
   // A decoded `\`: an escape follows (or the hex of one, percent-encoded once more).
   const rest = s.slice(next, next + 12);
   const esc = /^(?:u00|x|U000000|%(?:75|78)(?:%30%30)?)/.exec(rest);
@@ -52,39 +58,130 @@ function spells(s: string, i: number, depth: number): boolean {
 
 /**
  * Text as an application reads it after up to eight rounds of decoding: percent
- * sequences (as a URL, form or header value is read), then escapes (as JSON or
- * YAML reads a string), and NUL bytes left out (ASCII in UTF-16/32 read as bytes).
- * A character past Latin-1 stands as U+00FF: it ends a key, as it would.
+ * sequences (as a URL, form or header value is read) and escapes (as JSON or YAML
+ * reads a string), in either order and alternating (JSON in a form value in JSON),
+ * and NUL bytes left out (ASCII in UTF-16/32 read as bytes). A character past
+ * Latin-1 stands as U+00FF: it ends a key, as it would.
  */
 export function decodedForKeys(s: string): string {
-  let t = s.indexOf('\0') === -1 ? s : s.replace(NULS, '');
-  for (let r = 0; r < ROUNDS; r++) {
-    if (t.indexOf('%') === -1 && t.indexOf('\\') === -1) break;
-    const next = unescapeAll(percentDecode(t));
-    if (next === t) break;
-    t = next;
+  const n = s.length;
+  const src = scratch(n, 0);
+  let m = 0;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c !== 0) src[m++] = Math.min(c, 0xff);
   }
-  return t;
+  return decodeBytes(src, m);
 }
-const NULS = /\0+/g;
 
-function percentDecode(s: string): string {
-  if (s.indexOf('%') === -1) return s;
-  return s.replace(PERCENT, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+/** Bytes `b[from, to)` (one a character, NULs left out) decoded as decodedForKeys does, as Latin-1 text. */
+export function decodedSpan(b: Uint8Array, from: number, to: number): string {
+  const src = scratch(to - from, 0);
+  let m = 0;
+  for (let i = from; i < to; i++) {
+    const c = b[i] as number;
+    if (c !== 0) src[m++] = c;
+  }
+  decodeWork.bytes += to - from;
+  return decodeBytes(src, m);
 }
-const PERCENT = /%([0-9A-Fa-f]{2})/g;
 
-function unescapeAll(s: string): string {
-  if (s.indexOf('\\') === -1) return s;
-  return s.replace(ESCAPE, (m, u: string | undefined, x: string | undefined, w: string | undefined) => {
-    const hex = u ?? x ?? w;
-    if (hex === undefined) return m === '\\\\' ? '\\' : m;
-    const c = Number.parseInt(hex, 16);
-    return c <= 0xff ? String.fromCharCode(c) : '\u00ff';
-  });
+/**
+ * Bytes run through the decoder's passes (each pass counts the bytes it reads), for
+ * tests that bound the work a body costs per byte.
+ */
+export const decodeWork = { bytes: 0 };
+
+/** Two buffers the passes read from and write to in turn (grown, never shrunk). */
+const bufs: [Uint8Array, Uint8Array] = [new Uint8Array(1 << 16), new Uint8Array(1 << 16)];
+function scratch(n: number, k: 0 | 1): Uint8Array {
+  if (bufs[k].length < n) bufs[k] = new Uint8Array(Math.max(n, 2 * bufs[k].length));
+  return bufs[k];
 }
-/** An escape: `\uXXXX`, `\xXX`, `\UXXXXXXXX`, or an escaped backslash (read as one, left as the pair otherwise). */
-const ESCAPE = /\\(?:u([0-9A-Fa-f]{4})|x([0-9A-Fa-f]{2})|U([0-9A-Fa-f]{8})|\\)/g;
+
+/** The first `n` bytes of the first scratch buffer decoded: passes alternate until one changes nothing. */
+function decodeBytes(first: Uint8Array, n: number): string {
+  let src = first;
+  let dst = scratch(n, 1);
+  let len = n;
+  let idle = 0;
+  // Escapes first, then percent, then escapes…: each pass undoes one layer, so the
+  // nesting in either order is read; two passes that change nothing end it.
+  for (let p = 0; p < 2 * ROUNDS + 1 && idle < 2; p++) {
+    const out = p % 2 === 0 ? escapePass(src, len, dst) : percentPass(src, len, dst);
+    idle = out === len ? idle + 1 : 0;
+    len = out;
+    const t = src;
+    src = dst;
+    dst = t;
+  }
+  return Buffer.from(src.buffer, src.byteOffset, len).toString('latin1');
+}
+
+/** Value of a hex digit, or -1. */
+function hexv(c: number | undefined): number {
+  if (c === undefined) return -1;
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  return l >= 0x61 && l <= 0x66 ? l - 0x57 : -1;
+}
+
+/** Value of `k` hex digits at `i` (below `n`), or -1. */
+function hexAt(s: Uint8Array, i: number, k: number, n: number): number {
+  if (i + k > n) return -1;
+  let v = 0;
+  for (let j = i; j < i + k; j++) {
+    const h = hexv(s[j]);
+    if (h < 0) return -1;
+    v = v * 16 + h;
+  }
+  return v;
+}
+
+/** `%XX` sequences decoded (as a URL, form or header value is read); the length written. */
+function percentPass(s: Uint8Array, n: number, d: Uint8Array): number {
+  decodeWork.bytes += n;
+  let o = 0;
+  for (let i = 0; i < n; i++) {
+    const c = s[i] as number;
+    if (c === 0x25) {
+      const v = hexAt(s, i + 1, 2, n);
+      if (v >= 0) {
+        d[o++] = v;
+        i += 2;
+        continue;
+      }
+    }
+    d[o++] = c;
+  }
+  return o;
+}
+
+/** `\uXXXX`, `\xXX`, `\UXXXXXXXX` and `\\` undone (as JSON or YAML reads a string); the length written. */
+function escapePass(s: Uint8Array, n: number, d: Uint8Array): number {
+  decodeWork.bytes += n;
+  let o = 0;
+  for (let i = 0; i < n; i++) {
+    const c = s[i] as number;
+    if (c === 0x5c) {
+      const e = s[i + 1];
+      const k = e === 0x75 ? 4 : e === 0x78 ? 2 : e === 0x55 ? 8 : 0;
+      const v = k === 0 ? -1 : hexAt(s, i + 2, k, n);
+      if (v >= 0) {
+        d[o++] = Math.min(v, 0xff);
+        i += 1 + k;
+        continue;
+      }
+      if (e === 0x5c && i + 1 < n) {
+        d[o++] = 0x5c;
+        i += 1;
+        continue;
+      }
+    }
+    d[o++] = c;
+  }
+  return o;
+}
 
 /** Whether text holds a gateway key in any of these spellings. */
 export const spellsKey = (s: string): boolean => maySpellKey(s) && KEY.test(decodedForKeys(s));

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BodyRefused, KeyGate, refusedBody } from '../../src/capture/key-scan.js';
+import { decodeWork } from '../../src/capture/key-spelling.js';
 import { holdsGatewayKey, withoutGatewayKeys } from '../../src/capture/text.js';
 import { appReadings } from '../helpers/app-decode.js';
 import { cuts, embedded, keyBody, split } from '../helpers/key-spellings.js';
@@ -106,5 +107,73 @@ describe('gateway keys in any spelling (issue #34, item 10)', () => {
     expect(g.refused?.type).toBe('payload_too_large');
     expect(refusedBody(Buffer.from('x'), '', 'compress')?.param).toBe('content-encoding');
     expect(() => new KeyGate('', 'compress')).toThrow(BodyRefused);
+  });
+
+  it('property: JSON -> percent -> JSON layering (hex digits of a %XX escaped in turn) is read to the key', async () => {
+    const esc = (c: string) => `\\u00${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+    const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, '0');
+    /** One character: plain, %XX with its digits JSON-escaped, \u0025 then escaped digits, or %XX escaped whole. */
+    const spell = [
+      (c: string) => c,
+      (c: string) => `%${[...hex(c)].map(esc).join('')}`,
+      (c: string) => `${esc('%')}${[...hex(c)].map(esc).join('')}`,
+      (c: string) => [...`%${hex(c)}`].map(esc).join(''),
+    ];
+    await fc.assert(
+      fc.asyncProperty(
+        key,
+        fc.array(fc.nat({ max: 3 }), { minLength: 140, maxLength: 140 }),
+        fc.boolean(),
+        cuts(4000),
+        async (k, picks, inJson, at) => {
+          const spelled = [...k].map((c, i) => (spell[picks[i] as number] as (c: string) => string)(c)).join('');
+          const text = inJson ? JSON.stringify({ note: spelled }) : spelled;
+          const body = Buffer.from(text);
+          expect(refusedBody(body, 'application/json')).not.toBeNull();
+          const g = await gated(split(body, at), { 'content-type': 'application/json' });
+          expect(g.refused).not.toBeNull();
+        },
+      ),
+      { numRuns: 200 },
+    );
+    expect(refusedBody(Buffer.from(`{"a":"%\\u0037\\u0033v\\u0063_live_${'a1'.repeat(20)}"}`))).not.toBeNull();
+  });
+
+  it('the work of a scan is a small constant per byte, whatever the body spells (decoded bytes per byte)', async () => {
+    const MiB = 1 << 20;
+    const rep = (u: string) => Buffer.from(u.repeat(Math.ceil(MiB / u.length)).slice(0, MiB), 'latin1');
+    const bodies = [
+      '%73',
+      '\\u005c',
+      '%\0',
+      '%25',
+      '%2573',
+      '\\u0073',
+      '%\\',
+      '%%',
+      '%73\\u005c%\0%25\\x73s\0v\0',
+      'svc',
+    ];
+    for (const u of bodies) {
+      const body = rep(u);
+      decodeWork.bytes = 0;
+      refusedBody(body, 'application/json');
+      const buffered = decodeWork.bytes / body.length;
+      decodeWork.bytes = 0;
+      const g = await gated(split(body, [1000, 70_000, 300_000, 700_000]), { 'content-type': 'application/json' });
+      expect(g.refused).toBeNull();
+      const streamed = decodeWork.bytes / body.length;
+      expect({ u, buffered: buffered < 32, streamed: streamed < 32 }).toEqual({ u, buffered: true, streamed: true });
+    }
+  });
+
+  it('an uncompressed streamed body is never refused for its size (70 MiB through the gate, past the 64 MiB decoding budget)', async () => {
+    const chunk = Buffer.alloc(1 << 20);
+    for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 7) % 251;
+    const gate = new KeyGate('application/octet-stream');
+    let out = 0;
+    for (let n = 0; n < 70; n++) for (const o of await gate.push(chunk)) out += o.length;
+    for (const o of await gate.end()) out += o.length;
+    expect(out).toBe(70 << 20);
   });
 });
