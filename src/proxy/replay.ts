@@ -135,15 +135,16 @@ export class Replayer {
       );
     }
     const scopes = route.cfg.scopes;
-    if (scopes) {
-      const needed = SAFE.has(w.method) ? scopes.read : scopes.write;
-      if (!hasScope(caller, needed)) {
-        throw new GatewayError(
-          'insufficient_scope',
-          `this key lacks the scope ${needed}, which the replayed ${w.method} on route ${route.name} needs`,
-        );
-      }
+    const needed = scopes ? (SAFE.has(w.method) ? scopes.read : scopes.write) : null;
+    if (needed !== null && !hasScope(caller, needed)) {
+      throw new GatewayError(
+        'insufficient_scope',
+        `this key lacks the scope ${needed}, which the replayed ${w.method} on route ${route.name} needs`,
+      );
     }
+    // The origin is told the original key sent it: that key must be able to send it today too.
+    const unsendable = unsendableAsOriginal(original, w.key_id, route, needed);
+    if (unsendable) throw new GatewayError('conflict', unsendable, 'wake_id');
     // Only a caller that may send the request learns what set must give.
     const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
     if (!fill.ok) throw refusalError(fill.refusal);
@@ -251,6 +252,27 @@ export class Replayer {
     await Promise.allSettled([...this.running]);
     await this.upstreams.close();
   }
+}
+
+/**
+ * Why the wake cannot be re-sent as its original sender under the route that matches
+ * it today, or null: the replay carries the original key's identity headers (or none),
+ * so that key must hold the scope the route needs now, and a route that now requires
+ * a key cannot be sent a wake that had none (it would reach the origin unidentified,
+ * with whatever x-consumer-id its client claimed).
+ */
+function unsendableAsOriginal(
+  original: KeyRecord | null,
+  keyId: string | null,
+  route: { name: string; cfg: { auth: string } },
+  needed: string | null,
+): string | null {
+  if (original !== null) {
+    if (needed === null || hasScope(original, needed)) return null;
+    return `the key that sent this wake (${keyId}) lacks the scope ${needed}, which route ${route.name} needs for it now; a replay is sent as that key, so it cannot be replayed`;
+  }
+  if (route.cfg.auth !== 'required') return null;
+  return `this wake was sent without a key, and route ${route.name}, which matches its path now, requires one; it cannot be replayed`;
 }
 
 /** The error a refused fill answers with: 400 naming `set.<name>`, or 409. */

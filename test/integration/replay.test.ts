@@ -673,11 +673,19 @@ describe('a replay is admitted against the routes in force now (issue #34 item 9
       scopes: { read: 'api:read', write: 'api:write' },
       origins: { production: a.url },
     };
-    let t = await startGateway({ routes: [api] }, { dir, admin });
+    // An admin route elsewhere, so the admin scopes exist for keys from the start.
+    const elsewhere = {
+      name: 'console',
+      prefix: '/console-admin',
+      scopes: { read: 'admin:read', write: 'admin:write' },
+      origins: { production: b.url },
+    };
+    let t = await startGateway({ routes: [elsewhere, api] }, { dir, admin });
     try {
       const key = async (label: string, scopes: string[]) =>
         (await t.gw.keys.create({ label, environment: 'production', scopes }, 'production')).secret;
-      const user = await key('user', ['api:read']);
+      // The original key may read the admin route too: a replay is sent as it (checked below).
+      const user = await key('user', ['api:read', 'admin:read']);
       const apiReplayer = await key('api-replayer', ['wakes:write', 'api:read']);
       const r = await fetch(`${t.url}/api/admin/users`, { headers: bearer(user) });
       expect(r.status).toBe(200);
@@ -740,4 +748,241 @@ describe('a replay is admitted against the routes in force now (issue #34 item 9
       await b.close();
     }
   });
+});
+
+describe('a replay is sent as its original key only when that key may send it today (review of issue #34)', () => {
+  /** An origin that records the identity headers each request reached it with. */
+  const recordingOrigin = async () => {
+    const hits: { url: string; headers: Record<string, unknown> }[] = [];
+    const server = await startServer((req, res) => {
+      hits.push({ url: req.url ?? '', headers: req.headers });
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    });
+    return { server, hits };
+  };
+  const replayAs = (base: string, k: string, id: string, body = '{"allow_unsafe":true}') =>
+    fetch(`${base}/v2/wakes/${id}/replay`, {
+      method: 'POST',
+      headers: { ...bearer(k), 'content-type': 'application/json' },
+      body,
+    });
+
+  it('regression: a POST captured under a laxer route is refused (409) when its key lacks the scope of the route that matches today, whoever replays it', async () => {
+    const { server, hits } = await recordingOrigin();
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-replay-original-'));
+    const admin = `svc_live_${newSecret()}`;
+    const api = {
+      name: 'api',
+      prefix: '/api',
+      scopes: { read: 'api:read', write: 'api:write' },
+      origins: { production: server.url },
+    };
+    const payments = (prefix: string) => ({
+      name: 'payments',
+      prefix,
+      scopes: { read: 'payments:read', write: 'payments:write' },
+      origins: { production: server.url },
+    });
+    let t = await startGateway({ routes: [payments('/pay'), api] }, { dir, admin });
+    try {
+      const key = async (label: string, scopes: string[]) =>
+        t.gw.keys.create({ label, environment: 'production', scopes }, 'production');
+      const x = await key('x-api-only', ['api:write']);
+      const y = await key('y-payments-too', ['api:write', 'payments:write']);
+      const post = async (secret: string) => {
+        const r = await fetch(`${t.url}/api/payments/charge`, {
+          method: 'POST',
+          headers: { ...bearer(secret), 'content-type': 'application/json' },
+          body: '{"amount":5}',
+        });
+        expect(r.status).toBe(200);
+        await r.arrayBuffer();
+        return r.headers.get('x-wake-id') as string;
+      };
+      const byX = await post(x.secret);
+      const byY = await post(y.secret);
+      await flushed(t.gw);
+      await t.stop();
+
+      // The new config puts /api/payments under the payments route, which X could never reach.
+      t = await startGateway({ routes: [payments('/api/payments'), api] }, { dir, admin });
+      const payer = (await key('payer', ['wakes:write', 'payments:write'])).secret;
+      const before = hits.length;
+      const refused = await replayAs(t.url, payer, byX);
+      expect(refused.status).toBe(409);
+      const err = (await refused.json()).error;
+      expect(err.type).toBe('conflict');
+      expect(err.message).toContain(x.key.id);
+      expect(err.message).toContain('payments:write');
+      // The key that holds the scope today is still replayed as itself.
+      const ok = await replayAs(t.url, payer, byY);
+      expect(ok.status).toBe(202);
+      await until(() => hits.length === before + 1, 10_000, 'the replay at the origin');
+      expect(hits[before]?.url).toBe('/api/payments/charge');
+      expect(hits[before]?.headers['x-wakegate-key-id']).toBe(y.key.id);
+      expect(hits.some((h, i) => i >= before && h.headers['x-wakegate-key-id'] === x.key.id)).toBe(false);
+    } finally {
+      await t.cleanup();
+      await server.close();
+    }
+  });
+
+  it('regression: a wake of an auth: none route is refused (409) once its path is under auth: required; nothing reaches the origin unidentified', async () => {
+    const { server, hits } = await recordingOrigin();
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-replay-anon-'));
+    const admin = `svc_live_${newSecret()}`;
+    const open = (auth: string) => ({
+      name: 'ledger',
+      prefix: '/ledger',
+      auth,
+      ...(auth === 'none' ? {} : { scopes: { read: 'ledger:read', write: 'ledger:write' } }),
+      origins: { production: server.url },
+    });
+    let t = await startGateway({ routes: [open('none')] }, { dir, admin });
+    try {
+      const r = await fetch(`${t.url}/ledger/entries`, { headers: { 'x-consumer-id': 'billing-service' } });
+      expect(r.status).toBe(200);
+      await r.arrayBuffer();
+      const id = r.headers.get('x-wake-id') as string;
+      await flushed(t.gw);
+      await t.stop();
+
+      t = await startGateway({ routes: [open('required')] }, { dir, admin });
+      const replayer = (
+        await t.gw.keys.create(
+          { label: 'replayer', environment: 'production', scopes: ['wakes:write', 'ledger:read'] },
+          'production',
+        )
+      ).secret;
+      const before = hits.length;
+      const refused = await replayAs(t.url, replayer, id, '{}');
+      expect(refused.status).toBe(409);
+      const err = (await refused.json()).error;
+      expect(err.type).toBe('conflict');
+      expect(err.message).toMatch(/without a key/);
+      expect(err.message).toContain('ledger');
+      expect(hits.length).toBe(before);
+      await t.stop();
+
+      // Under auth: optional a keyless request is one anyone may send: the replay goes, unidentified as the original was.
+      t = await startGateway({ routes: [open('optional')] }, { dir, admin });
+      const ok = await replayAs(t.url, replayer, id, '{}');
+      expect(ok.status).toBe(202);
+      await until(() => hits.length === before + 1, 10_000, 'the replay at the origin');
+      expect(hits[before]?.headers['x-wakegate-key-id']).toBeUndefined();
+    } finally {
+      await t.cleanup();
+      await server.close();
+    }
+  });
+});
+
+describe('property: a replay goes exactly when its original sender could send it today (review of issue #34)', () => {
+  it('random keys, methods and paths captured under one config, replayed under another: 202 iff the live rules admit the original sender, with its identity or none', async () => {
+    const hits: Record<string, unknown>[] = [];
+    const server = await startServer((req, res) => {
+      hits.push(req.headers);
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    });
+    const at = { production: server.url };
+    const s = { read: 's:read', write: 's:write' };
+    const before = [
+      { name: 'wide', prefix: '/x', auth: 'optional', scopes: { read: 'w:read', write: 'w:write' }, origins: at },
+      { name: 'open', prefix: '/n', auth: 'none', origins: at },
+      { name: 'strict', prefix: '/elsewhere', scopes: s, origins: at },
+    ];
+    type R = { name: string; prefix: string; auth: string; scopes?: { read: string; write: string } };
+    const after: R[] = [
+      { name: 'strict', prefix: '/x/s', auth: 'required', scopes: s },
+      { name: 'opt', prefix: '/x/o', auth: 'optional', scopes: s },
+      { name: 'wide', prefix: '/x', auth: 'optional', scopes: { read: 'w:read', write: 'w:write' } },
+      { name: 'closed', prefix: '/n/r', auth: 'required', scopes: s },
+      { name: 'open', prefix: '/n', auth: 'none' },
+    ];
+    const SCOPES = ['w:read', 'w:write', 's:read', 's:write'];
+    const seed = Date.now();
+    const [keyScopes] = fc.sample(fc.array(fc.subarray(SCOPES, { minLength: 1 }), { minLength: 4, maxLength: 4 }), {
+      numRuns: 1,
+      seed,
+    }) as [string[][]];
+    const cases = fc.sample(
+      fc.record({
+        path: fc.constantFrom('/x/s/1', '/x/o/1', '/x/w/1', '/n/r/1', '/n/z/1'),
+        method: fc.constantFrom('GET', 'POST'),
+        sender: fc.integer({ min: -1, max: 3 }), // -1: no key
+      }),
+      { numRuns: 24, seed: seed + 1 },
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-replay-prop-'));
+    const admin = `svc_live_${newSecret()}`;
+    let t = await startGateway({ routes: before }, { dir, admin });
+    try {
+      const keys = [];
+      for (const [i, scopes] of keyScopes.entries())
+        keys.push(await t.gw.keys.create({ label: `k${i}`, environment: 'production', scopes }, 'production'));
+      const sent: { id: string; keyId: string | null; scopes: string[]; path: string; method: string }[] = [];
+      for (const c of cases) {
+        const k = c.sender >= 0 ? keys[c.sender] : undefined;
+        const r = await fetch(`${t.url}${c.path}`, {
+          method: c.method,
+          headers: {
+            ...(k ? bearer(k.secret) : {}),
+            ...(c.method === 'POST' ? { 'content-type': 'application/json' } : {}),
+          },
+          body: c.method === 'POST' ? '{"a":1}' : undefined,
+        });
+        await r.arrayBuffer();
+        if (r.status !== 200) continue; // refused live: nothing to replay
+        // An auth: none route never reads the key: its wake has none.
+        const keyed = k !== undefined && c.path.startsWith('/x');
+        sent.push({
+          id: r.headers.get('x-wake-id') as string,
+          keyId: keyed ? k.key.id : null,
+          scopes: keyed ? k.key.scopes : [],
+          path: c.path,
+          method: c.method,
+        });
+      }
+      expect(sent.length).toBeGreaterThan(0);
+      await flushed(t.gw);
+      await t.stop();
+
+      t = await startGateway({ routes: after.map((r) => ({ ...r, origins: at })) }, { dir, admin });
+      const replayer = (
+        await t.gw.keys.create(
+          { label: 'replayer', environment: 'production', scopes: ['wakes:write', ...SCOPES] },
+          'production',
+        )
+      ).secret;
+      for (const w of sent) {
+        const route = after.find((r) => w.path.startsWith(`${r.prefix}/`)) as R;
+        const needed = route.scopes ? (w.method === 'GET' ? route.scopes.read : route.scopes.write) : null;
+        const admitted = w.keyId !== null ? needed === null || w.scopes.includes(needed) : route.auth !== 'required';
+        const n = hits.length;
+        const r = await fetch(`${t.url}/v2/wakes/${w.id}/replay`, {
+          method: 'POST',
+          headers: { ...bearer(replayer), 'content-type': 'application/json' },
+          body: '{"allow_unsafe":true}',
+        });
+        const what = `seed ${seed}: ${JSON.stringify(w)} under ${route.name}`;
+        expect(r.status, what).toBe(admitted ? 202 : 409);
+        await r.arrayBuffer();
+        if (!admitted) continue;
+        await until(() => hits.length === n + 1, 10_000, 'the replay at the origin');
+        expect(hits[n]?.['x-wakegate-key-id'], what).toBe(w.keyId ?? undefined);
+      }
+      expect(hits.length).toBeGreaterThan(0);
+    } finally {
+      await t.cleanup();
+      await server.close();
+    }
+  }, 120_000);
 });
