@@ -17,10 +17,14 @@
  * most twice (once without the claim lock, once under it) and returns the slot
  * locked; under the claim lock no slot changes hands, so nothing is retried. The
  * second bucket of a decision never evicts the first.
+ *
+ * Locks know their owner (slot-lock.ts) and are never broken by time: the thread that
+ * made the table releases a dead thread's locks (`releaseThread`), and its own sweep and
+ * snapshot never wait long on a slot (a slot held that long is skipped, or read as is).
  */
 import { randomFillSync } from 'node:crypto';
 import { bucketHash, hashOut } from './bucket-hash.js';
-import { lock, unlock } from './slot-lock.js';
+import { lock, releaseOwner, tryLock, unlock } from './slot-lock.js';
 
 /** Int32 cells of a slot: lock, hash (two words; 0,0 is empty), quota level, quota count. */
 const LOCK = 0;
@@ -36,6 +40,8 @@ const RATE = 6;
 const Q_WIN = 7;
 const SLOT_I32 = 16;
 const SLOT_F64 = 8;
+/** Waits of a millisecond the sweep and the snapshot give a held slot before they pass it by. */
+const PASS_WAITS = 20;
 /** Slots searched from a bucket's home. */
 export const WINDOW = 16;
 /** The header: the claim lock (Int32 0), the hash seed (Int32 1 and 2), padding up to one slot. */
@@ -374,8 +380,11 @@ export class SharedBuckets {
     for (let s = 0; s < this.slots; s++) {
       const x = this.base(s);
       if (Atomics.load(this.i32, x + H2) === 0 || this.fullAt(s) > now) continue;
-      lock(this.i32, 0);
-      lock(this.i32, x + LOCK);
+      if (!tryLock(this.i32, 0, PASS_WAITS)) continue;
+      if (!tryLock(this.i32, x + LOCK, PASS_WAITS)) {
+        unlock(this.i32, 0);
+        continue;
+      }
       if (this.i32[x + H2] !== 0 && this.fullAt(s) <= now) {
         Atomics.store(this.i32, x + H1, 0);
         Atomics.store(this.i32, x + H2, 0);
@@ -395,14 +404,25 @@ export class SharedBuckets {
   read(s: number, now: number, i32Out: Int32Array, f64Out: Float64Array): boolean {
     const x = this.base(s);
     if (Atomics.load(this.i32, x + H2) === 0) return false;
-    this.lock(s);
+    // A slot held past PASS_WAITS (a stalled or dead holder) is read as is: at most one decision old.
+    const locked = tryLock(this.i32, x + LOCK, PASS_WAITS);
     const held = this.i32[x + H2] !== 0 && this.fullAt(s) > now;
     if (held) {
       for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
       for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
     }
-    this.unlock(s);
+    if (locked) this.unlock(s);
     return held;
+  }
+
+  /**
+   * Releases every lock `owner` (a thread's slot-lock OWNER) holds: called by the thread
+   * that made the table once that thread has exited, never while it runs. Returns how many.
+   */
+  releaseThread(owner: number): number {
+    let n = releaseOwner(this.i32, 0, owner) ? 1 : 0;
+    for (let s = 0; s < this.slots; s++) if (releaseOwner(this.i32, this.base(s) + LOCK, owner)) n++;
+    return n;
   }
 
   /**

@@ -7,7 +7,7 @@ import type { Config } from '../config/index.js';
 import type { EventSink } from '../events/bus.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
+import { SharedBuckets, type SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import { StartError } from '../startup.js';
 import type { EdgeData, FromEdge, ToEdge } from './protocol.js';
 
@@ -90,6 +90,8 @@ export class EdgePool {
       testHooks: d.testHooks,
     };
     const worker = new Worker(new URL('./edge-main.js', import.meta.url), { workerData: data });
+    // Its slot-lock owner number (slot-lock.ts: OWNER), to release what it held if it dies.
+    const owner = worker.threadId + 1;
     const t: Thread = { index, worker, stopped: false };
     this.threads.set(index, t);
     return new Promise<number>((resolve, reject) => {
@@ -108,6 +110,8 @@ export class EdgePool {
         else d.log.error('an edge thread failed', { thread: index, err: e });
       });
       worker.on('exit', (code) => {
+        // A thread that died inside a decision no longer holds its buckets' locks.
+        if (d.buckets) new SharedBuckets(d.buckets).releaseThread(owner);
         this.forget(t);
         if (!listening) return reject(failure ?? new Error(`edge thread ${index} exited (${code}) before it listened`));
         if (this.stopping || t.stopped) return;
