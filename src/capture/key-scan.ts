@@ -102,12 +102,29 @@ function hexSpells(b: Buffer, i: number, depth = 0): boolean {
  * searches only, a few byte compares at each `%` and `\\` found (a JavaScript loop
  * over every byte cost ten times more on random bytes).
  */
-function nextStart(b: Buffer, from: number): number {
-  const svc = b.indexOf(SVC, from);
-  let end = svc === -1 ? b.length : svc;
-  for (let i = b.indexOf(0x25, from); i !== -1 && i < end; i = b.indexOf(0x25, i + 1)) if (hexSpells(b, i + 1)) end = i;
-  for (let i = b.indexOf(0x5c, from); i !== -1 && i < end; i = b.indexOf(0x5c, i + 1)) if (escapeSpells(b, i)) end = i;
-  return end === b.length && svc === -1 ? -1 : end;
+function nextStart(b: Buffer, from: number, svcAt = b.indexOf(SVC, from)): number {
+  let end = svcAt === -1 ? b.length : svcAt;
+  for (let i = nextByte(b, 0x25, from); i !== -1 && i < end; i = nextByte(b, 0x25, i + 1))
+    if (hexSpells(b, i + 1)) end = i;
+  for (let i = nextByte(b, 0x5c, from); i !== -1 && i < end; i = nextByte(b, 0x5c, i + 1))
+    if (escapeSpells(b, i)) end = i;
+  return end === b.length && svcAt === -1 ? -1 : end;
+}
+
+/** The next `c` at or after `from`: the next 16 bytes looked at here (dense `%` cost a native call each), then natively. */
+function nextByte(b: Buffer, c: number, from: number): number {
+  const near = Math.min(b.length, from + 16);
+  for (let j = from; j < near; j++) if (b[j] === c) return j;
+  return near === b.length ? -1 : b.indexOf(c, near);
+}
+
+/** The next place at or after `from` where ASCII of UTF-16/32 text could start a key (`t` one of WIDE_TOKENS). */
+function nextWide(b: Buffer, t: Buffer, from: number): number {
+  for (let i = b.indexOf(t, from); i !== -1; i = b.indexOf(t, i + 1)) {
+    // A short look first: random bytes hold `%\0` now and then, a key's start seldom.
+    if (nextStart(narrowed(b, i), 0) !== -1) return i;
+  }
+  return -1;
 }
 
 /** Whether the escape at `i` (`\\u00XX`, `\\xXX`, `\\U000000XX`) spells a key's start. */
@@ -141,18 +158,23 @@ const has = (b: Buffer, c: number, from: number, end: number): boolean => b.suba
  * and a body of nothing but spellings (`%73%73…`) each byte decoded about twice a pass.
  */
 function holds(b: Buffer, more: boolean): boolean {
-  for (let i = nextStart(b, 0); i !== -1; i = nextStart(b, i + SPAN)) if (keyAround(b, i, more)) return true;
-  if (b.indexOf(0) === -1) return false;
+  // Where each search found its next place, kept while still ahead (a search that
+  // found none is not run again): every search goes over the body once in all.
+  let svcAt = -2;
   // ASCII of UTF-16/32 text among other bytes: read with its NULs left out, around each place it could start.
-  for (const t of WIDE_TOKENS) {
-    for (let i = b.indexOf(t); i !== -1; i = b.indexOf(t, i + 1)) {
-      // A short look first: random bytes hold `%\0` now and then, a key's start seldom.
-      if (nextStart(narrowed(b, i), 0) === -1) continue;
-      if (keyAround(b, i, more)) return true;
-      i += SPAN;
+  const wideAt = b.indexOf(0) === -1 ? [] : WIDE_TOKENS.map(() => -2);
+  for (let from = 0; ; ) {
+    if (svcAt !== -1 && svcAt < from) svcAt = b.indexOf(SVC, from);
+    let i = nextStart(b, from, svcAt);
+    for (let k = 0; k < wideAt.length; k++) {
+      let w = wideAt[k] as number;
+      if (w !== -1 && w < from) wideAt[k] = w = nextWide(b, WIDE_TOKENS[k] as Buffer, from);
+      if (w !== -1 && (i === -1 || w < i)) i = w;
     }
+    if (i === -1) return false;
+    if (keyAround(b, i, more)) return true;
+    from = i + SPAN;
   }
-  return false;
 }
 
 /** Plain (decoded) body bytes read as they come, in windows overlapping by HOLD. */

@@ -78,9 +78,14 @@ export function decodedForKeys(s: string): string {
 export function decodedSpan(b: Uint8Array, from: number, to: number): string {
   const src = scratch(to - from, 0);
   let m = 0;
-  for (let i = from; i < to; i++) {
-    const c = b[i] as number;
-    if (c !== 0) src[m++] = c;
+  if (b.subarray(from, to).indexOf(0) === -1) {
+    src.set(b.subarray(from, to));
+    m = to - from;
+  } else {
+    for (let i = from; i < to; i++) {
+      const c = b[i] as number;
+      if (c !== 0) src[m++] = c;
+    }
   }
   decodeWork.bytes += to - from;
   return decodeBytes(src, m);
@@ -107,7 +112,9 @@ function decodeBytes(first: Uint8Array, n: number): string {
   let idle = 0;
   // Escapes first, then percent, then escapes…: each pass undoes one layer, so the
   // nesting in either order is read; two passes that change nothing end it.
+  let work = 0;
   for (let p = 0; p < 2 * ROUNDS + 1 && idle < 2; p++) {
+    work += len;
     const out = p % 2 === 0 ? escapePass(src, len, dst) : percentPass(src, len, dst);
     idle = out === len ? idle + 1 : 0;
     len = out;
@@ -115,15 +122,15 @@ function decodeBytes(first: Uint8Array, n: number): string {
     src = dst;
     dst = t;
   }
+  decodeWork.bytes += work;
   return Buffer.from(src.buffer, src.byteOffset, len).toString('latin1');
 }
 
-/** Value of a hex digit, or -1. */
-function hexv(c: number | undefined): number {
-  if (c === undefined) return -1;
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  const l = c | 0x20;
-  return l >= 0x61 && l <= 0x66 ? l - 0x57 : -1;
+/** Value of each byte as a hex digit, or -1. */
+const HEX = new Int8Array(256).fill(-1);
+for (let c = 0; c < 16; c++) {
+  HEX[c.toString(16).charCodeAt(0)] = c;
+  HEX[c.toString(16).toUpperCase().charCodeAt(0)] = c;
 }
 
 /** Value of `k` hex digits at `i` (below `n`), or -1. */
@@ -131,7 +138,7 @@ function hexAt(s: Uint8Array, i: number, k: number, n: number): number {
   if (i + k > n) return -1;
   let v = 0;
   for (let j = i; j < i + k; j++) {
-    const h = hexv(s[j]);
+    const h = HEX[s[j] as number] as number;
     if (h < 0) return -1;
     v = v * 16 + h;
   }
@@ -140,7 +147,6 @@ function hexAt(s: Uint8Array, i: number, k: number, n: number): number {
 
 /** `%XX` sequences decoded (as a URL, form or header value is read); the length written. */
 function percentPass(s: Uint8Array, n: number, d: Uint8Array): number {
-  decodeWork.bytes += n;
   let o = 0;
   for (let i = 0; i < n; i++) {
     const c = s[i] as number;
@@ -159,7 +165,6 @@ function percentPass(s: Uint8Array, n: number, d: Uint8Array): number {
 
 /** `\uXXXX`, `\xXX`, `\UXXXXXXXX` and `\\` undone (as JSON or YAML reads a string); the length written. */
 function escapePass(s: Uint8Array, n: number, d: Uint8Array): number {
-  decodeWork.bytes += n;
   let o = 0;
   for (let i = 0; i < n; i++) {
     const c = s[i] as number;
