@@ -114,8 +114,14 @@ function decodeBytes(first: Uint8Array, n: number): string {
   // nesting in either order is read; two passes that change nothing end it.
   let work = 0;
   for (let p = 0; p < 2 * ROUNDS + 1 && idle < 2; p++) {
+    const escapes = p % 2 === 0;
+    // A pass with nothing to undo is skipped (a native look for its `\\` or `%`).
+    if (src.subarray(0, len).indexOf(escapes ? 0x5c : 0x25) === -1) {
+      idle++;
+      continue;
+    }
     work += len;
-    const out = p % 2 === 0 ? escapePass(src, len, dst) : percentPass(src, len, dst);
+    const out = escapes ? escapePass(src, len, dst) : percentPass(src, len, dst);
     idle = out === len ? idle + 1 : 0;
     len = out;
     const t = src;
@@ -150,10 +156,11 @@ function percentPass(s: Uint8Array, n: number, d: Uint8Array): number {
   let o = 0;
   for (let i = 0; i < n; i++) {
     const c = s[i] as number;
-    if (c === 0x25) {
-      const v = hexAt(s, i + 1, 2, n);
-      if (v >= 0) {
-        d[o++] = v;
+    if (c === 0x25 && i + 2 < n) {
+      const h = HEX[s[i + 1] as number] as number;
+      const l = HEX[s[i + 2] as number] as number;
+      if ((h | l) >= 0) {
+        d[o++] = h * 16 + l;
         i += 2;
         continue;
       }
