@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
+import { holdSocketFile, type PathLock } from './owner-path.js';
 import { privateDir } from './private-dir.js';
 
 /**
@@ -9,8 +10,10 @@ import { privateDir } from './private-dir.js';
  * never by a pid file that a guess about a pid decides: a restart right after a
  * SIGKILL or an OOM kill starts at once, and a file left by a reboot or naming a
  * reused pid blocks nothing. On Linux the lock is an abstract Unix socket named after
- * the directory (no socket file: nothing is left behind to block); elsewhere it is
- * a socket in the directory, which a connection proves live. The holder answers a
+ * the directory (no socket file: nothing is left behind to block) and, because an
+ * abstract socket belongs to one network namespace (two containers sharing the volume
+ * would each get one), also a socket file in the directory (owner-path.ts), which a
+ * connection proves live; elsewhere the socket file alone. The holder answers a
  * connection with its pid: only information for the message that names it.
  */
 export interface DirLock {
@@ -63,7 +66,7 @@ function lockId(real: string): Buffer {
  * The directories this process holds, by lock address. Gateways in one process (tests
  * run several) share its one embedded engine, and so the lock: released by the last.
  */
-const held = new Map<string, { taken: Promise<net.Server>; users: number }>();
+const held = new Map<string, { taken: Promise<PathLock>; users: number }>();
 
 /** Takes `dataDir` (made, 0700, if missing) for this process; throws DirHeld when another live process holds it. */
 export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = process.platform): Promise<DirLock> {
@@ -71,7 +74,7 @@ export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = p
   const address = lockAddress(dataDir, platform);
   let entry = held.get(address);
   if (!entry) {
-    const fresh = { taken: take(dataDir, address), users: 0 };
+    const fresh = { taken: takeAll(dataDir, address), users: 0 };
     fresh.taken.catch(() => {
       if (held.get(address) === fresh) held.delete(address);
     });
@@ -80,9 +83,9 @@ export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = p
   }
   const mine = entry;
   mine.users++;
-  let server: net.Server;
+  let lock: PathLock;
   try {
-    server = await mine.taken;
+    lock = await mine.taken;
   } catch (e) {
     mine.users--;
     throw e;
@@ -96,9 +99,45 @@ export async function lockDataDir(dataDir: string, platform: NodeJS.Platform = p
       }
       released = true;
       held.delete(address);
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await lock.close();
     },
   };
+}
+
+/**
+ * On Linux the abstract socket (per network namespace, nothing left behind) and the
+ * socket file in the directory (seen from every namespace sharing the volume); the
+ * socket file alone elsewhere.
+ */
+async function takeAll(dataDir: string, address: string): Promise<PathLock> {
+  const real = realpathSync(dataDir);
+  const file = () => holdSocketFile({ real, server: pidServer, holder, held: (pid) => new DirHeld(dataDir, pid) });
+  if (!address.startsWith('\0')) return file();
+  const abstract = await take(dataDir, address);
+  const closeAbstract = () => new Promise<void>((r) => abstract.close(() => r()));
+  try {
+    const inDir = await file();
+    return {
+      close: async () => {
+        await inDir.close();
+        await closeAbstract();
+      },
+    };
+  } catch (e) {
+    await closeAbstract();
+    throw e;
+  }
+}
+
+/** A lock's server: answers a connection with this process's pid. */
+function pidServer(): net.Server {
+  const server = net.createServer((s) => {
+    s.unref();
+    s.on('error', () => {});
+    s.end(`${process.pid}\n`);
+  });
+  server.unref();
+  return server;
 }
 
 /** Binds the lock at `address`, or says who holds it. */
@@ -106,11 +145,7 @@ async function take(dataDir: string, address: string): Promise<net.Server> {
   const abstract = address.startsWith('\0');
   // A socket file can outlive its process: one nobody answers on is removed once and the bind tried again.
   for (let attempt = 0; ; attempt++) {
-    const server = net.createServer((s) => {
-      s.unref();
-      s.on('error', () => {});
-      s.end(`${process.pid}\n`);
-    });
+    const server = pidServer();
     try {
       await listen(server, address);
     } catch (e) {
@@ -141,7 +176,7 @@ function listen(server: net.Server, path: string): Promise<void> {
  * Who answers at `address`: its pid, null when it is live but said no pid (in time),
  * undefined when nothing listens there (a socket file left behind).
  */
-function holder(address: string, timeoutMs = 2000): Promise<number | null | undefined> {
+export function holder(address: string, timeoutMs = 2000): Promise<number | null | undefined> {
   return new Promise((resolve) => {
     let said = '';
     const s = net.connect({ path: address });
