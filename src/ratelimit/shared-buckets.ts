@@ -216,8 +216,15 @@ export class SharedBuckets {
     if (s1 === s2) {
       this.lock(s1);
     } else {
-      this.lock(Math.min(s1, s2));
-      this.lock(Math.max(s1, s2));
+      const lo = Math.min(s1, s2);
+      this.lock(lo);
+      try {
+        this.lock(Math.max(s1, s2));
+      } catch (e) {
+        // The main thread gave up on the second (slot-lock.ts: LockStalled): hold neither.
+        this.unlock(lo);
+        throw e;
+      }
     }
   }
 

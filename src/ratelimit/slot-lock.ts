@@ -8,8 +8,10 @@
  * bucket would admit twice on one token. Only a holder that no longer runs gives its
  * locks up: the control thread releases a dead edge thread's locks when it sees it exit
  * (`releaseOwner`), and an unlock that finds the cell no longer its own changes nothing.
+ * That thread never waits without bound itself (it could not hear of the death while it
+ * waits): past MAX_WAITS its `lock` throws `LockStalled`, and the decision is not made.
  */
-import { threadId } from 'node:worker_threads';
+import { isMainThread, threadId } from 'node:worker_threads';
 
 /** Spins this many times before sleeping on a contended lock. */
 const SPINS = 100;
@@ -26,7 +28,14 @@ const ME = OWNER * 2;
  */
 export const lockStats = { stalled: 0, notHeld: 0, released: 0 };
 
-/** Takes the lock at `at`, waiting as long as its holder runs. */
+/** The main thread gave up waiting on a lock: the decision that needed it is not made (never admitted). */
+export class LockStalled extends Error {
+  constructor() {
+    super('a bucket lock held past its wait by another thread');
+  }
+}
+
+/** Takes the lock at `at`, waiting as long as its holder runs (on the main thread: throws past MAX_WAITS). */
 export function lock(i: Int32Array, at: number): void {
   if (Atomics.compareExchange(i, at, 0, ME) === 0) return;
   for (let n = 0; n < SPINS; n++) {
@@ -34,7 +43,10 @@ export function lock(i: Int32Array, at: number): void {
   }
   for (let n = 0; ; n++) {
     if (waitOnce(i, at, n < MAX_WAITS ? 1 : 20)) return;
-    if (n === MAX_WAITS) lockStats.stalled++;
+    if (n === MAX_WAITS) {
+      lockStats.stalled++;
+      if (isMainThread) throw new LockStalled();
+    }
   }
 }
 

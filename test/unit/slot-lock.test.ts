@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { allocateBuckets, SharedBuckets } from '../../src/ratelimit/shared-buckets.js';
+import { LockStalled } from '../../src/ratelimit/slot-lock.js';
 
 /**
  * The shared table's locks with real threads (test/fixtures/lock-staller.mjs, built from
@@ -68,6 +69,29 @@ describe('a bucket lock whose holder stalls', () => {
       { numRuns: 4 },
     );
   }, 60_000);
+});
+
+describe('the main thread waiting on a stalled edge thread', () => {
+  it('gives up past its wait (LockStalled, nothing held, no decision) instead of blocking the thread that hears of deaths', async () => {
+    const layout = allocateBuckets(64, 64, [7, 11]);
+    const flag = new SharedArrayBuffer(4);
+    const staller = new Worker(STALLER, {
+      workerData: { layout, flag, burst: 2, now: NOW, role: 'staller', stallMs: 2500 },
+    });
+    const done = run(staller);
+    while (Atomics.load(new Int32Array(flag), 0) === 0) await new Promise((r) => setTimeout(r, 5));
+    const table = new SharedBuckets(layout);
+    const ref = { tag: 'k', id: 'stalled', burst: 2, rate: 1e-9 };
+    const t0 = performance.now();
+    expect(() => table.acquire(ref, NOW)).toThrow(LockStalled);
+    expect(performance.now() - t0).toBeLessThan(2400);
+    expect((await done).spent).toBe(1);
+    await staller.terminate();
+    // The claim lock was not left held: the main thread decides now that the holder is done.
+    const s = table.acquire(ref, NOW);
+    expect(table.refill(s, NOW, 2, 1e-9)).toBe(1);
+    table.unlock(s);
+  }, 30_000);
 });
 
 describe('a thread that dies holding a bucket lock', () => {
