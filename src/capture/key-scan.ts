@@ -78,7 +78,9 @@ function hexSpells(b: Buffer, i: number, depth = 0): boolean {
   const c1 = b[i];
   const c2 = b[i + 1];
   // Hex digits spelled in turn (`%\u0037\u0033`, `%%37%33`): a place to read (keyAround decodes it).
-  if (c1 === 0x5c || c1 === 0x25) return true;
+  if (c1 === 0x5c) return c2 === 0x75 || c2 === 0x78 || c2 === 0x55 || c2 === 0x5c;
+  if (c1 === 0x25)
+    return c2 !== undefined && ((c2 >= 0x30 && c2 <= 0x39) || ((c2 | 0x20) >= 0x61 && (c2 | 0x20) <= 0x66));
   if (c1 === 0x37) return c2 === 0x33 || c2 === 0x36;
   if (c1 === 0x36) return c2 === 0x33;
   if (depth > 8) return false;
