@@ -329,7 +329,9 @@ export class FleetLimiter implements RequestLimiter {
     // Tokens still held in a lease are spent from it (local()) until it ends: the share is of the rest.
     l1.share = shareOf(l1.share, l1.policy, n, l1.left, t);
     if (l2 !== null) l2.share = shareOf(l2.share, l2.policy, n, l2.left, t);
-    const d = shareDecision(l1.share, l2?.share ?? null);
+    let d = shareDecision(l1.share, l2?.share ?? null);
+    // What the share admits counts under the ceiling too: Redis failing on purpose lifts nothing.
+    if (d.allowed && !this.spendCeilings(l1, l2, t)) d = refusal(l1.policy, Math.max(0, l1.ceiling), null, 0, false);
     this.metrics.coordinationUnavailable.labels(d.allowed ? 'admitted' : 'refused').inc();
     if (d.allowed && key !== null && p1 !== null) this.count(key, p1, now);
     return d;
@@ -469,6 +471,18 @@ export class FleetLimiter implements RequestLimiter {
     const g = Math.max(0, Math.min(grant, room));
     l.ceiling -= g;
     return g;
+  }
+
+  /** Takes one token from each lease's ceiling if each has one (within the slack); else takes none. */
+  private spendCeilings(l1: Lease, l2: Lease | null, t: number): boolean {
+    const room = (l: Lease) => {
+      this.refillCeiling(l, t);
+      return l.ceiling + CEILING_SLACK_MS * l.policy.rate + 1e-9 >= 1;
+    };
+    if (!room(l1) || (l2 !== null && !room(l2))) return false;
+    l1.ceiling--;
+    if (l2 !== null) l2.ceiling--;
+    return true;
   }
 
   /** Whether `l`'s ceiling is full again by `t`: forgetting it then loses nothing. */

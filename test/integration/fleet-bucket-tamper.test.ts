@@ -108,7 +108,16 @@ const attacks: [string, (ks: string[]) => Promise<void>][] = [
       for (const l of ks.filter((x) => x.endsWith(':l'))) await attacker.zAdd(l, { score: 0, value: 'junk' });
     },
   ],
+  [
+    'the bucket made a string every other round (scripts fail: on_unavailable local)',
+    async (ks) => {
+      flip = !flip;
+      await attacker.del(ks);
+      if (flip) for (const b of ks) await attacker.set(b, 'x');
+    },
+  ],
 ];
+let flip = false;
 
 describe('a fleet bucket whose Redis an attacker writes to', () => {
   for (const [i, [name, op]] of attacks.entries()) {
