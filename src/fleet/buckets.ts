@@ -30,6 +30,12 @@ const FIRST_WANT = 4;
  * this much refill: the two clocks start a lease's time at different instants.
  */
 const CEILING_SLACK_MS = LEASE_MS;
+/**
+ * Idle buckets kept only for their ceiling (not yet full again), at most: past this, an
+ * idle bucket is forgotten as before (its ceiling starts full if it comes back), so many
+ * client addresses cannot grow memory without bound.
+ */
+const CEILINGS_KEPT = 50_000;
 /** How often unspent leases are given back and quota counts sent. */
 const SWEEP_MS = 100;
 /** A lease no decision has drawn on for this long goes back early: its tokens are of more use elsewhere. */
@@ -504,6 +510,7 @@ export class FleetLimiter implements RequestLimiter {
   sweep(): Promise<void> {
     if (this.sweeping) return this.sweeping;
     const t = performance.now();
+    let kept = 0;
     for (const kind of this.leases.values()) {
       for (const [id, l] of kind) {
         if (l.fetching !== null) continue;
@@ -512,7 +519,8 @@ export class FleetLimiter implements RequestLimiter {
         // A share kept while Redis is away goes only once full again (then it is a fresh one anyway).
         const shared =
           l.share === null || shareOf(l.share, l.policy, l.share.of, l.left, t).tokens >= l.share.policy.burst;
-        if (l.member === '' && l.held === 0 && idle && shared && this.ceilingFull(l, t)) kind.delete(id);
+        if (l.member !== '' || l.held !== 0 || !idle || !shared) continue;
+        if (this.ceilingFull(l, t) || ++kept > CEILINGS_KEPT) kind.delete(id);
       }
     }
     const gives = this.gives.splice(0);
