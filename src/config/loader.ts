@@ -207,6 +207,19 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
   // one the file set is located in the file.
   const find = text !== null && opts.file ? locator(text) : null;
   // Problems the file locates are listed in the file's order, then the rest as found.
+  // One line per key path (the first reason), and one per environment variable: a value
+  // ORIGIN_URL set for every environment is one mistake, said once.
+  const once = (ps: (Problem & { where?: string })[]) => {
+    const seen = new Set<string>();
+    return ps.filter((p) => {
+      const byVar = / \(set by ([A-Z_]+)\)$/.exec(p.reason)?.[1];
+      const key = byVar ? `var:${byVar}` : `path:${p.path}`;
+      if (seen.has(key) || seen.has(`path:${p.path}`)) return false;
+      seen.add(key);
+      seen.add(`path:${p.path}`);
+      return true;
+    });
+  };
   const inOrder = (ps: (Problem & { where?: string })[]) => {
     const pos = (p: { where?: string }) => {
       const m = p.where ? /:(\d+):(\d+)$/.exec(p.where) : null;
@@ -227,8 +240,8 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
   };
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success)
-    throw ConfigError.of(inOrder(plainProblems(parsed.error.issues, merged, configSchema).map(place)));
+    throw ConfigError.of(once(inOrder(plainProblems(parsed.error.issues, merged, configSchema).map(place))));
   const problems = crossCheck(parsed.data);
-  if (problems.length) throw ConfigError.of(inOrder(problems.map(place)));
+  if (problems.length) throw ConfigError.of(once(inOrder(problems.map(place))));
   return deepFreeze(parsed.data);
 }

@@ -111,6 +111,17 @@ describe('config', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('says one thing once: one line per key path, one per environment variable', () => {
+    const routes = [{ name: 'r', prefix: '/x', auth: 'none', origins: { production: 'nope' } }];
+    expect(fail(() => loadConfig({ values: { routes } })).split('\n')).toEqual([
+      'config: routes[0].origins.production: must be a URL',
+    ]);
+    const envs = { production: { class: 'live' }, sandbox: { class: 'test' } };
+    expect(
+      fail(() => loadConfig({ values: { environments: envs }, env: { ORIGIN_URL: 'not-a-url' } })).split('\n'),
+    ).toEqual(['config: routes[0].origins.production: must be a URL (set by ORIGIN_URL)']);
+  });
+
   it('checks that span several keys are all reported too', () => {
     const routes = [
       { name: 'a', prefix: '/a', auth: 'required', origins: { production: 'http://a' } },
