@@ -252,6 +252,34 @@ describe('gateway keys in the spellings applications decode', () => {
     expect(got.body.includes('svc_live_')).toBe(false);
   });
 
+  it('a key spelled JSON -> percent -> JSON (%\\u0037\\u0033…, the hex digits escaped), buffered or streamed past 1 MiB: 400, never at the origin', async () => {
+    const esc = (c: string) => `\\u00${c.charCodeAt(0).toString(16)}`;
+    const spelled = [...secret]
+      .map((c, i) => (i < 3 ? `%${[...c.charCodeAt(0).toString(16)].map(esc).join('')}` : c))
+      .join('');
+    for (const filler of [Buffer.alloc(0), Buffer.alloc(1536 * 1024, 'a')]) {
+      const before = rec.seen.length;
+      const pieces = [Buffer.from('{"log":"'), filler, Buffer.from(`",${JSON.stringify({ k: spelled }).slice(1)}`)];
+      const r = await sendInPieces(`${t.url}/open/layered`, pieces, json);
+      expect(r.status, r.body).toBe(400);
+      expect(JSON.parse(r.body).error.param).toBe('body');
+      await flushed(t.gw);
+      const got = rec.seen.slice(before);
+      expect(got.every((g) => !reveals(g, secret) && !g.body.includes(secret.slice(9)))).toBe(true);
+    }
+  });
+
+  it('a body of nothing but spellings (1 MiB of %73, then of \\u005c) is read and forwarded whole', async () => {
+    for (const unit of ['%73', '\\u005c']) {
+      const before = rec.seen.length;
+      const body = Buffer.from(unit.repeat(Math.ceil((1 << 20) / unit.length)));
+      const r = await sendInPieces(`${t.url}/open/hostile`, [body.subarray(0, 1000), body.subarray(1000)], json);
+      expect(r.status, r.body).toBe(200);
+      await expect.poll(() => rec.seen.length).toBe(before + 1);
+      expect((rec.seen.at(-1) as Received).body.equals(body)).toBe(true);
+    }
+  });
+
   it('a key inside a gzip body streamed past 1 MiB: 400, and what the origin got decodes to none of it', async () => {
     const before = rec.seen.length;
     const plain = Buffer.concat([
