@@ -172,7 +172,9 @@ describe('the data directory lock across network namespaces and stale socket fil
           }
           for (const w of won) await w.value.close();
           // Nothing of the starters is left behind: only what was there before.
-          const left = readdirSync(dir).filter((f) => f.startsWith('gateway.sock.') && !(litter as string[]).includes(f));
+          const left = readdirSync(dir).filter(
+            (f) => f.startsWith('gateway.sock.') && !(litter as string[]).includes(f),
+          );
           expect(left).toEqual([]);
         },
       ),
