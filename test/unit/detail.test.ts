@@ -154,7 +154,8 @@ describe('redaction', () => {
     // Unreadable: an unknown coding, corrupt bytes, a body cut short, or one too large once decoded.
     const bomb = gzipSync(Buffer.alloc(4 << 20));
     for (const [b, total, coding, reason] of [
-      [json, json.length, 'zstd', /coding not known/],
+      // LZW `compress`: no Node decodes it (zstd, used here before, is known from Node 22.15 on).
+      [json, json.length, 'compress', /coding not known/],
       [Buffer.from('not gzip'), 8, 'gzip', /corrupt/],
       [gzipSync(json).subarray(0, 10), 60, 'gzip', /cut short/],
       [bomb, bomb.length, 'gzip', /decodes to more than 65536 bytes/],
