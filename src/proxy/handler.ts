@@ -340,8 +340,10 @@ export class ProxyHandler {
   behind(fw: Forwarding, n: number): boolean {
     const dl = this.downloads;
     if (!fw.timed) {
+      // Only a client that falls behind costs these (a timer, a drain listener, two closures).
       fw.timed = true;
-      fw.res.setTimeout(dl.limits.sendTimeoutMs, fw.onSendTimeout);
+      fw.res.setTimeout(dl.limits.sendTimeoutMs, () => fw.res.destroy());
+      fw.res.on('drain', () => fw.drained());
     }
     if (fw.streams !== null) return false;
     const queued = fw.res.writableLength;
@@ -417,18 +419,13 @@ class Forwarding {
   };
 
   /** The client read what was held for it: the budget is given back, the origin read again. */
-  readonly onDrain = (): void => {
+  drained(): void {
     if (this.held !== 0) {
       this.p.downloads.release(this.held);
       this.held = 0;
     }
     this.resume?.();
-  };
-
-  /** A client that read nothing for send_timeout_ms: cut off (the origin is let go in onClose). */
-  readonly onSendTimeout = (): void => {
-    this.res.destroy();
-  };
+  }
 
   /** The answer ended (or its client went): what it held of the budgets goes back. */
   private letGo(): void {
@@ -470,7 +467,6 @@ class Forwarding {
     if (x.tap !== null) x.tap.resHeaders = strings;
     res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
     this.resume = resume;
-    res.on('drain', this.onDrain);
     return true;
   }
 
