@@ -65,55 +65,65 @@ export const environmentSchema = z.strictObject({
 });
 
 export const configSchema = z.strictObject({
-  server: z.strictObject({
-    port,
-    host: z.string().min(1),
-    ops_port: port,
-    ops_host: z.string().min(1),
-    region: z.string().min(1).max(64),
-    /** Edge threads serving the main listener: auto (one per core) or a number. */
-    threads: z.union([z.literal('auto'), positiveInt.max(1024)]),
-    /** Slowloris guard: the whole header block must arrive within this time. */
-    headers_timeout_ms: positiveInt,
-    /** The whole request (headers and body) must arrive within this time; 0 disables. */
-    request_timeout_ms: nonNegativeInt,
-    keep_alive_timeout_ms: positiveInt,
-    /** Larger request header blocks get 431. */
-    max_header_bytes: positiveInt,
-    /** Body limit of /v2 management calls; larger ones get 413. */
-    api_body_limit_bytes: positiveInt,
-    /** A /v2 body on the main listener must arrive whole within this time after its headers; past it 408. */
-    api_body_timeout_ms: positiveInt,
-    /** Upper bound on open client connections. */
-    max_connections: positiveInt,
-    /** A stop's grace period for requests in flight; null: the longest route timeout_ms plus 5 s. */
-    drain_timeout_ms: positiveInt.nullable(),
-    /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
-    tunnel_idle_timeout_ms: positiveInt,
-    /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */
-    max_tunnels: positiveInt,
-    max_tunnels_per_client: positiveInt,
-    /** Request bodies up to this are read before the request takes an origin connection; larger ones stream. */
-    buffer_request_body_bytes: nonNegativeInt.max(67_108_864),
-    /** Request body bytes held in memory at once, all requests together; past it 503. */
-    max_buffered_request_bytes: positiveInt,
-    /** Bodies past that streaming at once from one client address; past it 503. */
-    max_streaming_uploads_per_client: positiveInt,
-    /** Connections to each origin at most. */
-    upstream_connections: positiveInt.max(65_536),
-    /** Responses up to this are read from the origin at its speed (its connection freed), whatever the client's. */
-    buffer_response_body_bytes: nonNegativeInt.max(67_108_864),
-    /** Answer bytes held that way for slow clients, all answers together; past it origins are paused instead. */
-    max_buffered_response_bytes: positiveInt,
-    /** Responses past that streaming at once to one client address; past it 503. */
-    max_streaming_downloads_per_client: positiveInt,
-    /** A client that reads nothing of its response for this long is cut off. */
-    send_timeout_ms: positiveInt,
-    /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
-    trusted_proxies: z.array(
-      z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),
-    ),
-  }),
+  server: z
+    .strictObject({
+      port,
+      host: z.string().min(1),
+      ops_port: port,
+      ops_host: z.string().min(1),
+      region: z.string().min(1).max(64),
+      /** Edge threads serving the main listener: auto (one per core) or a number. */
+      threads: z.union([z.literal('auto'), positiveInt.max(1024)]),
+      /** Slowloris guard: the whole header block must arrive within this time. */
+      headers_timeout_ms: positiveInt,
+      /** The whole request (headers and body) must arrive within this time; 0 disables. */
+      request_timeout_ms: nonNegativeInt,
+      keep_alive_timeout_ms: positiveInt,
+      /** Larger request header blocks get 431. */
+      max_header_bytes: positiveInt,
+      /** Body limit of /v2 management calls; larger ones get 413. */
+      api_body_limit_bytes: positiveInt,
+      /** A /v2 body on the main listener must arrive whole within this time after its headers; past it 408. */
+      api_body_timeout_ms: positiveInt,
+      /** Upper bound on open client connections. */
+      max_connections: positiveInt,
+      /** A stop's grace period for requests in flight; null: the longest route timeout_ms plus 5 s. */
+      drain_timeout_ms: positiveInt.nullable(),
+      /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
+      tunnel_idle_timeout_ms: positiveInt,
+      /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */
+      max_tunnels: positiveInt,
+      max_tunnels_per_client: positiveInt,
+      /** Request bodies up to this are read before the request takes an origin connection; larger ones stream. */
+      buffer_request_body_bytes: nonNegativeInt.max(67_108_864),
+      /** Request body bytes held in memory at once, all requests together; past it 503. */
+      max_buffered_request_bytes: positiveInt,
+      /** Bodies past that streaming at once from one client address; past it 503. */
+      max_streaming_uploads_per_client: positiveInt,
+      /** Connections to each origin at most. */
+      upstream_connections: positiveInt.max(65_536),
+      /** Responses up to this are read from the origin at its speed (its connection freed), whatever the client's. */
+      buffer_response_body_bytes: nonNegativeInt.max(67_108_864),
+      /** Answer bytes held that way for slow clients, all answers together; past it origins are paused instead. */
+      max_buffered_response_bytes: positiveInt,
+      /** Responses past that streaming at once to one client address; past it 503. */
+      max_streaming_downloads_per_client: positiveInt,
+      /** A client that reads nothing of its response for this long is cut off. */
+      send_timeout_ms: positiveInt,
+      /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
+      trusted_proxies: z.array(
+        z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),
+      ),
+    })
+    .superRefine((s, ctx) => {
+      // The header block is part of the request: Node refuses a header timeout longer than the request's.
+      if (s.request_timeout_ms > 0 && s.headers_timeout_ms > s.request_timeout_ms)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['headers_timeout_ms'],
+          message: `must be at most server.request_timeout_ms (${s.request_timeout_ms}), or set request_timeout_ms to 0`,
+        });
+    }),
   storage: z.strictObject({
     data_dir: z.string().min(1),
     clickhouse_url: httpUrl.nullable(),

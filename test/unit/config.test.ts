@@ -173,6 +173,11 @@ describe('config', () => {
     expect(fail(() => loadConfig({ values: { coordination: { redis_url: 'http://x' } } }))).toMatch(
       /^config: coordination\.redis_url: must be a redis:\/\//,
     );
+    // Node would throw a RangeError at listen time; the config names both keys instead.
+    expect(fail(() => loadConfig({ values: { server: { request_timeout_ms: 1000 } } }))).toMatch(
+      /^config: server\.headers_timeout_ms: must be at most server\.request_timeout_ms \(1000\)/,
+    );
+    expect(loadConfig({ values: { server: { request_timeout_ms: 0 } } }).server.request_timeout_ms).toBe(0);
     expect(fail(() => loadConfig({ values: { coordination: { on_unavailable: 'maybe' } } }))).toMatch(
       /^config: coordination\.on_unavailable: /,
     );
