@@ -72,7 +72,7 @@ if (process.env.FLEET_ROLE === 'instance') {
     metrics,
   });
   await co.start();
-  const limiter = new FleetLimiter(cfg, co, metrics, log);
+  const limiter = new FleetLimiter({ cfg, co, metrics, log });
   limiter.start();
   // Wait for the others (all three start deciding together).
   await new Promise((r) => process.stdin.once('data', r));

@@ -1,47 +1,41 @@
-import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
+import type { KeyRecord } from './auth/key.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
-import { Batcher, type RowListener, type Sink } from './capture/batcher.js';
-import { type Capture, createCapture, openLog, redactionKey, retentionOf } from './capture/pipeline.js';
-import { EXCHANGE, PEER, type Recorder, type WithExchange, type WithPeer } from './capture/recorder.js';
-import { holdsGatewayKey } from './capture/text.js';
+import type { Sink } from './capture/batcher.js';
+import { storeOrphanLogs } from './capture/orphans.js';
+import { createCapture, openLog, redactionKey, retentionOf } from './capture/pipeline.js';
+import { EXCHANGE, type Recorder, type WithExchange } from './capture/recorder.js';
 import type { Wake } from './capture/wake.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
-import { consoleHandler } from './console/serve.js';
-import { createEdge, type Edge, isManagementPath } from './edge.js';
-import { errorBody } from './errors.js';
+import { createEdge } from './edge.js';
 import { EventBus } from './events/bus.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
 import type { Coordinator } from './fleet/redis.js';
+import { listenersPart } from './listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { withBody } from './management-body.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
-import { createOpsServer } from './ops.js';
-import { KEY_IN_URL } from './proxy/admit.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
 import { RouteTable } from './proxy/routes.js';
 import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
+import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
-import { checkServer, holdDataDir, listenError, resolveThreads, startLine, storageError } from './startup.js';
+import { checkServer, holdDataDir, resolveThreads, startLine, storageError } from './startup.js';
 import { openStore, type Store } from './store/client.js';
 import { type EventRecord, EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
-import { migrate, migrationsApplied } from './store/migrations.js';
-import { LOG_SEGMENT_TAG, wakeLogCodec } from './store/wake-log.js';
+import { migrate } from './store/migrations.js';
 import { WakeInserter, WakeQuerier } from './store/wakes.js';
 import {
   applyDeliveryRetention,
@@ -51,7 +45,6 @@ import {
   FanoutCursorTable,
 } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
-import { internalListener } from './threads/internal-listener.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
@@ -89,10 +82,13 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const storage = parts.add(await openStorage(cfg, log));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
-    const keyring = parts.add(await keyRing(store, log));
+    // The edge threads start when the gateway listens; key versions reach them through this slot.
+    const edges = threads === 1 ? null : new EdgeSlot();
+    const keyring = parts.add(await keyRing(store, log, edges));
     const ring = keyring.ring;
-    const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'));
-    bus.onDrop = (n, reason) => metrics.eventsDropped.labels(reason).inc(n);
+    const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'), {
+      onDrop: (n, reason) => metrics.eventsDropped.labels(reason).inc(n),
+    });
     const co = await coordinatorFor(cfg, log, metrics);
     // Channel messages are authenticated with a key derived from the sealing key (Redis never sees it).
     co?.authenticate(sealingKey);
@@ -101,8 +97,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics, co));
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
-    const keys = parts.add(keyService(cfg, keyring.table, ring, bus, clock, log));
-    if (co) await announceKeys(co, keys.keys, ring, clock, log);
+    const announce = co ? await keyAnnouncer(co, ring, clock, log) : null;
+    const keys = parts.add(keyService({ cfg, table: keyring.table, ring, events: bus, clock, log, announce }));
     // A lone gateway's buckets and quota windows outlive a restart (saved in DATA_DIR; a fleet's live in Redis).
     const layout = co ? undefined : restoredBuckets(cfg, clock.now(), log);
     const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now(), layout }));
@@ -159,7 +155,6 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       ),
     );
     const ports = { main: cfg.server.port };
-    const edges = threads === 1 ? null : new EdgeSlot();
     const listeners = parts.add(
       listenersPart({
         cfg,
@@ -203,10 +198,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
             }),
           )
         : null;
-    if (edges) {
-      parts.add(edges);
-      ring.publisher = (k) => edges.pool?.publish(k) ?? Promise.resolve();
-    }
+    if (edges) parts.add(edges);
 
     ring.start(cfg.storage.key_poll_interval_ms);
     keys.keys.start();
@@ -317,6 +309,10 @@ class EdgeSlot implements Part {
   close(): Promise<void> | undefined {
     return this.pool?.close(this.graceMs);
   }
+  /** Key versions for the edge threads (none before they start: they start with every key). */
+  publish(keys: KeyRecord[]): Promise<void> {
+    return this.pool?.publish(keys) ?? Promise.resolve();
+  }
 }
 
 /** The store, opened and migrated; this process the owner of its data directory. */
@@ -345,15 +341,15 @@ async function openStorage(cfg: Readonly<Config>, log: Logger) {
 }
 
 /** Every key, in memory (polled from the table; handed to the edge threads). */
-async function keyRing(store: Store, log: Logger) {
+async function keyRing(store: Store, log: Logger, edges: EdgeSlot | null) {
   const table = new KeyTable(store);
-  const ring = new KeyRing(table, log);
+  const ring = new KeyRing(table, log, edges ? (k) => edges.publish(k) : null);
   await ring.load();
   return { name: 'keyring', ring, table, close: () => ring.stop() };
 }
 
-function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: EventBus, clock: Clock, log: Logger) {
-  const keys = new KeyService(cfg, table, ring, bus, clock, log);
+function keyService(o: ConstructorParameters<typeof KeyService>[0]) {
+  const keys = new KeyService(o);
   return { name: 'key-service', keys, close: () => keys.stop() };
 }
 
@@ -363,9 +359,9 @@ function keyService(cfg: Readonly<Config>, table: KeyTable, ring: KeyRing, bus: 
  * announces is re-read from storage and applied if newer (and so handed to the edge
  * threads). Nothing on the channel is taken as a key. The key poll stays the backstop.
  */
-async function announceKeys(co: Coordinator, keys: KeyService, ring: KeyRing, clock: Clock, log: Logger) {
+async function keyAnnouncer(co: Coordinator, ring: KeyRing, clock: Clock, log: Logger) {
   const publish = await co.channel(KEYS_CHANNEL, (a) => void ring.announced(a.id, a.version, a.revoked, clock.now()));
-  keys.announce = (k) =>
+  return (k: KeyRecord) =>
     publish({ id: k.id, version: k.updated_at, revoked: k.revoked_at !== null }).catch((e: Error) =>
       log.warn('key change not published to the fleet; the others see it at their next key poll', {
         key_id: k.id,
@@ -488,232 +484,4 @@ async function apiPart(
     handler(req, res);
   };
   return { name: 'api', app: app as FastifyInstance, manage, close: () => app.close() };
-}
-
-interface ListenerDeps {
-  cfg: Readonly<Config>;
-  metrics: Metrics;
-  management: http.Server;
-  api: { manage: (req: IncomingMessage, res: ServerResponse) => void };
-  recorder: Recorder;
-  fallbackEnv: string;
-  mainPort: () => number;
-  pool: () => EdgePool | null;
-  testHooks: boolean;
-  /** Edge threads (the internal listener's connection limit follows). */
-  threads: number;
-  refresh: () => void;
-  ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
-}
-
-/**
- * The control thread's listeners: ops (/metrics of every thread, /healthz, /readyz,
- * and by default the console and /v2), the management listener when it has its own
- * port, and with edge threads a loopback listener for the /v2 calls they hand over.
- */
-function listenersPart(d: ListenerDeps): Part & {
-  ops: http.Server;
-  management: http.Server;
-  internal: (needed: boolean) => Promise<void>;
-  internalAddress: () => { port: number; token: string };
-  listen: () => Promise<{ opsPort: number; managementPort: number }>;
-} {
-  const { cfg } = d;
-  const separate = cfg.management.listener === 'separate';
-  const ops = createOpsServer({
-    scrape: async () => {
-      d.refresh();
-      const pool = d.pool();
-      return pool ? pool.metrics(await d.metrics.registry.getMetricsAsJSON()) : d.metrics.registry.metrics();
-    },
-    contentType: d.metrics.registry.contentType,
-    ready: d.ready,
-    // The ops listener's other paths are the management listener's, unless that has its own port.
-    other: separate ? null : (req, res) => d.management.emit('request', req, res),
-  });
-  const serve = managementHandler(d);
-  d.management.on('request', serve);
-  d.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    res.writeContinue();
-    serve(req, res);
-  });
-  const token = randomBytes(32).toString('base64url');
-  // Only connections that showed the token count against the edges' pools (internal-listener.ts).
-  const internal = internalListener({
-    token,
-    threads: d.threads,
-    serve: (req, res, peer) => {
-      (req as WithPeer)[PEER] = peer;
-      d.api.manage(req, res);
-    },
-  });
-  const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
-    new Promise<number>((resolve, reject) => {
-      server.once('error', (e) => reject(listenError(e, { name, setting, port })));
-      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
-    });
-  const close = async (server: http.Server) => {
-    if (!server.listening) return;
-    await new Promise<void>((r) => server.close(() => r()));
-    server.closeAllConnections();
-  };
-  return {
-    name: 'listeners',
-    ops,
-    management: d.management,
-    /** With edge threads: the loopback listener they hand /v2 calls to. */
-    internal: async (needed: boolean) => {
-      if (needed) await listen(internal, 0, '127.0.0.1', 'internal', 'server.threads');
-    },
-    internalAddress: () => ({ port: (internal.address() as AddressInfo).port, token }),
-    async listen() {
-      const s = cfg.server;
-      const m = cfg.management;
-      const opsPort = await listen(ops, s.ops_port, s.ops_host, 'OPS_PORT', 'server.ops_port');
-      const managementPort = separate
-        ? await listen(d.management, m.port, m.host, 'management.port', 'management.port')
-        : opsPort;
-      return { opsPort, managementPort };
-    },
-    async close() {
-      await close(internal);
-      await close(ops);
-      await close(d.management);
-    },
-  };
-}
-
-/**
- * What the management listener serves (the ops listener's other paths, or a
- * listener of its own): the console and /v2, and nothing it would proxy. The
- * console never shares an origin with a proxied app, whose pages could otherwise
- * read the signed-in key.
- */
-function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const cfg = d.cfg;
-  const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, d.mainPort) : null;
-  const crash = /^\/__test\/edges\/(\d+)\/crash$/;
-  return (req, res) => {
-    const url = req.url ?? '/';
-    if (consoleApp?.owns(url)) {
-      const x = d.recorder.begin();
-      x.route = 'console';
-      x.environment = d.fallbackEnv;
-      x.status = consoleApp.handle(req, res, x.id);
-      req.resume();
-      return d.recorder.finish(req, x);
-    }
-    const hook = d.testHooks && req.method === 'POST' ? crash.exec(url) : null;
-    if (hook) {
-      const ok = d.pool()?.crash(Number(hook[1])) ?? false;
-      res.writeHead(ok ? 202 : 404).end();
-      return;
-    }
-    const keyInUrl = holdsGatewayKey(url);
-    if (isManagementPath(url) && !keyInUrl) return d.api.manage(req, res);
-    const body = JSON.stringify(
-      keyInUrl
-        ? errorBody(KEY_IN_URL.type, null, KEY_IN_URL.message, KEY_IN_URL.param)
-        : errorBody(
-            'resource_missing',
-            null,
-            'this listener serves the console and /v2 only; requests are proxied on the main listener',
-          ),
-    );
-    req.resume();
-    res.writeHead(keyInUrl ? 400 : 404, { 'content-type': 'application/json', 'content-length': body.length });
-    res.end(body);
-  };
-}
-
-async function readiness(
-  store: Store,
-  capture: Capture,
-  bus: EventBus,
-  stopping: boolean,
-): Promise<{ ok: boolean; body: Record<string, unknown> }> {
-  if (stopping) return { ok: false, body: { status: 'stopping' } };
-  const st = capture.batcher.stats;
-  let storage = 'up';
-  let migrations = false;
-  try {
-    migrations = await migrationsApplied(store);
-  } catch {
-    storage = 'down';
-  }
-  if (!st.storageUp || !bus.stats.storageUp) storage = 'down';
-  // During a storage outage the gateway still serves (wakes go to the spool),
-  // so it stays ready; the body and the metrics show the outage.
-  const ok = storage === 'up' ? migrations : st.spoolBatches >= 0;
-  return {
-    ok,
-    body: {
-      status: storage === 'up' ? (migrations ? 'ready' : 'migrations pending') : 'degraded',
-      storage,
-      migrations_applied: migrations,
-      wakes_buffered: capture.batcher.buffered,
-      spool_bytes: st.spoolBytes,
-      spool_batches: st.spoolBatches,
-      events_spool_batches: bus.stats.spoolBatches,
-    },
-  };
-}
-
-/**
- * A fleet's /readyz also shows its coordination: whether Redis answers, what decisions
- * do while it does not (on_unavailable) and how many instances share each bucket. A
- * Redis outage leaves the gateway ready (every instance loses it at once, and
- * on_unavailable says how it serves meanwhile); the status says degraded.
- */
-function withCoordination(
-  r: { ok: boolean; body: Record<string, unknown> },
-  limiter: { coordination(): { redis: 'up' | 'down' } | null },
-): { ok: boolean; body: Record<string, unknown> } {
-  const c = limiter.coordination();
-  if (c === null) return r;
-  const status = c.redis === 'down' && r.body.status === 'ready' ? 'degraded' : r.body.status;
-  return { ok: r.ok, body: { ...r.body, status, coordination: c } };
-}
-
-/**
- * The logs of edge threads that this start will not run (fewer threads than the
- * last run): their wakes are stored now, each once, and heard by the event rules.
- */
-async function storeOrphanLogs(
-  cfg: Readonly<Config>,
-  log: Logger,
-  threads: number,
-  sink: Sink<Wake>,
-  rules: readonly RowListener<Wake>[],
-): Promise<void> {
-  let names: string[];
-  try {
-    names = readdirSync(join(cfg.storage.data_dir, 'wal'));
-  } catch {
-    return;
-  }
-  const kept = threads === 1 ? 0 : threads;
-  for (const name of names) {
-    const m = /^wakes-(\d+)$/.exec(name);
-    if (!m || Number(m[1]) <= kept) continue;
-    const wal = openLog<Wake>(cfg, log, name, wakeLogCodec(retentionOf(cfg)), LOG_SEGMENT_TAG);
-    if (wal.length === 0) {
-      wal.close();
-      continue;
-    }
-    const b = new Batcher<Wake>(
-      {
-        batchRows: cfg.capture.batch_rows,
-        flushIntervalMs: cfg.capture.flush_interval_ms,
-        maxBufferedRows: 1,
-        rowsInLog: true,
-      },
-      sink,
-      wal,
-      log,
-    );
-    for (const r of rules) b.onRows(r);
-    // What storage does not take stays in the log for the next start.
-    await b.stop();
-  }
 }

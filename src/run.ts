@@ -126,7 +126,7 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
     const ring = new KeyRing(table, log);
     await ring.load();
     const events = new EventBus(new EventTable(store), systemClock, log);
-    const svc = new KeyService(cfg, table, ring, events, systemClock, log);
+    const svc = new KeyService({ cfg, table, ring, events, clock: systemClock, log });
     const consumer = args.flags.get('consumer');
     const { key, secret } = await svc.create(
       { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },

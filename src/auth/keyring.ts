@@ -24,7 +24,7 @@ export class KeyRing {
    * Other threads' copies of the ring (edge threads): every key version applied here
    * is handed to it, and `published` waits until they all hold it.
    */
-  publisher: ((keys: KeyRecord[]) => Promise<void>) | null = null;
+  private readonly publisher: ((keys: KeyRecord[]) => Promise<void>) | null;
   private unpublished: KeyRecord[] = [];
   private publishing: Promise<void> | null = null;
   private readonly byHash = new Map<string, KeyRecord>();
@@ -37,11 +37,17 @@ export class KeyRing {
   /** Announced keys being re-read from storage: the newest version announced for each. */
   private readonly rereads = new Map<string, { version: number }>();
 
-  /** `table` null: a copy kept by the thread that owns the table (an edge thread's ring). */
+  /**
+   * `table` null: a copy kept by the thread that owns the table (an edge thread's ring).
+   * `publisher`: hands key versions to the other threads' copies (null: there are none).
+   */
   constructor(
     private readonly table: KeyTable | null,
     private readonly log: Logger,
-  ) {}
+    publisher: ((keys: KeyRecord[]) => Promise<void>) | null = null,
+  ) {
+    this.publisher = publisher;
+  }
 
   get size(): number {
     return this.byId.size;

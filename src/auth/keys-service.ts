@@ -56,19 +56,33 @@ export class KeyService {
   /** Keys whose scheduled revocation has already been announced by this instance. */
   private readonly announced = new Set<string>();
   /** Tells the rest of a fleet of a key version this instance stored (coordination.redis_url). */
-  announce: ((k: KeyRecord) => Promise<void>) | null = null;
+  private readonly announce: ((k: KeyRecord) => Promise<void>) | null;
   /** The last create in line: creates run one at a time, so two cannot both reserve one consumer. */
   private creating: Promise<unknown> = Promise.resolve();
+  private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>;
+  private readonly table: KeyTable;
+  private readonly ring: KeyRing;
+  private readonly events: EventBus;
+  private readonly clock: Clock;
+  private readonly log: Logger;
 
-  constructor(
-    private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>,
-    private readonly table: KeyTable,
-    private readonly ring: KeyRing,
-    private readonly events: EventBus,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-  ) {
-    this.scopes = knownScopes(cfg);
+  constructor(o: {
+    cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>;
+    table: KeyTable;
+    ring: KeyRing;
+    events: EventBus;
+    clock: Clock;
+    log: Logger;
+    announce?: ((k: KeyRecord) => Promise<void>) | null;
+  }) {
+    this.cfg = o.cfg;
+    this.table = o.table;
+    this.ring = o.ring;
+    this.events = o.events;
+    this.clock = o.clock;
+    this.log = o.log;
+    this.announce = o.announce ?? null;
+    this.scopes = knownScopes(o.cfg);
   }
 
   /** A key's rate_limit as given: a policy name of the config, or its own {limit, burst, window}. */

@@ -19,6 +19,10 @@ export interface BatcherOptions {
    * stored, long enough to be promoted to the old generation of the heap.
    */
   rowsInLog?: boolean;
+  /** Rows dropped (buffer full, log full, storage failed), for the metrics. */
+  onDrop?: (n: number, reason: string) => void;
+  /** Rows stored and how long the insert took, for the metrics. */
+  onFlush?: (rows: number, ms: number) => void;
 }
 
 export interface BatcherStats {
@@ -86,8 +90,8 @@ export class Batcher<T> {
     storageUp: true,
     lastFlushMs: 0,
   };
-  onDrop: (n: number, reason: string) => void = () => {};
-  onFlush: (rows: number, ms: number) => void = () => {};
+  private readonly onDrop: (n: number, reason: string) => void;
+  private readonly onFlush: (rows: number, ms: number) => void;
 
   constructor(
     private readonly opts: BatcherOptions,
@@ -96,6 +100,8 @@ export class Batcher<T> {
     private readonly log: Logger,
   ) {
     this.rowsInLog = wal !== null && opts.rowsInLog === true;
+    this.onDrop = opts.onDrop ?? (() => {});
+    this.onFlush = opts.onFlush ?? (() => {});
     if (wal) {
       this.stats.spoolBytes = wal.size;
       this.stats.spoolBatches = wal.length;

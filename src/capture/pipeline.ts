@@ -92,16 +92,16 @@ export function createCapture(d: CaptureDeps): Capture {
       retryIntervalMs: d.retryMs ?? 1000,
       // A wake is its log line from the moment it is pushed: nothing holds it until its batch is stored.
       rowsInLog: true,
+      onDrop: (n, reason) => metrics.wakesDropped.labels(reason).inc(n),
+      onFlush: (n, ms) => {
+        metrics.wakesFlushed.inc(n);
+        metrics.flushDuration.observe(ms / 1000);
+      },
     },
     d.sink,
     wal,
     d.log,
   );
-  batcher.onDrop = (n, reason) => metrics.wakesDropped.labels(reason).inc(n);
-  batcher.onFlush = (n, ms) => {
-    metrics.wakesFlushed.inc(n);
-    metrics.flushDuration.observe(ms / 1000);
-  };
   // Both series are shown from the start, at 0.
   const skipped = { rate: metrics.detailsSkipped.labels('rate'), memory: metrics.detailsSkipped.labels('memory') };
   const redactor = new Redactor(d.redactionKey, cfg.capture.redact_headers, cfg.capture.redact_fields);

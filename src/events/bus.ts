@@ -38,25 +38,26 @@ export class EventBus implements EventSink {
     private readonly clock: Clock,
     log: Logger,
     spool: Wal<EventRecord> | null = null,
-    opts: { flushMs?: number; maxBuffered?: number } = {},
+    opts: { flushMs?: number; maxBuffered?: number; onDrop?: (n: number, reason: string) => void } = {},
   ) {
     this.batcher = new Batcher<EventRecord>(
-      { batchRows: 5000, flushIntervalMs: opts.flushMs ?? 100, maxBufferedRows: opts.maxBuffered ?? 200_000 },
+      {
+        batchRows: 5000,
+        flushIntervalMs: opts.flushMs ?? 100,
+        maxBufferedRows: opts.maxBuffered ?? 200_000,
+        ...(opts.onDrop ? { onDrop: opts.onDrop } : {}),
+        onFlush: () => {
+          for (const l of this.listeners) l();
+        },
+      },
       (rows, token) => table.insert(rows, token),
       spool,
       log,
     );
-    this.batcher.onFlush = () => {
-      for (const l of this.listeners) l();
-    };
   }
 
   get stats() {
     return this.batcher.stats;
-  }
-
-  set onDrop(f: (n: number, reason: string) => void) {
-    this.batcher.onDrop = f;
   }
 
   /** Called each time a batch of events is recorded. */

@@ -142,16 +142,28 @@ export class FleetLimiter implements RequestLimiter {
   private readonly mode: 'local' | 'open' | 'closed';
   /** Redis failed to answer: until then (local monotonic ms) decisions follow on_unavailable without asking. */
   private downUntil = 0;
-  onWarning: (w: QuotaWarning) => void = () => {};
+  private readonly co: Coordinator;
+  private readonly metrics: Metrics;
+  private readonly log: Logger;
+  private readonly onWarning: (w: QuotaWarning) => void;
   /** Instances of the fleet alive in the last minute (alive.ts), for the local share. */
-  instances: () => number = () => 1;
+  private readonly instances: () => number;
 
-  constructor(
-    cfg: Pick<Config, 'rate_limits' | 'environments' | 'coordination'>,
-    private readonly co: Coordinator,
-    private readonly metrics: Metrics,
-    private readonly log: Logger,
-  ) {
+  constructor(o: {
+    cfg: Pick<Config, 'rate_limits' | 'environments' | 'coordination'>;
+    co: Coordinator;
+    metrics: Metrics;
+    log: Logger;
+    /** Hears each quota threshold crossed (consumer.quota.warning). */
+    onWarning?: (w: QuotaWarning) => void;
+    instances?: () => number;
+  }) {
+    const cfg = o.cfg;
+    this.co = o.co;
+    this.metrics = o.metrics;
+    this.log = o.log;
+    this.onWarning = o.onWarning ?? (() => {});
+    this.instances = o.instances ?? (() => 1);
     this.set = new PolicySet(cfg);
     this.c = emptyChoice(this.set.def);
     this.mode = cfg.coordination.on_unavailable;

@@ -2,7 +2,7 @@ import type { Config } from '../config/index.js';
 import type { EventSink } from '../events/bus.js';
 import type { Logger } from '../log.js';
 import { type Metrics, registerCoordination } from '../metrics/index.js';
-import { quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
+import { type QuotaWarning, quotaWarningData, RateLimiter } from '../ratelimit/limiter.js';
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { Heartbeat } from './alive.js';
@@ -66,14 +66,18 @@ export function limiterPart(
     sweep?: boolean;
   },
 ): LimiterPart {
-  const warn = (w: Parameters<RateLimiter['onWarning']>[0]) =>
-    o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
+  const warn = (w: QuotaWarning) => o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
   if (o.co) {
     const co = o.co;
-    const fleet = new FleetLimiter(cfg, co, o.metrics, o.log);
     const alive = new Heartbeat(co, (n) => o.metrics.coordinationInstances.set(n));
-    fleet.instances = () => alive.instances;
-    fleet.onWarning = warn;
+    const fleet = new FleetLimiter({
+      cfg,
+      co,
+      metrics: o.metrics,
+      log: o.log,
+      onWarning: warn,
+      instances: () => alive.instances,
+    });
     fleet.start();
     alive.start();
     return {
@@ -92,8 +96,7 @@ export function limiterPart(
       },
     };
   }
-  const local = new RateLimiter(cfg, o.layout);
-  local.onWarning = warn;
+  const local = new RateLimiter(cfg, o.layout, warn);
   // The shared table is swept by the thread that made it (the control thread), not by every edge.
   if (o.sweep !== false) local.start(o.now);
   return {

@@ -55,9 +55,15 @@ export class RateLimiter implements RequestLimiter {
   private now: () => number = Date.now;
   /** The quota count of the last use counted. */
   private used = 0;
-  onWarning: (w: QuotaWarning) => void = () => {};
+  private readonly onWarning: (w: QuotaWarning) => void;
 
-  constructor(cfg: Pick<Config, 'rate_limits' | 'environments' | 'ratelimit'>, layout?: SharedBucketsLayout) {
+  /** `onWarning` hears each quota threshold crossed (consumer.quota.warning). */
+  constructor(
+    cfg: Pick<Config, 'rate_limits' | 'environments' | 'ratelimit'>,
+    layout?: SharedBucketsLayout,
+    onWarning: (w: QuotaWarning) => void = () => {},
+  ) {
+    this.onWarning = onWarning;
     this.set = new PolicySet(cfg);
     this.c = emptyChoice(this.set.def);
     this.layout = layout ?? allocateBuckets(cfg.ratelimit.max_buckets, cfg.ratelimit.sketch_cells);

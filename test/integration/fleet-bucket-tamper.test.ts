@@ -45,7 +45,7 @@ async function instance() {
   const log = createLogger('silent');
   const co = new Coordinator({ url: redis.url, timeoutMs: 1000, log, metrics });
   await co.start();
-  const limiter = new FleetLimiter(cfg, co, metrics, log);
+  const limiter = new FleetLimiter({ cfg, co, metrics, log });
   limiter.start();
   made.push({ limiter, co });
   return limiter;

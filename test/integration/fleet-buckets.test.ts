@@ -31,14 +31,14 @@ afterAll(async () => {
 /** A fleet shares its storage: the config names one (these tests never reach it). */
 const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
 
-async function instance(over: Record<string, unknown> = {}) {
+async function instance(over: Record<string, unknown> = {}, onWarning?: (w: QuotaWarning) => void) {
   const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url, timeout_ms: 1000 }, ...over } });
   const metrics = createMetrics({ process: false });
   registerCoordination(metrics);
   const log = createLogger('silent');
   const co = new Coordinator({ url: redis.url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
   await co.start();
-  const limiter = new FleetLimiter(cfg, co, metrics, log);
+  const limiter = new FleetLimiter({ cfg, co, metrics, log, ...(onWarning ? { onWarning } : {}) });
   made.push({ limiter, co });
   return { limiter, metrics, co };
 }
@@ -74,10 +74,9 @@ describe('buckets and once-per-fleet events through Redis', () => {
   });
 
   it('raise each quota warning once for the fleet', async () => {
-    const [a, b] = [await instance(), await instance()];
     const warnings: QuotaWarning[] = [];
-    a.limiter.onWarning = (w) => warnings.push(w);
-    b.limiter.onWarning = (w) => warnings.push(w);
+    const heard = (w: QuotaWarning) => void warnings.push(w);
+    const [a, b] = [await instance({}, heard), await instance({}, heard)];
     const k = key('quota', { limit: 10, burst: 100, window: 'hour' });
     for (let i = 0; i < 12; i++) await (i % 2 ? a : b).limiter.check(k, '', null, Date.now());
     await Promise.all([a.limiter.sweep(), b.limiter.sweep()]);

@@ -35,7 +35,7 @@ afterAll(async () => {
 /** A fleet shares its storage: the config names one (these tests never reach it). */
 const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
 
-async function instance(coordination: Record<string, unknown> = {}, url = redis.url) {
+async function instance(coordination: Record<string, unknown> = {}, url = redis.url, instances?: () => number) {
   const cfg = loadConfig({
     values: { storage, coordination: { redis_url: url, timeout_ms: 1000, ...coordination } },
   });
@@ -44,7 +44,7 @@ async function instance(coordination: Record<string, unknown> = {}, url = redis.
   const log = createLogger('silent');
   const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
   await co.start();
-  const limiter = new FleetLimiter(cfg, co, metrics, log);
+  const limiter = new FleetLimiter({ cfg, co, metrics, log, ...(instances ? { instances } : {}) });
   limiter.start();
   made.push({ limiter, co });
   return { limiter, metrics, co };
@@ -149,12 +149,16 @@ describe('while Redis is away (on_unavailable: local)', () => {
   it('limits each instance at its share of the bucket: the burst divided by the instances alive', async () => {
     const r = await startRedis();
     try {
-      const fleet = [await instance({}, r.url), await instance({}, r.url), await instance({}, r.url)];
-      const beats = fleet.map((f) => new Heartbeat(f.co));
+      const beats: Heartbeat[] = [];
+      const fleet = [];
+      for (let i = 0; i < 3; i++) {
+        const f = await instance({}, r.url, () => beats[i]?.instances ?? 1);
+        fleet.push(f);
+        beats.push(new Heartbeat(f.co));
+      }
       for (const b of beats) await b.beat();
       // Each learns the count at its next beat.
       for (const b of beats) expect(await b.beat()).toBe(3);
-      for (const [i, f] of fleet.entries()) f.limiter.instances = () => beats[i]?.instances ?? 1;
       await r.stop();
       const k = key('away', { limit: 30, burst: 30, window: 'day' });
       const [a] = fleet as [(typeof fleet)[number]];

@@ -89,14 +89,19 @@ describe('batcher', () => {
     const dir = mkdtempSync(join(tmpdir(), 'wg-spool-'));
     const drops: [number, string][] = [];
     const b = new Batcher<number>(
-      { batchRows: 100, flushIntervalMs: 10, maxBufferedRows: 10_000, retryIntervalMs: 60_000 },
+      {
+        batchRows: 100,
+        flushIntervalMs: 10,
+        maxBufferedRows: 10_000,
+        retryIntervalMs: 60_000,
+        onDrop: (n, reason) => drops.push([n, reason]),
+      },
       async () => {
         throw new Error('down');
       },
       new Wal<number>(dir, 2_000, WAL, silentLogger),
       silentLogger,
     );
-    b.onDrop = (n, reason) => drops.push([n, reason]);
     for (let i = 0; i < 1000; i++) b.push(i);
     await b.flush();
     // Rows are refused as they are appended, once the log holds its budget.

@@ -36,7 +36,7 @@ async function startOnce(table: KeyTable, clock: ManualClock, secret: string | n
   const ring = new KeyRing(table, silentLogger);
   await ring.load();
   const bus = { emit: (type: string) => events.push({ type }) } as unknown as EventBus;
-  const svc = new KeyService(cfg, table, ring, bus, clock, silentLogger);
+  const svc = new KeyService({ cfg, table, ring, events: bus, clock, log: silentLogger });
   return { ring, boot: await svc.bootstrap(secret) };
 }
 

@@ -123,9 +123,8 @@ describe('token buckets', () => {
 
 describe('quota warnings', () => {
   it('fire once per key, threshold and window at 80% and 95% of limit', () => {
-    const l = limiter();
     const warnings: QuotaWarning[] = [];
-    l.onWarning = (w) => warnings.push(w);
+    const l = new RateLimiter(loadConfig({ values: {} }), undefined, (w) => warnings.push(w));
     const k = key('q', 'production', { limit: 100, burst: 200, window: 'minute' });
     drain(l, k, 79, T0);
     expect(warnings).toEqual([]);

@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
-import { RateLimiter } from '../../src/ratelimit/limiter.js';
+import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
 import { keyRecord } from '../helpers/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -88,11 +88,10 @@ describe('buckets shared by threads', () => {
   it('quota warnings fire once per threshold across threads', async () => {
     // A shared table: warnings are counted in it, so the 80% threshold is crossed by exactly one thread.
     const values = {};
-    const limiter = new RateLimiter(loadConfig({ values }));
-    const other = new RateLimiter(loadConfig({ values }), limiter.layout);
     const warnings: number[] = [];
-    limiter.onWarning = (w) => warnings.push(w.threshold);
-    other.onWarning = (w) => warnings.push(w.threshold);
+    const heard = (w: QuotaWarning) => void warnings.push(w.threshold);
+    const limiter = new RateLimiter(loadConfig({ values }), undefined, heard);
+    const other = new RateLimiter(loadConfig({ values }), limiter.layout, heard);
     const k = key('key_quota');
     for (let i = 0; i < 100; i++) (i % 2 ? limiter : other).check(k, '', null, T0);
     expect(warnings.sort()).toEqual([0.8, 0.95]);

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import type http from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PEER, type Recorder, type WithPeer } from './capture/recorder.js';
+import { holdsGatewayKey } from './capture/text.js';
+import type { Config } from './config/index.js';
+import { consoleHandler } from './console/serve.js';
+import { isManagementPath } from './edge.js';
+import { errorBody } from './errors.js';
+import type { Metrics } from './metrics/index.js';
+import { createOpsServer } from './ops.js';
+import { KEY_IN_URL } from './proxy/admit.js';
+import type { Part } from './root.js';
+import { listenError } from './startup.js';
+import { internalListener } from './threads/internal-listener.js';
+import type { EdgePool } from './threads/pool.js';
+
+export interface ListenerDeps {
+  cfg: Readonly<Config>;
+  metrics: Metrics;
+  management: http.Server;
+  api: { manage: (req: IncomingMessage, res: ServerResponse) => void };
+  recorder: Recorder;
+  fallbackEnv: string;
+  mainPort: () => number;
+  pool: () => EdgePool | null;
+  testHooks: boolean;
+  /** Edge threads (the internal listener's connection limit follows). */
+  threads: number;
+  refresh: () => void;
+  ready: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
+}
+
+/**
+ * The control thread's listeners: ops (/metrics of every thread, /healthz, /readyz,
+ * and by default the console and /v2), the management listener when it has its own
+ * port, and with edge threads a loopback listener for the /v2 calls they hand over.
+ */
+export function listenersPart(d: ListenerDeps): Part & {
+  ops: http.Server;
+  management: http.Server;
+  internal: (needed: boolean) => Promise<void>;
+  internalAddress: () => { port: number; token: string };
+  listen: () => Promise<{ opsPort: number; managementPort: number }>;
+} {
+  const { cfg } = d;
+  const separate = cfg.management.listener === 'separate';
+  const ops = createOpsServer({
+    scrape: async () => {
+      d.refresh();
+      const pool = d.pool();
+      return pool ? pool.metrics(await d.metrics.registry.getMetricsAsJSON()) : d.metrics.registry.metrics();
+    },
+    contentType: d.metrics.registry.contentType,
+    ready: d.ready,
+    // The ops listener's other paths are the management listener's, unless that has its own port.
+    other: separate ? null : (req, res) => d.management.emit('request', req, res),
+  });
+  const serve = managementHandler(d);
+  d.management.on('request', serve);
+  d.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    res.writeContinue();
+    serve(req, res);
+  });
+  const token = randomBytes(32).toString('base64url');
+  // Only connections that showed the token count against the edges' pools (internal-listener.ts).
+  const internal = internalListener({
+    token,
+    threads: d.threads,
+    serve: (req, res, peer) => {
+      (req as WithPeer)[PEER] = peer;
+      d.api.manage(req, res);
+    },
+  });
+  const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
+    new Promise<number>((resolve, reject) => {
+      server.once('error', (e) => reject(listenError(e, { name, setting, port })));
+      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+    });
+  const close = async (server: http.Server) => {
+    if (!server.listening) return;
+    await new Promise<void>((r) => server.close(() => r()));
+    server.closeAllConnections();
+  };
+  return {
+    name: 'listeners',
+    ops,
+    management: d.management,
+    /** With edge threads: the loopback listener they hand /v2 calls to. */
+    internal: async (needed: boolean) => {
+      if (needed) await listen(internal, 0, '127.0.0.1', 'internal', 'server.threads');
+    },
+    internalAddress: () => ({ port: (internal.address() as AddressInfo).port, token }),
+    async listen() {
+      const s = cfg.server;
+      const m = cfg.management;
+      const opsPort = await listen(ops, s.ops_port, s.ops_host, 'OPS_PORT', 'server.ops_port');
+      const managementPort = separate
+        ? await listen(d.management, m.port, m.host, 'management.port', 'management.port')
+        : opsPort;
+      return { opsPort, managementPort };
+    },
+    async close() {
+      await close(internal);
+      await close(ops);
+      await close(d.management);
+    },
+  };
+}
+
+/**
+ * What the management listener serves (the ops listener's other paths, or a
+ * listener of its own): the console and /v2, and nothing it would proxy. The
+ * console never shares an origin with a proxied app, whose pages could otherwise
+ * read the signed-in key.
+ */
+function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const cfg = d.cfg;
+  const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, d.mainPort) : null;
+  const crash = /^\/__test\/edges\/(\d+)\/crash$/;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    if (consoleApp?.owns(url)) {
+      const x = d.recorder.begin();
+      x.route = 'console';
+      x.environment = d.fallbackEnv;
+      x.status = consoleApp.handle(req, res, x.id);
+      req.resume();
+      return d.recorder.finish(req, x);
+    }
+    const hook = d.testHooks && req.method === 'POST' ? crash.exec(url) : null;
+    if (hook) {
+      const ok = d.pool()?.crash(Number(hook[1])) ?? false;
+      res.writeHead(ok ? 202 : 404).end();
+      return;
+    }
+    const keyInUrl = holdsGatewayKey(url);
+    if (isManagementPath(url) && !keyInUrl) return d.api.manage(req, res);
+    const body = JSON.stringify(
+      keyInUrl
+        ? errorBody(KEY_IN_URL.type, null, KEY_IN_URL.message, KEY_IN_URL.param)
+        : errorBody(
+            'resource_missing',
+            null,
+            'this listener serves the console and /v2 only; requests are proxied on the main listener',
+          ),
+    );
+    req.resume();
+    res.writeHead(keyInUrl ? 400 : 404, { 'content-type': 'application/json', 'content-length': body.length });
+    res.end(body);
+  };
+}
