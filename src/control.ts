@@ -164,7 +164,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         recorder: capture.recorder,
         fallbackEnv: routes.fallbackEnvironment,
         mainPort: () => ports.main,
-        pool: () => edges?.pool ?? null,
+        pool: () => edges?.running ?? null,
         testHooks: opts.testHooks === true,
         threads,
         refresh: () => {
@@ -215,7 +215,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       await listeners.internal(edges !== null);
       if (edge) ports.main = await edge.listen(cfg.server.port);
       else if (edges) {
-        edges.pool = new EdgePool({
+        ports.main = await edges.start(cfg.server.port, {
           cfg,
           log,
           metrics,
@@ -231,7 +231,6 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           slo: rules[1],
           usage: (id, sec) => ring.used(id, sec),
         });
-        ports.main = await edges.pool.start(cfg.server.port);
       }
       if (edge) metrics.edgeThreads.set(1);
       const { opsPort, managementPort } = await listeners.listen();
@@ -287,7 +286,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       async close(graceMs: number): Promise<void> {
         state.stopping = true;
         if (edge) await edge.drain(graceMs);
-        if (edges) edges.graceMs = graceMs;
+        edges?.stopWithin(graceMs);
         await parts.close(log);
         log.info('wakegate stopped');
       },
@@ -304,8 +303,20 @@ export type Control = Awaited<ReturnType<typeof buildControl>>;
 /** The edge threads, once they are started: stopped (drained) first, as the last part built. */
 class EdgeSlot implements Part {
   readonly name = 'edges';
-  pool: EdgePool | null = null;
-  graceMs = 10_000;
+  private pool: EdgePool | null = null;
+  private graceMs = 10_000;
+  /** Starts the edge threads on `port`; resolves with the port they listen on. */
+  start(port: number, o: ConstructorParameters<typeof EdgePool>[0]): Promise<number> {
+    this.pool = new EdgePool(o);
+    return this.pool.start(port);
+  }
+  get running(): EdgePool | null {
+    return this.pool;
+  }
+  /** The grace period of the stop to come (the gateway's stop is given it). */
+  stopWithin(graceMs: number): void {
+    this.graceMs = graceMs;
+  }
   close(): Promise<void> | undefined {
     return this.pool?.close(this.graceMs);
   }
