@@ -14,12 +14,14 @@ import { type Capture, createCapture, openLog, redactionKey, retentionOf } from 
 import { EXCHANGE, PEER, type Recorder, type WithExchange, type WithPeer } from './capture/recorder.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Wake } from './capture/wake.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { consoleHandler } from './console/serve.js';
 import { createEdge, type Edge, isManagementPath } from './edge.js';
 import { errorBody } from './errors.js';
 import { EventBus } from './events/bus.js';
+import type { EventRecord } from './events/event.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
@@ -37,25 +39,20 @@ import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { checkServer, holdDataDir, listenError, resolveThreads, startLine, storageError } from './startup.js';
-import { openStore, type Store } from './store/client.js';
-import { type EventRecord, EventTable } from './store/events.js';
+import { openStore } from './store/client.js';
+import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate, migrationsApplied } from './store/migrations.js';
-import { LOG_SEGMENT_TAG, wakeLogCodec } from './store/wake-log.js';
+import type { Store } from './store/store.js';
 import { WakeInserter, WakeQuerier } from './store/wakes.js';
-import {
-  applyDeliveryRetention,
-  type DeliveryRecord,
-  DeliveryTable,
-  EndpointTable,
-  FanoutCursorTable,
-} from './store/webhooks.js';
+import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
 import { internalListener } from './threads/internal-listener.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
+import type { DeliveryRecord } from './webhooks/records.js';
 
 /** How a gateway is built besides its config (GatewayOptions). */
 export interface ControlOptions {
@@ -108,7 +105,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now(), layout }));
     const dir = cfg.storage.data_dir;
     if (limiter.layout) parts.add(bucketsSaver({ layout: limiter.layout, dir, now: () => clock.now(), log }));
-    const inserter = new WakeInserter(store, retentionOf(cfg));
+    const inserter = new WakeInserter(store, wakeLogCodec(retentionOf(cfg)));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
     const once = co ? (name: string, ttlMs: number) => co.once(name, ttlMs) : null;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/client.js';
-import { queryRows } from '../../src/store/client.js';
+import type { Store } from '../../src/store/store.js';
+import { queryRows } from '../../src/store/store.js';
 import { tempStore } from '../helpers/store.js';
 
 /**
