@@ -25,7 +25,10 @@ const cfg = loadConfig();
 const dir = mkdtempSync(join(tmpdir(), 'wakegate-capture-'));
 const store = await openStore({ ...cfg.storage, data_dir: dir });
 await migrate(store);
-const inserter = new WakeInserter(store, wakeLogCodec(() => 30));
+const inserter = new WakeInserter(
+  store,
+  wakeLogCodec(() => 30),
+);
 const querier = new WakeQuerier(store);
 const paths = Array.from({ length: 200 }, (_, i) => `/v2/payments/p_${i}/refunds`);
 const body = JSON.stringify({ data: 'x'.repeat(1000 - 12) });
