@@ -2,9 +2,9 @@ import { createTableSql, tuningSql } from './ddl.js';
 import { WAKE_DETAILS } from './schema.js';
 import { isUnknownSetting, queryRows, type Store } from './store.js';
 
+const granule = WAKE_DETAILS.settings?.find((s) => s.name === 'index_granularity_bytes');
 /** The setting that tells a remade detail table (1 MB granules) from the first layout. */
-export const DETAIL_GRANULE = ((s = WAKE_DETAILS.settings?.find((x) => x.name === 'index_granularity_bytes')) =>
-  `${s?.name} = ${s?.value}`)();
+export const DETAIL_GRANULE = `${granule?.name} = ${granule?.value}`;
 
 const NEXT = 'wake_details_next';
 
