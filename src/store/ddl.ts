@@ -98,15 +98,23 @@ function clauses(t: TableSpec, settings: readonly Setting[]): string {
   return out.map((c) => `\n  ${c}`).join('');
 }
 
-function create(head: string, t: TableSpec, engine: string, settings: readonly Setting[], asOf?: number): string {
-  return `${head} (\n  ${tableBody(t, asOf).join(',\n  ')}\n) ENGINE = ${engine}${clauses(t, settings)}`;
+interface Create {
+  /** `CREATE TABLE IF NOT EXISTS <db>.<name>[ ON CLUSTER <cluster>]` */
+  head: string;
+  engine: string;
+  settings: readonly Setting[];
+  asOf?: number;
 }
+
+const create = (t: TableSpec, c: Create): string =>
+  `${c.head} (\n  ${tableBody(t, c.asOf).join(',\n  ')}\n) ENGINE = ${c.engine}${clauses(t, c.settings)}`;
 
 /** A single server's CREATE TABLE. */
 export function createTableSql(t: TableSpec, o: CreateOptions = {}): string {
   const settings = (t.settings ?? []).filter((s) => present(s.since, o.asOf) && (o.tuning !== false || !s.tuning));
   const engine = t.version ? `${t.engine}(${t.version})` : t.engine;
-  return create(`CREATE TABLE IF NOT EXISTS ${o.db ?? '{db}'}.${o.name ?? t.name}`, t, engine, settings, o.asOf);
+  const head = `CREATE TABLE IF NOT EXISTS ${o.db ?? '{db}'}.${o.name ?? t.name}`;
+  return create(t, { head, engine, settings, asOf: o.asOf });
 }
 
 /** The migration `version`'s ALTERs that add the columns it added. */
@@ -122,9 +130,9 @@ export const dropIndexesSql = (t: TableSpec, version: number): string[] =>
     .map((i) => `ALTER TABLE {db}.${t.name} DROP INDEX IF EXISTS ${i.name}`);
 
 /** The migration `version`'s ALTER of the settings it set (on tables of its own, or none). */
-export function modifySettingsSql(t: TableSpec, version: number, db = '{db}', name = t.name): string[] {
+export function modifySettingsSql(t: TableSpec, version: number): string[] {
   const set = (t.settings ?? []).filter((s) => s.since === version);
-  return set.length === 0 ? [] : [`ALTER TABLE ${db}.${name} MODIFY SETTING ${set.map(settingSql).join(', ')}`];
+  return set.length === 0 ? [] : [`ALTER TABLE {db}.${t.name} MODIFY SETTING ${set.map(settingSql).join(', ')}`];
 }
 
 /** The tuning settings, as the ALTER that sets them after the CREATE. */
@@ -148,7 +156,7 @@ export function clusterTableSql(t: TableSpec, cluster: string): string[] {
   const path = `'/clickhouse/tables/${shared ? '' : '{shard}/'}wakegate/${t.name}', '{replica}'`;
   const engine = `Replicated${t.engine}(${path}${t.version ? `, ${t.version}` : ''})`;
   const name = shared ? t.name : localTable(t.name);
-  const local = create(`CREATE TABLE IF NOT EXISTS {db}.${name} ON CLUSTER ${cluster}`, t, engine, settings);
+  const local = create(t, { head: `CREATE TABLE IF NOT EXISTS {db}.${name} ON CLUSTER ${cluster}`, engine, settings });
   if (shared) return [local];
   const front = `CREATE TABLE IF NOT EXISTS {db}.${t.name} ON CLUSTER ${cluster} AS {db}.${name}
   ENGINE = Distributed(${cluster}, {db}, ${name}, ${t.shardKey})`;
