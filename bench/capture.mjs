@@ -12,7 +12,8 @@ const { Batcher } = await import(join(ROOT, 'dist/capture/batcher.js'));
 const { Wal } = await import(join(ROOT, 'dist/capture/wal.js'));
 const { openStore } = await import(join(ROOT, 'dist/store/client.js'));
 const { migrate } = await import(join(ROOT, 'dist/store/migrations.js'));
-const { LOG_SEGMENT_TAG, WakeInserter, WakeQuerier, wakeLogCodec } = await import(join(ROOT, 'dist/store/wakes.js'));
+const { WakeInserter, WakeQuerier } = await import(join(ROOT, 'dist/store/wakes.js'));
+const { LOG_SEGMENT_TAG, wakeLogCodec } = await import(join(ROOT, 'dist/capture/wake-log.js'));
 const { newWakeId } = await import(join(ROOT, 'dist/ids.js'));
 const { loadConfig } = await import(join(ROOT, 'dist/config/index.js'));
 const { silentLogger } = await import(join(ROOT, 'dist/log.js'));
@@ -24,7 +25,10 @@ const cfg = loadConfig();
 const dir = mkdtempSync(join(tmpdir(), 'wakegate-capture-'));
 const store = await openStore({ ...cfg.storage, data_dir: dir });
 await migrate(store);
-const inserter = new WakeInserter(store, () => 30);
+const inserter = new WakeInserter(
+  store,
+  wakeLogCodec(() => 30),
+);
 const querier = new WakeQuerier(store);
 const paths = Array.from({ length: 200 }, (_, i) => `/v2/payments/p_${i}/refunds`);
 const body = JSON.stringify({ data: 'x'.repeat(1000 - 12) });

@@ -11,10 +11,12 @@ import { storeOrphanLogs } from './capture/orphans.js';
 import { createCapture, openLog, redactionKey, retentionOf } from './capture/pipeline.js';
 import { EXCHANGE, type Recorder, type WithExchange } from './capture/recorder.js';
 import type { Wake } from './capture/wake.js';
+import { wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { createEdge } from './edge.js';
 import { EventBus } from './events/bus.js';
+import type { EventRecord } from './events/event.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
@@ -32,23 +34,19 @@ import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
 import { checkServer, holdDataDir, resolveThreads, startLine, storageError } from './startup.js';
-import { openStore, type Store } from './store/client.js';
-import { type EventRecord, EventTable } from './store/events.js';
+import { openStore } from './store/client.js';
+import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
+import type { Store } from './store/store.js';
 import { WakeInserter, WakeQuerier } from './store/wakes.js';
-import {
-  applyDeliveryRetention,
-  type DeliveryRecord,
-  DeliveryTable,
-  EndpointTable,
-  FanoutCursorTable,
-} from './store/webhooks.js';
+import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
 import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
+import type { DeliveryRecord } from './webhooks/records.js';
 
 /** How a gateway is built besides its config (GatewayOptions). */
 export interface ControlOptions {
@@ -104,7 +102,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now(), layout }));
     const dir = cfg.storage.data_dir;
     if (limiter.layout) parts.add(bucketsSaver({ layout: limiter.layout, dir, now: () => clock.now(), log }));
-    const inserter = new WakeInserter(store, retentionOf(cfg));
+    const inserter = new WakeInserter(store, wakeLogCodec(retentionOf(cfg)));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
     const once = co ? (name: string, ttlMs: number) => co.once(name, ttlMs) : null;

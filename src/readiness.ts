@@ -1,7 +1,7 @@
 import type { Capture } from './capture/pipeline.js';
 import type { EventBus } from './events/bus.js';
-import type { Store } from './store/client.js';
 import { migrationsApplied } from './store/migrations.js';
+import type { Store } from './store/store.js';
 
 export interface Readiness {
   ok: boolean;

@@ -15,11 +15,12 @@ import { systemClock } from './clock.js';
 import { type Config, ConfigError, loadConfig } from './config/index.js';
 import { EventBus } from './events/bus.js';
 import { createLogger } from './log.js';
-import { openStore, type Store } from './store/client.js';
+import { openStore } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
 import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
+import type { Store } from './store/store.js';
 
 const out = (s: string): void => {
   process.stdout.write(s);

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { privateDir } from './store/private-dir.js';
+import { privateDir } from './private-dir.js';
 
 const V1 = 'sealed:v1:';
 const V2 = 'sealed:v2:';

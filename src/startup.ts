@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os';
 import type { Config } from './config/index.js';
-import type { Store } from './store/client.js';
-import { queryRows } from './store/client.js';
 import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
+import type { Store } from './store/store.js';
+import { queryRows } from './store/store.js';
 
 /**
  * A start that cannot go on, said in one line naming the setting to change (never a

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import type { WakeFilter } from '../capture/wake-filter.js';
 import { GatewayError, missing } from '../errors.js';
 import { idTime } from '../ids.js';
-import type { WakeFilter } from '../store/wakes.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';

@@ -2,10 +2,10 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
-import { LOG_SEGMENT_TAG, wakeLogCodec } from '../store/wake-log.js';
 import { Batcher, type RowListener, type Sink } from './batcher.js';
 import { openLog, retentionOf } from './pipeline.js';
 import type { Wake } from './wake.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
 
 /**
  * The logs of edge threads that this start will not run (fewer threads than the

@@ -4,13 +4,13 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import { LOG_SEGMENT_TAG, wakeLogCodec } from '../store/wake-log.js';
 import { accessLog } from './access-log.js';
 import { Batcher, type Sink } from './batcher.js';
 import { DetailBudget, detailSize } from './detail.js';
 import { Recorder } from './recorder.js';
 import { Redactor } from './redact.js';
 import type { Wake } from './wake.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
 import { Wal, type WalCodec } from './wal.js';
 
 /** The write-ahead log of one stream, taking over what an earlier version left in its spool. */

@@ -16,8 +16,8 @@ import {
 import { join } from 'node:path';
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
-import { privateDir } from '../store/private-dir.js';
-import { joinParts, type LineParts } from '../store/wake-log.js';
+import { privateDir } from '../private-dir.js';
+import { joinParts, type LineParts } from './wake-log.js';
 
 /**
  * How rows become log lines and back; one line each, no newline inside. A line is

@@ -4,7 +4,8 @@ import type { Wal } from '../capture/wal.js';
 import type { Clock } from '../clock.js';
 import { newEventId, timePart } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { EventRecord, EventTable } from '../store/events.js';
+import type { EventTable } from '../store/events.js';
+import type { EventRecord } from './event.js';
 
 export const EVENT_TYPES = [
   'wake.error',

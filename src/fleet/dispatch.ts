@@ -1,4 +1,4 @@
-import type { DeliveryRecord } from '../store/webhooks.js';
+import type { DeliveryRecord } from '../webhooks/records.js';
 import type { Coordinator } from './redis.js';
 import { script } from './redis.js';
 

@@ -2,34 +2,9 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
+import { privateDir, privateUmask } from '../private-dir.js';
 import { CLUSTER_SETTINGS } from './cluster.js';
-import { privateDir, privateUmask } from './private-dir.js';
-
-export interface Store {
-  client: ClickHouseClient;
-  /** Database name, validated as a plain identifier by the config schema. */
-  db: string;
-  /** storage.cluster: tables are Replicated behind Distributed ones (store/cluster.ts). */
-  cluster: string | null;
-  /** The engine runs in this process and can read files under DATA_DIR (the log's segments) itself. */
-  readsFiles: boolean;
-  /**
-   * Inserts bytes already in `format` into `table` of the database, as one
-   * idempotent insert under `token`. The embedded engine takes the Buffer as it
-   * is (no copy, no string, parsed off the event loop); a server gets it as the
-   * request body.
-   */
-  insertBytes(
-    table: string,
-    columns: readonly string[],
-    format: RawFormat,
-    bytes: Buffer,
-    token: string,
-  ): Promise<void>;
-  close(): Promise<void>;
-}
-
-export type RawFormat = 'JSONCompactEachRow' | 'TabSeparated';
+import type { RawFormat, Store } from './store.js';
 
 type RawInsert = (p: {
   table: string;
@@ -194,22 +169,3 @@ function ownTokens(client: ClickHouseClient): ClickHouseClient {
   client.command = (p) => command(own(p));
   return client;
 }
-
-/** Rows of a JSONEachRow query. */
-export async function queryRows<T>(
-  store: Store,
-  query: string,
-  params: Record<string, unknown> = {},
-  abortSignal?: AbortSignal,
-): Promise<T[]> {
-  const rs = await store.client.query({
-    query,
-    query_params: params,
-    format: 'JSONEachRow',
-    ...(abortSignal ? { abort_signal: abortSignal } : {}),
-  });
-  return rs.json<T>();
-}
-
-/** The engine refused a setting it does not know (an older ClickHouse server). */
-export const isUnknownSetting = (e: unknown): boolean => /UNKNOWN_SETTING|Unknown setting/i.test(String(e));

@@ -1,14 +1,6 @@
-import type { Store } from './client.js';
-import { queryRows } from './client.js';
-
-export interface EventRecord {
-  id: string;
-  type: string;
-  environment: string;
-  /** Milliseconds since the epoch. */
-  created_at: number;
-  data: Record<string, unknown>;
-}
+import type { EventRecord } from '../events/event.js';
+import type { Store } from './store.js';
+import { queryRows } from './store.js';
 
 /**
  * The fan-out's poll: by the sort key (recorded_at, id), so it reads only the

@@ -1,6 +1,6 @@
 import type { KeyRateLimit, KeyRecord } from '../auth/key.js';
-import type { Store } from './client.js';
-import { queryRows } from './client.js';
+import type { Store } from './store.js';
+import { queryRows } from './store.js';
 
 interface KeyRowOut {
   id: string;

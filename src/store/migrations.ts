@@ -1,10 +1,20 @@
-import { isUnknownSetting, type Store } from './client.js';
-import { clusterLedger, clusterMigrations } from './cluster.js';
-import { DETAIL_COMPACT_PARTS, detailTableSql, remakeDetailTable } from './detail-table.js';
-import { logTableStatements } from './wake-log.js';
-
-/** How long events (the source of webhook deliveries) are kept. */
-export const EVENT_RETENTION_DAYS = 30;
+import { clusterLedger, clusterSchema } from './cluster.js';
+import { addColumnsSql, createTableSql, dropIndexesSql, modifySettingsSql } from './ddl.js';
+import { remakeDetailTable } from './detail-table.js';
+import {
+  API_KEYS,
+  EVENTS,
+  KEY_USAGE,
+  SCHEMA_MIGRATIONS,
+  WAKE_DETAILS,
+  WAKES,
+  WEBHOOK_ATTEMPTS,
+  WEBHOOK_DELIVERIES,
+  WEBHOOK_ENDPOINTS,
+  WEBHOOK_FANOUT_CURSOR,
+} from './schema.js';
+import { isUnknownSetting, type Store } from './store.js';
+import { logTableStatements } from './wake-log-table.js';
 
 export interface Migration {
   version: number;
@@ -20,72 +30,26 @@ export interface Migration {
   run?: (store: Store) => Promise<void>;
 }
 
+const EVENT_COLUMNS = EVENTS.columns.map((c) => c.name).join(', ');
+
 /**
- * The schema, in order. A migration never changes once released: a change is a
- * new migration. Tables that hold mutable records use ReplacingMergeTree keyed by
- * id and versioned by `updated_at`, and are read with FINAL.
+ * The schema, in order, each step made from the table descriptions (schema.ts) as
+ * the table was at that version. What a migration does never changes once released:
+ * a change to a table is a new migration, and the description marks what it added
+ * (`since`) or dropped (`until`).
  */
 export const MIGRATIONS: Migration[] = [
-  {
-    version: 1,
-    name: 'wakes',
-    statements: [
-      `CREATE TABLE IF NOT EXISTS {db}.wakes (
-        id String,
-        environment LowCardinality(String),
-        captured_at DateTime64(3, 'UTC'),
-        method LowCardinality(String),
-        path String,
-        route LowCardinality(String),
-        status UInt16,
-        latency_ms UInt32,
-        consumer String,
-        key_id String,
-        region LowCardinality(String),
-        request_bytes UInt64,
-        response_bytes UInt64,
-        client_ip String,
-        user_agent String,
-        retention_days UInt16,
-        INDEX idx_status status TYPE minmax GRANULARITY 4,
-        INDEX idx_latency latency_ms TYPE minmax GRANULARITY 4,
-        INDEX idx_key key_id TYPE bloom_filter GRANULARITY 4,
-        INDEX idx_consumer consumer TYPE bloom_filter GRANULARITY 4,
-        INDEX idx_path path TYPE ngrambf_v1(3, 4096, 2, 0) GRANULARITY 4
-      ) ENGINE = MergeTree
-      PARTITION BY toDate(captured_at)
-      ORDER BY (environment, captured_at, id)
-      TTL toDateTime(captured_at) + toIntervalDay(retention_days)
-      SETTINGS non_replicated_deduplication_window = 10000`,
-    ],
-  },
+  { version: 1, name: 'wakes', statements: [createTableSql(WAKES, { asOf: 1 })] },
   {
     version: 2,
     name: 'api_keys',
-    statements: [
-      `CREATE TABLE IF NOT EXISTS {db}.api_keys (
-        id String,
-        environment LowCardinality(String),
-        label String,
-        consumer String,
-        scopes Array(String),
-        rate_limit String,
-        replaces String,
-        secret_hash String,
-        created_at DateTime64(3, 'UTC'),
-        revoke_at Nullable(DateTime64(3, 'UTC')),
-        revoked_at Nullable(DateTime64(3, 'UTC')),
-        updated_at DateTime64(3, 'UTC')
-      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY id`,
-      `CREATE TABLE IF NOT EXISTS {db}.key_usage (
-        key_id String,
-        last_used_at DateTime64(3, 'UTC')
-      ) ENGINE = ReplacingMergeTree(last_used_at) ORDER BY key_id`,
-    ],
+    statements: [createTableSql(API_KEYS, { asOf: 2 }), createTableSql(KEY_USAGE, { asOf: 2 })],
   },
   {
     version: 3,
     name: 'events',
+    // The events table's first layout, sorted by creation time and never expiring;
+    // migration 7 replaced it (schema.ts describes today's), so it stays as released.
     statements: [
       `CREATE TABLE IF NOT EXISTS {db}.events (
         id String,
@@ -102,43 +66,9 @@ export const MIGRATIONS: Migration[] = [
     version: 4,
     name: 'webhooks',
     statements: [
-      `CREATE TABLE IF NOT EXISTS {db}.webhook_endpoints (
-        id String,
-        environment LowCardinality(String),
-        url String,
-        events Array(String),
-        secret String,
-        status LowCardinality(String),
-        created_at DateTime64(3, 'UTC'),
-        first_410_at Nullable(DateTime64(3, 'UTC')),
-        disabled_at Nullable(DateTime64(3, 'UTC')),
-        updated_at DateTime64(3, 'UTC')
-      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY id`,
-      `CREATE TABLE IF NOT EXISTS {db}.webhook_deliveries (
-        id String,
-        environment LowCardinality(String),
-        endpoint_id String,
-        event_id String,
-        event_type LowCardinality(String),
-        payload String,
-        attempt UInt8,
-        max_attempts UInt8,
-        status LowCardinality(String),
-        response_status UInt16,
-        response_body String,
-        duration_ms UInt32,
-        is_replay UInt8,
-        replay_of String,
-        created_at DateTime64(3, 'UTC'),
-        next_attempt_at Nullable(DateTime64(3, 'UTC')),
-        updated_at DateTime64(3, 'UTC'),
-        INDEX idx_event event_id TYPE bloom_filter GRANULARITY 4
-      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY (environment, id)`,
-      `CREATE TABLE IF NOT EXISTS {db}.webhook_fanout_cursor (
-        instance UInt16,
-        recorded_at DateTime64(3, 'UTC'),
-        updated_at DateTime64(3, 'UTC')
-      ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY instance`,
+      createTableSql(WEBHOOK_ENDPOINTS, { asOf: 4 }),
+      createTableSql(WEBHOOK_DELIVERIES, { asOf: 4 }),
+      createTableSql(WEBHOOK_FANOUT_CURSOR, { asOf: 4 }),
     ],
   },
   {
@@ -147,13 +77,13 @@ export const MIGRATIONS: Migration[] = [
     // The ngram index on path cost about a third of the CPU of every insert and merge
     // (measured: bench/RESULTS.md) and cannot serve the anchored regex a path template
     // becomes, so it goes.
-    statements: ['ALTER TABLE {db}.wakes DROP INDEX IF EXISTS idx_path'],
+    statements: dropIndexesSql(WAKES, 5),
   },
   {
     version: 6,
     name: 'wakes_path_truncated',
     // Stored paths are capped at 2 KB; the wake says when its path was cut.
-    statements: ['ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS path_truncated UInt8 DEFAULT 0'],
+    statements: addColumnsSql(WAKES, 6),
   },
   {
     version: 7,
@@ -162,18 +92,8 @@ export const MIGRATIONS: Migration[] = [
     // now sorted by it (so a poll reads only the newest granules, not the whole
     // table) and events expire like the deliveries made from them.
     statements: [
-      `CREATE TABLE IF NOT EXISTS {db}.events_v7 (
-        id String,
-        environment LowCardinality(String),
-        type LowCardinality(String),
-        created_at DateTime64(3, 'UTC'),
-        data String,
-        recorded_at DateTime64(3, 'UTC') DEFAULT now64(3)
-      ) ENGINE = ReplacingMergeTree ORDER BY (recorded_at, id)
-      TTL toDateTime(recorded_at) + toIntervalDay(${EVENT_RETENTION_DAYS})
-      SETTINGS non_replicated_deduplication_window = 10000`,
-      `INSERT INTO {db}.events_v7 (id, environment, type, created_at, data, recorded_at)
-        SELECT id, environment, type, created_at, data, recorded_at FROM {db}.events`,
+      createTableSql(EVENTS, { asOf: 7, name: 'events_v7' }),
+      `INSERT INTO {db}.events_v7 (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM {db}.events`,
       'DROP TABLE {db}.events',
       'RENAME TABLE {db}.events_v7 TO {db}.events',
     ],
@@ -183,31 +103,14 @@ export const MIGRATIONS: Migration[] = [
     name: 'webhook_secret_rotation_and_attempts',
     // rotate-secret keeps the previous secret signing alongside for 24 h; every
     // attempt of a delivery is kept (a delivery row holds only its latest state).
-    statements: [
-      "ALTER TABLE {db}.webhook_endpoints ADD COLUMN IF NOT EXISTS previous_secret String DEFAULT ''",
-      "ALTER TABLE {db}.webhook_endpoints ADD COLUMN IF NOT EXISTS previous_secret_until Nullable(DateTime64(3, 'UTC'))",
-      `CREATE TABLE IF NOT EXISTS {db}.webhook_attempts (
-        environment LowCardinality(String),
-        delivery_id String,
-        attempt UInt8,
-        at DateTime64(3, 'UTC'),
-        response_status UInt16,
-        duration_ms UInt32,
-        error String,
-        response_body String
-      ) ENGINE = ReplacingMergeTree ORDER BY (environment, delivery_id, attempt)
-      TTL toDateTime(at) + toIntervalDay(${EVENT_RETENTION_DAYS})`,
-    ],
+    statements: [...addColumnsSql(WEBHOOK_ENDPOINTS, 8), createTableSql(WEBHOOK_ATTEMPTS, { asOf: 8 })],
   },
   {
     version: 9,
     name: 'wake_details_and_replays',
     // The exchange a wake keeps (redacted), in its own compressed table read only by
     // GET /v2/wakes/{id}, with the wake's retention; a replay's wake names the original.
-    statements: [
-      "ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS replay_of String DEFAULT ''",
-      detailTableSql('{db}', 'wake_details', 'non_replicated_deduplication_window = 10000'),
-    ],
+    statements: [...addColumnsSql(WAKES, 9), createTableSql(WAKE_DETAILS, { asOf: 9 })],
   },
   {
     version: 10,
@@ -216,11 +119,7 @@ export const MIGRATIONS: Migration[] = [
     // time, not all columns at once, lowered the engine's peak memory by 60 to 190 MB
     // with 32 KB bodies (24,000 rows inserted alone: peak 857-955 -> 765-794 MB; the
     // gateway under load: 1,008-1,074 -> 927-971 MB), at the same CPU.
-    statements: [
-      `ALTER TABLE {db}.wake_details MODIFY SETTING
-        vertical_merge_algorithm_min_rows_to_activate = 1,
-        vertical_merge_algorithm_min_columns_to_activate = 1`,
-    ],
+    statements: modifySettingsSql(WAKE_DETAILS, 10),
   },
   {
     version: 11,
@@ -229,7 +128,7 @@ export const MIGRATIONS: Migration[] = [
     // more parts and merge each row fewer times: base 20 (default 5) halved the
     // merge threads' CPU per row (32 KB bodies: 23.2 -> 11.8 us; 1 KB: 3.5 -> 1.8 us;
     // 60,000 rows in 30 inserts left 14 parts instead of 5).
-    statements: ['ALTER TABLE {db}.wake_details MODIFY SETTING merge_selector_base = 20'],
+    statements: modifySettingsSql(WAKE_DETAILS, 11),
     tuning: true,
   },
   {
@@ -263,7 +162,7 @@ export const MIGRATIONS: Migration[] = [
     // (three runs each; 1 KB bodies unchanged, their parts were compact already).
     // Detail is read a wake at a time (every column of it), so the compact format costs
     // no read; merged parts past 1 GiB are wide, as before.
-    statements: [`ALTER TABLE {db}.wake_details MODIFY SETTING ${DETAIL_COMPACT_PARTS}`],
+    statements: modifySettingsSql(WAKE_DETAILS, 14),
     tuning: true,
   },
   {
@@ -271,13 +170,17 @@ export const MIGRATIONS: Migration[] = [
     name: 'api_keys_bootstrap',
     // Marks the bootstrap admin key, so a start with another WAKEGATE_ADMIN_KEY knows
     // which key the new one replaces (one bootstrap admin key at a time).
-    statements: ['ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS bootstrap UInt8 DEFAULT 0'],
+    statements: addColumnsSql(API_KEYS, 15),
   },
 ];
 
-const ledger = (db: string) => `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (
-  version UInt32, name String, applied_at DateTime64(3, 'UTC')
-) ENGINE = MergeTree ORDER BY version`;
+const ledger = (db: string) => createTableSql(SCHEMA_MIGRATIONS, { db });
+
+/** The migrations of a cluster: today's schema in one step, at the latest single-server version. */
+export function clusterMigrations(history: readonly Migration[], cluster: string): Migration[] {
+  const latest = Math.max(...history.map((m) => m.version));
+  return [{ version: latest, name: `cluster_schema_${latest}`, statements: clusterSchema(cluster) }];
+}
 
 /** The migrations a store gets: one at a time on a single server, today's schema at once on a cluster. */
 export const migrationsFor = (store: Pick<Store, 'cluster'>): Migration[] =>

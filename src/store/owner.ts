@@ -2,8 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
+import { privateDir } from '../private-dir.js';
 import { holdSocketFile, type PathLock } from './owner-path.js';
-import { privateDir } from './private-dir.js';
 
 /**
  * The data directory is held by a lock the kernel releases when the process dies,

@@ -1,40 +1,43 @@
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import type { WakeDetail } from '../capture/detail-types.js';
+import type { StoredBody, WakeDetail } from '../capture/detail-types.js';
 import type { Wake } from '../capture/wake.js';
-import type { Store } from './client.js';
-import { queryRows } from './client.js';
+import type { WakeFilter } from '../capture/wake-filter.js';
+import type { LineParts } from '../capture/wake-log.js';
+import type { Store } from './store.js';
+import { queryRows } from './store.js';
 import {
-  bodyFrom,
   DETAIL_COLUMNS,
-  joinParts,
-  type LineParts,
   LOG_COLUMN_NAMES,
   LOG_INSERT_SETTINGS,
-  LOG_SEGMENT_TAG,
   logSegmentInsert,
   SEGMENT_INSERT_SETTINGS,
   segmentInserts,
   splitLog,
   WAKE_COLUMNS,
-  wakeLogCodec,
-} from './wake-log.js';
+} from './wake-log-table.js';
 
-export { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
+/**
+ * What the inserter needs of the log's line format (capture/wake-log.ts): the line
+ * of a wake held in memory, and the tag that names a segment written in it.
+ */
+export interface WakeLines {
+  encode(w: Wake): string | LineParts;
+  readonly segmentTag: string;
+}
 
-const lineText = (e: string | LineParts): string => (typeof e === 'string' ? `${e}\n` : joinParts(e).toString());
+const lineText = (e: string | LineParts): string =>
+  typeof e === 'string'
+    ? `${e}\n`
+    : Buffer.concat(e.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString();
 
 /** Owns every write to the wakes table (and its detail). */
 export class WakeInserter {
-  private readonly codec: ReturnType<typeof wakeLogCodec>;
-
   constructor(
     private readonly store: Store,
-    retentionDays: (environment: string) => number,
-  ) {
-    this.codec = wakeLogCodec(retentionDays);
-  }
+    private readonly lines: WakeLines,
+  ) {}
 
   /**
    * Inserts one batch. `token` makes the insert idempotent: a batch retried after an
@@ -47,7 +50,7 @@ export class WakeInserter {
     // Wakes not kept in memory may have detail: an earlier version's segment then takes both inserts.
     let detail = wakes.length === 0;
     for (const w of wakes) if (w.detail || w.detail_in_log) detail = true;
-    const tagged = file !== null && basename(file).endsWith(`.${LOG_SEGMENT_TAG}.wal`);
+    const tagged = file !== null && basename(file).endsWith(`.${this.lines.segmentTag}.wal`);
     if (file && this.store.readsFiles) {
       // The embedded engine reads the segment itself: nothing is serialized again.
       if (tagged) {
@@ -71,7 +74,7 @@ export class WakeInserter {
       });
       return;
     }
-    const text = file ? await readFile(file, 'utf8') : wakes.map((w) => lineText(this.codec.encode(w))).join('');
+    const text = file ? await readFile(file, 'utf8') : wakes.map((w) => lineText(this.lines.encode(w))).join('');
     const cut = splitLog(text);
     await this.store.insertBytes('wakes', WAKE_COLUMNS, 'TabSeparated', Buffer.from(cut.wakes), token);
     if (cut.details !== '')
@@ -95,30 +98,6 @@ export class WakeInserter {
       },
     });
   }
-}
-
-export interface WakeFilter {
-  environment: string;
-  status?: number;
-  /** 2..5 for 2xx..5xx. */
-  statusClass?: number;
-  /** An RE2 pattern the whole path must match (built from a path template). */
-  pathPattern?: string;
-  /** A literal start every matching path has (narrows before the regex runs). */
-  pathPrefix?: string;
-  /** The exact path (a template with no placeholder). */
-  pathExact?: string;
-  consumer?: string;
-  minLatencyMs?: number;
-  keyId?: string;
-  /** Captured at or after (ms). */
-  since?: number;
-  /** Captured before (ms). */
-  until?: number;
-  method?: string;
-  route?: string;
-  /** Leave out the gateway's own traffic: the /v2 API's calls and the console's files (routes v2 and console). */
-  hideManagement?: boolean;
 }
 
 /** The routes of the gateway's own traffic. */
@@ -152,6 +131,17 @@ interface WakeRowOut
 const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
   toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent,
   path_truncated, replay_of`;
+
+/** A body from its four columns: text, bytes, state (-1 none kept, 0 whole, 1 cut), encoding. */
+const bodyFrom = (body: string, bytes: string, state: string, encoding: string): StoredBody | null =>
+  Number(state) < 0
+    ? null
+    : {
+        body,
+        bytes: Number(bytes),
+        truncated: Number(state) === 1,
+        encoding: encoding === 'base64' || encoding === 'omitted' ? encoding : 'utf8',
+      };
 
 const fromRow = (r: WakeRowOut): Wake => ({
   id: r.id,

@@ -1,5 +1,5 @@
 import { newDeliveryId } from '../ids.js';
-import type { DeliveryRecord } from '../store/webhooks.js';
+import type { DeliveryRecord } from './records.js';
 
 /** A new delivery of one event to one endpoint, due now (fan-out and test sends alike). */
 export function pendingDelivery(

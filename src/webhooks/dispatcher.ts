@@ -5,10 +5,11 @@ import type { Config } from '../config/index.js';
 import type { Claim, DeliveryLeases } from '../fleet/dispatch.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import type { DeliveryRecord, DeliveryTable } from '../store/webhooks.js';
+import type { DeliveryTable } from '../store/webhooks.js';
 import { retryDelay } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import { MinHeap } from './heap.js';
+import type { DeliveryRecord } from './records.js';
 import { type AttemptOutcome, MAX_STORED_BODY, sendAttempt } from './sender.js';
 
 /** A fleet's instances look for deliveries to take over this often, this far ahead. */

@@ -5,8 +5,9 @@ import { missing, unprocessable } from '../errors.js';
 import { EVENT_TYPES, type EventBus } from '../events/bus.js';
 import { newEndpointId } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { EndpointRecord, EndpointTable } from '../store/webhooks.js';
+import type { EndpointTable } from '../store/webhooks.js';
 import { hostIsReachable } from './address.js';
+import type { EndpointRecord } from './records.js';
 
 const DAY_MS = 86_400_000;
 const POLL_OVERLAP_MS = 5_000;

@@ -1,13 +1,15 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import type { EventRecord } from '../events/event.js';
 import type { FanoutLeader } from '../fleet/dispatch.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import type { EventRecord, EventTable } from '../store/events.js';
-import type { DeliveryRecord, DeliveryTable, FanoutCursorTable } from '../store/webhooks.js';
+import type { EventTable } from '../store/events.js';
+import type { DeliveryTable, FanoutCursorTable } from '../store/webhooks.js';
 import { pendingDelivery } from './delivery.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { EndpointService } from './endpoints.js';
+import type { DeliveryRecord } from './records.js';
 
 /** How far back each poll rereads, for inserts that became visible late. */
 const OVERLAP_MS = 3_000;

@@ -1,9 +1,10 @@
 import type { Clock } from '../clock.js';
 import { GatewayError, missing } from '../errors.js';
 import { newDeliveryId, newEventId } from '../ids.js';
-import type { DeliveryRecord, DeliveryTable, EndpointRecord } from '../store/webhooks.js';
+import type { DeliveryTable } from '../store/webhooks.js';
 import { pendingDelivery } from './delivery.js';
 import type { Dispatcher } from './dispatcher.js';
+import type { DeliveryRecord, EndpointRecord } from './records.js';
 
 /**
  * A replay is a new delivery of the same event to the same endpoint, marked

@@ -2,9 +2,9 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { headerValue } from '../proxy/header-value.js';
-import type { DeliveryRecord, EndpointRecord } from '../store/webhooks.js';
 import { filteredLookup, isPublicAddress } from './address.js';
 import { parseRetryAfter } from './backoff.js';
+import type { DeliveryRecord, EndpointRecord } from './records.js';
 import { sign, signStandard } from './signer.js';
 
 /** Receiver response bodies are kept up to this many bytes. */

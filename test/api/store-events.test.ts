@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/client.js';
-import { queryRows } from '../../src/store/client.js';
 import { EventTable, recordedAfterSql } from '../../src/store/events.js';
 import { MIGRATIONS, migrate } from '../../src/store/migrations.js';
+import type { Store } from '../../src/store/store.js';
+import { queryRows } from '../../src/store/store.js';
 import { applyDeliveryRetention } from '../../src/store/webhooks.js';
 import { tempStore } from '../helpers/store.js';
 

@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Wake } from '../../src/capture/wake.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from '../../src/capture/wake-log.js';
 import { newWakeId } from '../../src/ids.js';
-import type { Store } from '../../src/store/client.js';
-import { DETAIL_GRANULE, detailTableSql } from '../../src/store/detail-table.js';
+import { createTableSql } from '../../src/store/ddl.js';
+import { DETAIL_GRANULE } from '../../src/store/detail-table.js';
 import { MIGRATIONS, migrate, migrationsApplied } from '../../src/store/migrations.js';
-import { LOG_SEGMENT_TAG, WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
+import { WAKE_DETAILS } from '../../src/store/schema.js';
+import type { Store } from '../../src/store/store.js';
+import { WakeInserter, WakeQuerier } from '../../src/store/wakes.js';
 import { tempStore } from '../helpers/store.js';
 
 const base = Date.UTC(2026, 10, 20, 12, 0, 0);
@@ -91,7 +94,7 @@ describe('wakes table', () => {
     // An install from before: the table in its first layout, with rows on two days.
     await store.client.command({ query: `DROP TABLE ${db}.wake_details` });
     await store.client.command({
-      query: detailTableSql(db, 'wake_details', 'non_replicated_deduplication_window = 10000'),
+      query: createTableSql(WAKE_DETAILS, { db, asOf: 9 }),
     });
     const days = [Date.UTC(2026, 10, 20, 12), Date.UTC(2026, 10, 21, 12), Date.UTC(2026, 10, 21, 13)];
     await store.client.insert({
@@ -123,7 +126,7 @@ describe('wakes table', () => {
     expect(await rows()).toEqual(before);
     // A crash after the exchange, before the migration was recorded: the old table is left over.
     await store.client.command({
-      query: detailTableSql(db, 'wake_details_next', 'non_replicated_deduplication_window = 10000'),
+      query: createTableSql(WAKE_DETAILS, { db, name: 'wake_details_next', asOf: 9 }),
     });
     await forget();
     expect(await migrate(store)).toEqual([12]);
@@ -132,7 +135,7 @@ describe('wakes table', () => {
     // A crash before the exchange (the new table half filled): it is made again from the old one.
     await store.client.command({ query: `DROP TABLE ${db}.wake_details` });
     await store.client.command({
-      query: detailTableSql(db, 'wake_details', 'non_replicated_deduplication_window = 10000'),
+      query: createTableSql(WAKE_DETAILS, { db, asOf: 9 }),
     });
     await store.client.insert({
       table: `${db}.wake_details`,
@@ -149,7 +152,7 @@ describe('wakes table', () => {
       format: 'JSONEachRow',
     });
     await store.client.command({
-      query: detailTableSql(db, 'wake_details_next', `${DETAIL_GRANULE}, non_replicated_deduplication_window = 10000`),
+      query: createTableSql(WAKE_DETAILS, { db, name: 'wake_details_next', asOf: 12 }),
     });
     await store.client.command({
       query: `INSERT INTO ${db}.wake_details_next SELECT * FROM ${db}.wake_details`,
@@ -161,7 +164,10 @@ describe('wakes table', () => {
   });
 
   it('writes a batch of large detail as a compact part (a few files, not two a column)', async () => {
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const body = Buffer.from(JSON.stringify({ data: 'x'.repeat(32_000) }));
     const batch = Array.from({ length: 400 }, (_, i) =>
       wake(i, {
@@ -204,7 +210,10 @@ describe('wakes table', () => {
   });
 
   it('stores a batch once even when the same batch is inserted twice (dedup token)', async () => {
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const q = new WakeQuerier(store);
     const batch = [wake(1, { environment: 'dedup' }), wake(2, { environment: 'dedup' })];
     await ins.insert(batch, 'batch-1');
@@ -216,12 +225,14 @@ describe('wakes table', () => {
 
   it('inserts a sealed log segment from its file, both tables, once per token; and the same from lines, for a server', async () => {
     const { Wal } = await import('../../src/capture/wal.js');
-    const { wakeLogCodec } = await import('../../src/store/wakes.js');
     const { silentLogger } = await import('../../src/log.js');
     const { mkdtempSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const q = new WakeQuerier(store);
     const detail = {
       query: "?q=it's",
@@ -315,7 +326,10 @@ describe('wakes table', () => {
     const server = { ...store, readsFiles: false };
     const viaServer = make('segserver');
     const sealed2 = seal(viaServer, 'wg-seg-');
-    await new WakeInserter(server, () => 30).insert(viaServer, sealed2.token, sealed2.file);
+    await new WakeInserter(
+      server,
+      wakeLogCodec(() => 30),
+    ).insert(viaServer, sealed2.token, sealed2.file);
     expect(await q.count('segserver')).toBe(3);
     expect(await q.detail('segserver', viaServer[0]?.id as string, viaServer[0]?.captured_at as number)).toEqual(
       detail,
@@ -329,7 +343,10 @@ describe('wakes table', () => {
   });
 
   it('pages newest first without skipping or repeating rows that share a millisecond', async () => {
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const q = new WakeQuerier(store);
     // 25 rows in the same millisecond, 25 spread out.
     const rows = [
@@ -353,7 +370,10 @@ describe('wakes table', () => {
   });
 
   it('filters and reads back by id', async () => {
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const q = new WakeQuerier(store);
     const a = wake(1, { environment: 'f', status: 503, latency_ms: 900, consumer: 'acme', key_id: 'key_a' });
     const b = wake(2, { environment: 'f', status: 200, latency_ms: 5, path: '/v2/payments/p2/refunds' });

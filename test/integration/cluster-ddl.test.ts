@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/client.js';
-import { queryRows } from '../../src/store/client.js';
-import { clusterLedger, clusterMigrations, currentTables } from '../../src/store/cluster.js';
-import { MIGRATIONS, migrationsFor } from '../../src/store/migrations.js';
+import { clusterLedger } from '../../src/store/cluster.js';
+import { createTableSql } from '../../src/store/ddl.js';
+import { clusterMigrations, MIGRATIONS, migrationsFor } from '../../src/store/migrations.js';
+import { TABLES } from '../../src/store/schema.js';
+import type { Store } from '../../src/store/store.js';
+import { queryRows } from '../../src/store/store.js';
 import { tempStore } from '../helpers/store.js';
 
 /**
@@ -51,7 +53,7 @@ describe('the schema on a ClickHouse cluster', () => {
     it('has the columns the migrations give a single server, table by table', async () => {
       const { store } = t;
       await store.client.command({ query: 'CREATE DATABASE IF NOT EXISTS cluster_check' });
-      for (const sql of currentTables(MIGRATIONS))
+      for (const sql of TABLES.map((t) => createTableSql(t)))
         await store.client.command({ query: sql.replaceAll('{db}', 'cluster_check') });
       const columns = (db: string) =>
         queryRows<{ table: string; name: string; type: string; default_expression: string }>(

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { queryRows } from '../../src/store/client.js';
+import { queryRows } from '../../src/store/store.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 

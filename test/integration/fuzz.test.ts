@@ -3,7 +3,7 @@ import { brotliCompressSync, brotliDecompressSync, deflateSync, gunzipSync, gzip
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_TYPES } from '../../src/errors.js';
-import { queryRows } from '../../src/store/client.js';
+import { queryRows } from '../../src/store/store.js';
 import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { echoOrigin, startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';

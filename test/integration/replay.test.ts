@@ -5,7 +5,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSecret } from '../../src/ids.js';
-import { queryRows } from '../../src/store/client.js';
+import { queryRows } from '../../src/store/store.js';
 import { verifySignature } from '../../src/verify.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { doc, type Json, markedPaths, replaced, scalar } from '../helpers/marked.js';

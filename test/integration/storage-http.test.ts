@@ -3,13 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Wake } from '../../src/capture/wake.js';
+import { LOG_SEGMENT_TAG, wakeLogCodec } from '../../src/capture/wake-log.js';
 import { Wal } from '../../src/capture/wal.js';
 import { loadConfig } from '../../src/config/index.js';
 import { newSecret, newWakeId } from '../../src/ids.js';
 import { silentLogger } from '../../src/log.js';
-import { openStore, queryRows, type Store } from '../../src/store/client.js';
+import { openStore } from '../../src/store/client.js';
 import { MIGRATIONS, migrate } from '../../src/store/migrations.js';
-import { LOG_SEGMENT_TAG, WakeInserter, wakeLogCodec } from '../../src/store/wakes.js';
+import { queryRows, type Store } from '../../src/store/store.js';
+import { WakeInserter } from '../../src/store/wakes.js';
 import { spawnGateway } from '../helpers/child.js';
 import { type HttpStorage, startHttpStorage } from '../helpers/http-storage.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
@@ -142,7 +144,10 @@ describe('storage over HTTP (CLICKHOUSE_URL)', () => {
   });
 
   it('streams a segment of this version into the log table once per token; an earlier version’s goes in cut per table', async () => {
-    const ins = new WakeInserter(store, () => 30);
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
     const wake = (environment: string, i: number): Wake => ({
       id: newWakeId(Date.now()),
       method: 'POST',

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { newSecret } from '../../src/ids.js';
 import { hasReusePort } from '../../src/startup.js';
-import { openStore, queryRows } from '../../src/store/client.js';
+import { openStore } from '../../src/store/client.js';
+import { queryRows } from '../../src/store/store.js';
 import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 

@@ -51,7 +51,7 @@ describe('redaction', () => {
     expect(withKey.data.toString()).not.toContain(key);
     expect(withKey.data.toString()).toMatch(/^token is \[redacted:[0-9a-f]{12}\]$/);
     // TabSeparated escaping of bytes keeps multi-byte UTF-8 whole and escapes only the five specials.
-    const { tsvEscapeBytes } = await import('../../src/store/wake-log.js');
+    const { tsvEscapeBytes } = await import('../../src/capture/wake-log.js');
     expect(tsvEscapeBytes(plain).toString()).toBe(
       '{"items":[{"name":"caf\u00e9 \u2615","qty":2}],"note":"tab\\there\\\\n"}',
     );

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { withState } from '../../src/fleet/dispatch.js';
 import { channelKey, openAnnouncement, signAnnouncement } from '../../src/fleet/signed.js';
-import type { DeliveryRecord } from '../../src/store/webhooks.js';
+import type { DeliveryRecord } from '../../src/webhooks/records.js';
 
 const sealing = randomBytes(32);
 const key = channelKey(sealing);

@@ -141,7 +141,7 @@ describe('the wake log line', () => {
   };
 
   it('is one TabSeparated row (the table row, refused, has-detail, the detail), and reads back whole', async () => {
-    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const { wakeLogCodec } = await import('../../src/capture/wake-log.js');
     const codec = wakeLogCodec(() => 7);
     const parts = codec.encode(w);
     // With detail, the line is its parts: text as strings, the bodies as their bytes (never strings, not copied), newline included.
@@ -193,7 +193,7 @@ describe('the wake log line', () => {
   });
 
   it('writes header pairs exactly as JSON.stringify then TabSeparated escaping would, whatever they hold', async () => {
-    const { pairsTsv, tsvEscape } = await import('../../src/store/wake-log.js');
+    const { pairsTsv, tsvEscape } = await import('../../src/capture/wake-log.js');
     const tricky = [
       'plain',
       'quote " inside',
@@ -213,7 +213,7 @@ describe('the wake log line', () => {
   });
 
   it('escapes for TabSeparated exactly the characters it must, in short and long strings', async () => {
-    const { tsvEscape } = await import('../../src/store/wake-log.js');
+    const { tsvEscape } = await import('../../src/capture/wake-log.js');
     for (const pad of ['', 'x'.repeat(70)]) {
       for (const [raw, escaped] of [
         ['a\\b', 'a\\\\b'],
@@ -229,7 +229,7 @@ describe('the wake log line', () => {
   });
 
   it('writes times as the engine reads them, to the millisecond, across seconds and before the epoch', async () => {
-    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const { wakeLogCodec } = await import('../../src/capture/wake-log.js');
     const codec = wakeLogCodec(() => 7);
     for (const t of [0, 5, 99, 1_795_000_000_000, 1_795_000_000_001, 1_795_000_000_999, 1_795_000_001_010, -1]) {
       const line = codec.encode({ ...w, captured_at: t, detail: undefined }) as string;
@@ -239,7 +239,7 @@ describe('the wake log line', () => {
   });
 
   it('still reads the lines of the first log format (segments an earlier version left)', async () => {
-    const { wakeLogCodec } = await import('../../src/store/wakes.js');
+    const { wakeLogCodec } = await import('../../src/capture/wake-log.js');
     const codec = wakeLogCodec(() => 7);
     const legacy =
       '["wk_1","production",1795000000123,"POST","/a\\tb","r",500,3,"c","key_1","local",1,2,"127.0.0.1","ua",7,0,"wk_0"]' +

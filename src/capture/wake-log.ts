@@ -1,19 +1,23 @@
-import type { CapturedBody, CapturedDetail, StoredBody } from '../capture/detail-types.js';
-import type { Wake } from '../capture/wake.js';
+import type { CapturedBody, CapturedDetail, StoredBody } from './detail-types.js';
+import type { Wake } from './wake.js';
 
 /**
- * How a wake is written to the write-ahead log, and how the log's segments reach
- * storage. A wake is one TabSeparated line: its table row, then what the table
- * does not hold (refused, whether it has detail), then its detail's cells. A sealed
- * segment is one insert into the log table (`wake_log`), whose views fill the wakes
- * and detail tables: the embedded engine reads the file itself (it parses files many
- * times faster than inline data, and nothing is serialized twice), a ClickHouse
- * server gets the file streamed as the insert's body. An earlier version's segment
- * takes one insert per table (segmentInserts, or splitLog's cut for a server).
+ * How a wake is written to the write-ahead log: one TabSeparated line, its table
+ * row, then what the table does not hold (refused, whether it has detail), then its
+ * detail's cells. A sealed segment is inserted as it is into the log table, whose
+ * columns are these fields (store/schema.ts's WAKE_LOG_COLUMNS; a test pins that
+ * the two agree); store/wake-log-table.ts says how.
  */
 
-/** The wakes table's columns, in the order a log line starts with. */
-export const WAKE_COLUMNS = [
+/** A log line as parts, in order (newline included): text as strings, bytes as Buffers. */
+export type LineParts = readonly (string | Buffer)[];
+
+/** A line's parts as one Buffer (off the hot path: rewrites, and inserts without the file). */
+export const joinParts = (parts: LineParts): Buffer =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
+
+/** Every field of a log line, in order. */
+export const LOG_FIELDS: readonly string[] = [
   'id',
   'environment',
   'captured_at',
@@ -32,10 +36,9 @@ export const WAKE_COLUMNS = [
   'retention_days',
   'path_truncated',
   'replay_of',
-] as const;
-
-/** The detail's own columns (wake_details has these after id, environment and time, then retention_days). */
-const DETAIL_CELLS = [
+  'refused',
+  'has_detail',
+  // The detail's 12 cells.
   'query',
   'request_headers',
   'response_headers',
@@ -48,54 +51,9 @@ const DETAIL_CELLS = [
   'response_body_state',
   'response_body_encoding',
   'diff',
-] as const;
-
-export const DETAIL_COLUMNS = ['id', 'environment', 'captured_at', ...DETAIL_CELLS, 'retention_days'] as const;
-
-/** A log line as parts, in order (newline included): text as strings, bytes as Buffers. */
-export type LineParts = readonly (string | Buffer)[];
-
-/** A line's parts as one Buffer (off the hot path: rewrites, and inserts without the file). */
-export const joinParts = (parts: LineParts): Buffer =>
-  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
-
-/** Every field of a log line, with the type the engine reads it as. */
-const LOG_FIELDS: readonly [string, string][] = [
-  ['id', 'String'],
-  ['environment', 'String'],
-  ['captured_at', "DateTime64(3, 'UTC')"],
-  ['method', 'String'],
-  ['path', 'String'],
-  ['route', 'String'],
-  ['status', 'UInt16'],
-  ['latency_ms', 'UInt32'],
-  ['consumer', 'String'],
-  ['key_id', 'String'],
-  ['region', 'String'],
-  ['request_bytes', 'UInt64'],
-  ['response_bytes', 'UInt64'],
-  ['client_ip', 'String'],
-  ['user_agent', 'String'],
-  ['retention_days', 'UInt16'],
-  ['path_truncated', 'UInt8'],
-  ['replay_of', 'String'],
-  ['refused', 'UInt8'],
-  ['has_detail', 'UInt8'],
-  ['query', 'String'],
-  ['request_headers', 'String'],
-  ['response_headers', 'String'],
-  ['request_body', 'String'],
-  ['request_body_bytes', 'UInt64'],
-  ['request_body_state', 'Int8'],
-  ['request_body_encoding', 'String'],
-  ['response_body', 'String'],
-  ['response_body_bytes', 'UInt64'],
-  ['response_body_state', 'Int8'],
-  ['response_body_encoding', 'String'],
-  ['diff', 'String'],
 ];
 const FIELD_COUNT = LOG_FIELDS.length;
-const at = (name: string): number => LOG_FIELDS.findIndex(([n]) => n === name);
+const at = (name: string): number => LOG_FIELDS.indexOf(name);
 const HAS_DETAIL = at('has_detail');
 const DETAIL_AT = at('query');
 
@@ -197,12 +155,7 @@ const bodyTail = (b: CapturedBody | null): string =>
 const captured = (b: StoredBody | null): CapturedBody | null =>
   b === null ? null : { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
 
-export const bodyFrom = (
-  body: string,
-  bytes: number | string,
-  state: number | string,
-  encoding: string,
-): StoredBody | null =>
+const bodyFrom = (body: string, bytes: number | string, state: number | string, encoding: string): StoredBody | null =>
   Number(state) < 0
     ? null
     : {
@@ -216,6 +169,14 @@ export const bodyFrom = (
 const NO_DETAIL = `\t\t\t${bodyTail(null)}\t${bodyTail(null)}\t`;
 
 /**
+ * Marks the name of a wake log segment this version wrote, inserted through the log
+ * table; one without it (an earlier version's, left by a crash) is inserted one
+ * table at a time (store/wake-log-table.ts's segmentInserts), under the tokens its
+ * first insert may already have used.
+ */
+export const LOG_SEGMENT_TAG = 'l';
+
+/**
  * The log's codec for wakes; `retentionDays` fills a wake recorded without its
  * retention; `onShed` hears of each detail let go once its line is queued.
  */
@@ -223,6 +184,9 @@ export const wakeLogCodec = (
   retentionDays: (environment: string) => number,
   onShed: (d: CapturedDetail) => void = () => {},
 ) => ({
+  /** The tag of segments written in this format (inserted through the log table). */
+  segmentTag: LOG_SEGMENT_TAG,
+
   shed(w: Wake): void {
     if (!w.detail) return;
     onShed(w.detail);
@@ -302,7 +266,7 @@ export const wakeLogCodec = (
   isCurrent: (line: string): boolean => !line.startsWith('['),
 });
 
-/** A detail from its 12 cells (DETAIL_CELLS), unescaped: read back from the log, both formats. */
+/** A detail from its 12 cells (LOG_FIELDS from query on), unescaped: read back from the log, both formats. */
 function detailFrom(c: readonly string[]): CapturedDetail {
   return {
     query: c[0] ?? '',
@@ -347,84 +311,4 @@ function legacyDecode(line: string): Wake {
     if (rest.length > 1) w.detail = detailFrom(rest.slice(2).split('\t').map(tsvUnescape));
   }
   return w;
-}
-
-/** A string as a ClickHouse string literal. */
-const literal = (s: string): string => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-
-const STRUCTURE = LOG_FIELDS.map(([n, t]) => `${n} ${t}`).join(', ');
-const WAKE_STRUCTURE = LOG_FIELDS.slice(0, WAKE_COLUMNS.length)
-  .map(([n, t]) => `${n} ${t}`)
-  .join(', ');
-
-/**
- * The two INSERT … SELECT statements that load a sealed segment file into the
- * embedded engine: the wakes, and the detail of those that have one. One thread
- * and no parallel parsing, so a retried insert splits into the same blocks and
- * its deduplication token holds. Used for segments an earlier version wrote (see
- * LOG_SEGMENT_TAG), whose inserts may have half happened under these tokens.
- */
-export function segmentInserts(db: string, file: string): { wakes: string; details: string } {
-  const source = `FROM file(${literal(file)}, 'TabSeparated', ${literal(STRUCTURE)})`;
-  // The wakes need only the line's first columns: the rest of each line is skipped,
-  // not parsed (1.3 us less per wake with 1 KB bodies, 11.5 us with 32 KB).
-  const head = `FROM file(${literal(file)}, 'TabSeparated', ${literal(WAKE_STRUCTURE)})`;
-  return {
-    wakes: `INSERT INTO ${db}.wakes (${WAKE_COLUMNS.join(', ')}) SELECT ${WAKE_COLUMNS.join(', ')} ${head} SETTINGS input_format_tsv_allow_variable_number_of_columns = 1`,
-    details: `INSERT INTO ${db}.wake_details (${DETAIL_COLUMNS.join(', ')}) SELECT ${DETAIL_COLUMNS.join(', ')} ${source} WHERE has_detail = 1`,
-  };
-}
-
-/** The log table's columns: every field of a line, in order. */
-export const LOG_COLUMN_NAMES: readonly string[] = LOG_FIELDS.map(([n]) => n);
-const LOG_COLUMNS = LOG_COLUMN_NAMES.join(', ');
-
-/**
- * The log's lines as a table (Null: it keeps nothing) and two views that hand each
- * line to the wakes and, when it has detail, to wake_details: a segment is then one
- * insert, its file read and parsed once (two inserts read it twice, and each insert
- * costs the engine about 3 ms however small). A new field of the log needs a
- * migration that alters this table and makes the views again, and so does a table
- * remade under them (a view points at its table's identity, not its name).
- */
-export const logTableStatements = (db: string): string[] => [
-  `CREATE TABLE IF NOT EXISTS ${db}.wake_log (${STRUCTURE}) ENGINE = Null`,
-  `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_wakes TO ${db}.wakes
-    AS SELECT ${WAKE_COLUMNS.join(', ')} FROM ${db}.wake_log`,
-  `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_details TO ${db}.wake_details
-    AS SELECT ${DETAIL_COLUMNS.join(', ')} FROM ${db}.wake_log WHERE has_detail = 1`,
-];
-
-/**
- * Marks the name of a wake log segment this version wrote, inserted through the log
- * table; one without it (an earlier version's, left by a crash) is inserted by the
- * two statements above, under the tokens its first insert may already have used.
- */
-export const LOG_SEGMENT_TAG = 'l';
-
-/** The one insert of a segment through the log table (the views deduplicate under its token). */
-export const logSegmentInsert = (db: string, file: string): string =>
-  `INSERT INTO ${db}.wake_log (${LOG_COLUMNS}) SELECT ${LOG_COLUMNS} FROM file(${literal(file)}, 'TabSeparated', ${literal(STRUCTURE)})`;
-
-/** Settings of the insert through the log table: its views' blocks are deduplicated too. */
-export const LOG_INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_views: 1 } as const;
-
-export const SEGMENT_INSERT_SETTINGS = { max_threads: 1, input_format_parallel_parsing: 0 } as const;
-
-/** A segment's lines cut into each table's TabSeparated rows (for a ClickHouse server, which cannot read our files). */
-export function splitLog(text: string): { wakes: string; details: string } {
-  let wakes = '';
-  let details = '';
-  let start = 0;
-  while (start < text.length) {
-    let end = text.indexOf('\n', start);
-    if (end === -1) end = text.length;
-    const c = text.slice(start, end).split('\t');
-    start = end + 1;
-    if (c.length !== FIELD_COUNT) continue;
-    wakes += `${c.slice(0, WAKE_COLUMNS.length).join('\t')}\n`;
-    if (c[HAS_DETAIL] === '1')
-      details += `${c.slice(0, 3).join('\t')}\t${c.slice(DETAIL_AT).join('\t')}\t${c[at('retention_days')]}\n`;
-  }
-  return { wakes, details };
 }

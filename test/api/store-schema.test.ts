@@ -1,0 +1,28 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { queryRows } from '../../src/store/store.js';
+import { tempStore } from '../helpers/store.js';
+
+/**
+ * The tables a fresh single-node store has after every migration, as the engine
+ * shows them. The snapshot was taken before the schema was written as table
+ * descriptions: it guards that the migrations still make exactly those tables.
+ */
+describe('the single-node schema', () => {
+  let t: { store: Store; cleanup: () => Promise<void> };
+  beforeAll(async () => {
+    t = await tempStore();
+  });
+  afterAll(() => t.cleanup());
+
+  it('is what the migrations made before the tables were described once', async () => {
+    const { store } = t;
+    const rows = await queryRows<{ name: string; q: string }>(
+      store,
+      'SELECT name, create_table_query AS q FROM system.tables WHERE database = {db:String} ORDER BY name',
+      { db: store.db },
+    );
+    const text = rows.map((r) => `${r.q.replaceAll(`${store.db}.`, '{db}.')};`).join('\n\n');
+    await expect(`${text}\n`).toMatchFileSnapshot('__snapshots__/single-node-schema.sql');
+  });
+});
