@@ -117,6 +117,8 @@ export class ProxyHandler {
       if (expectsContinue) fw.res.shouldKeepAlive = false;
       return this.fail(fw, v.error, v.headers);
     }
+    // The client went away while the decision waited on Redis: nothing to forward.
+    if (fw.gone) return;
     if (expectsContinue) fw.res.writeContinue();
     this.forward(fw, v);
   }

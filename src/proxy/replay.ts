@@ -1,4 +1,4 @@
-import { type Admission, isRefusal } from '../admission/admission.js';
+import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { upstreamPath } from '../admission/routes.js';
 import type { KeyRecord } from '../auth/key.js';
 import { buildDetail, DetailRate, type DetailSalts, detailSettings, newTap } from '../capture/detail.js';
@@ -112,7 +112,7 @@ export class Replayer {
     // Admitted as any request is (src/admission), against the routes in force now.
     const v = await this.d.admission.replay(w, caller);
     if (isRefusal(v)) throw v.error;
-    const { route, origin, key: original } = v;
+    const { route, key: original } = v;
     // Only a caller that may send the request learns what set must give.
     const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
     if (!fill.ok) throw refusalError(fill.refusal);
@@ -125,27 +125,27 @@ export class Replayer {
     x.path = w.path;
     x.replayOf = w.id;
     const salts = replaySalts(w.id, x.id, values);
-    const p = this.send(w, detail, filled, x, route.detail, upstreamPath(route, origin, w.path, filled.query), origin, {
-      ...o,
-      by: caller.id,
-      salts,
-    })
+    const p = this.send({ w, detail, filled, x, admitted: v, o: { ...o, by: caller.id, salts } })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => this.running.delete(p));
     this.running.add(p);
     return { wake: w, replayWakeId: x.id };
   }
 
-  private async send(
-    w: Wake,
-    detail: WakeDetail,
-    filled: Filled,
-    x: Exchange,
-    settings: Parameters<typeof newTap>[0] | null,
-    path: string,
-    origin: Parameters<Upstreams['pool']>[0],
-    o: ReplayOptions & { by: string; salts: DetailSalts },
-  ): Promise<void> {
+  /** Sends the admitted replay and records its wake, with how its answer differs from the original's. */
+  private async send(r: {
+    w: Wake;
+    detail: WakeDetail;
+    filled: Filled;
+    x: Exchange;
+    admitted: Routed;
+    o: ReplayOptions & { by: string; salts: DetailSalts };
+  }): Promise<void> {
+    const { w, detail, filled, x, o } = r;
+    const { route, origin } = r.admitted;
+    // The path as sent upstream: the wake's, with the query its fill made.
+    const path = upstreamPath(route, origin, w.path, filled.query);
+    const settings = route.detail;
     // The captured headers (redacted ones only when set gave them), less Content-Length.
     const raw: string[] = [];
     // Stored values (and set's) pass through the header encoder: none can fail the request.
