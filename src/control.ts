@@ -1,5 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
+import { Admission } from './admission/admission.js';
+import { RouteTable } from './admission/routes.js';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
@@ -28,7 +30,6 @@ import { withBody } from './management-body.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
-import { RouteTable } from './proxy/routes.js';
 import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
@@ -123,17 +124,16 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     await storeOrphanLogs(cfg, log, threads, sink, rules);
     const wakes = new WakeQuerier(store);
     const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
+    // The one admission of this thread's /v2 calls and replays (each edge has its own, of the same rules).
+    const admission = new Admission({ routes, ring, limiter: limiter.limiter, metrics, clock });
     const replay = parts.add(
       replayPart(
         new Replayer({
           wakes,
-          limiter: limiter.limiter,
-          routes,
+          admission,
           recorder: capture.recorder,
           redactor: capture.redactor,
           events: bus,
-          ring,
-          clock,
           log,
         }),
       ),
@@ -145,7 +145,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const api = parts.add(
       await apiPart(
         cfg,
-        { clock, log, ring, keys: keys.keys, wakes, limiter: limiter.limiter, metrics },
+        { clock, log, ring, keys: keys.keys, wakes, admission, metrics },
         management,
         [webhooks.plugin, replayPlugin(replay.replayer)],
         capture.recorder,

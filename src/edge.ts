@@ -1,6 +1,8 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
+import { Admission } from './admission/admission.js';
+import { RouteTable } from './admission/routes.js';
 import { authenticate } from './auth/authorize.js';
 import type { KeyRing } from './auth/keyring.js';
 import type { Capture } from './capture/pipeline.js';
@@ -12,7 +14,6 @@ import { readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
 import { tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
-import { RouteTable } from './proxy/routes.js';
 import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
@@ -113,9 +114,7 @@ export function createEdge(d: EdgeDeps): Edge {
   const tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
   const proxyDeps = {
-    routes,
-    ring: d.ring,
-    limiter: d.limiter,
+    admission: new Admission({ routes, ring: d.ring, limiter: d.limiter, metrics: d.metrics, clock: d.clock }),
     recorder: d.capture.recorder,
     metrics: d.metrics,
     log: d.log,

@@ -1,3 +1,4 @@
+import type { Admission } from '../admission/admission.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
 import type { KeyService } from '../auth/keys-service.js';
@@ -5,7 +6,6 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import type { RequestLimiter } from '../ratelimit/types.js';
 import type { WakeQuerier } from '../store/wakes.js';
 
 /** What the /v2 API is handed; each plugin takes what it needs from here. */
@@ -16,7 +16,8 @@ export interface ApiDeps {
   ring: KeyRing;
   keys: KeyService;
   wakes: WakeQuerier;
-  limiter: RequestLimiter | null;
+  /** The admission every call with an `auth` scope passes (key, scope, buckets), as proxied requests do. */
+  admission: Admission;
   metrics: Metrics;
   /** Optional services added by later layers (webhooks, replay). */
   extra?: Record<string, unknown>;

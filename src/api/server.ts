@@ -1,13 +1,17 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { authenticate, hasScope, scopeError } from '../auth/authorize.js';
-import { EXCHANGE, PEER, type WithExchange, type WithPeer } from '../capture/recorder.js';
+import { isRefusal } from '../admission/admission.js';
+import { apiGate, type Gate } from '../admission/gate.js';
+import { authenticate } from '../auth/authorize.js';
+import type { KeyRecord } from '../auth/key.js';
+import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
-import type { ApiDeps } from './context.js';
+import type { ApiDeps, RouteAuth } from './context.js';
 import type { RouteDoc } from './docs.js';
 import { environmentsPlugin } from './environments.js';
 import { keysPlugin } from './keys.js';
+import { KnownPaths } from './methods.js';
 import { openapiPlugin } from './openapi.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
@@ -121,81 +125,38 @@ export async function buildApi(
   });
 
   // Known paths, so a wrong method is 405 with Allow rather than 404.
-  const known: { re: RegExp; methods: Set<string> }[] = [];
+  const known = new KnownPaths();
   app.setNotFoundHandler((request, reply) => {
     const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
-    const path = request.url.split('?')[0] as string;
-    const allowed = new Set<string>();
-    for (const k of known) if (k.re.test(path)) for (const m of k.methods) allowed.add(m);
-    if (allowed.size > 0) {
-      const allow = [...allowed].sort().join(', ');
-      return reply
-        .code(405)
-        .header('allow', allow)
-        .send(errorBody('invalid_request', wakeId, `${request.method} is not allowed here; use ${allow}`, 'method'));
-    }
-    reply
-      .code(404)
-      .send(errorBody('resource_missing', wakeId, `no such endpoint: ${request.method} ${request.url.split('?')[0]}`));
+    const no = known.answer(request.method, request.url.split('?')[0] as string, wakeId);
+    if (no.allow !== null) reply.header('allow', no.allow);
+    reply.code(no.status).send(no.body);
   });
 
-  const UNCOORDINATED = 'rate limits cannot be checked: the coordination server does not answer';
+  // Every call an operation's `auth` names a scope for passes the one admission (key,
+  // scope, buckets), as a proxied request does; its refusal's headers go on the answer.
   app.decorateRequest('key', null as never);
+  const gates = new WeakMap<RouteAuth, Gate>();
   app.addHook('onRequest', async (request, reply) => {
     const auth = request.routeOptions.config.auth;
     if (!auth || auth.scope === null) return;
-    const x = (request.raw as WithExchange)[EXCHANGE];
-    const now = deps.clock.now();
-    const a = authenticate(deps.ring, request.headers.authorization, now);
-    if (a.error) {
-      if (x && a.key) {
-        x.key = a.key;
-        x.consumer = a.key.consumer;
-        x.environment = a.key.environment;
-      }
-      // Refused keys are limited per address, as at the proxy.
-      const over = await deps.limiter?.refused((request.raw as WithPeer)[PEER] ?? request.ip, now);
-      if (over?.unavailable) throw new GatewayError('service_unavailable', UNCOORDINATED, null, 1);
-      if (over) {
-        for (let i = 0; i < over.headers.length; i += 2) {
-          if (over.headers[i] !== 'retry-after') reply.header(over.headers[i] as string, over.headers[i + 1]);
-        }
-        deps.metrics.rateLimited.labels(over.policy ?? 'unknown').inc();
-        throw new GatewayError('rate_limit_exceeded', undefined, null, over.retryAfter);
-      }
-      throw a.error;
+    let gate = gates.get(auth);
+    if (gate === undefined) {
+      gate = apiGate(auth.scope, auth.policy ?? null);
+      gates.set(auth, gate);
     }
-    const key = a.key;
-    if (x) {
-      x.key = key;
-      x.consumer = key.consumer;
-      x.environment = key.environment;
-    }
-    deps.ring.touch(key.id, now);
-    if (auth.scope !== '' && !hasScope(key, auth.scope)) throw scopeError(auth.scope);
-    if (deps.limiter) {
-      const d = await deps.limiter.check(key, (request.raw as WithPeer)[PEER] ?? request.ip, auth.policy ?? null, now);
-      if (d.unavailable) throw new GatewayError('service_unavailable', UNCOORDINATED, null, 1);
-      for (let i = 0; i < d.headers.length; i += 2) {
-        if (d.headers[i] !== 'retry-after') reply.header(d.headers[i] as string, d.headers[i + 1]);
-      }
-      if (!d.allowed) {
-        deps.metrics.rateLimited.labels(d.policy ?? 'unknown').inc();
-        throw new GatewayError('rate_limit_exceeded', undefined, null, d.retryAfter);
-      }
-    }
-    request.key = key;
+    const x = (request.raw as WithExchange)[EXCHANGE] ?? null;
+    const v = await deps.admission.call(request.raw, gate, x);
+    const headers = isRefusal(v) ? v.headers : v.limitHeaders;
+    if (headers !== null)
+      for (let i = 0; i < headers.length; i += 2) reply.header(headers[i] as string, headers[i + 1]);
+    if (isRefusal(v)) throw v.error;
+    request.key = v.key as KeyRecord;
   });
 
   const docs: RouteDoc[] = [];
   app.addHook('onRoute', (r) => {
-    const pattern = `^${r.url.replace(/:[A-Za-z_]+/g, '[^/]+')}/?$`;
-    let k = known.find((x) => x.re.source === new RegExp(pattern).source);
-    if (!k) {
-      k = { re: new RegExp(pattern), methods: new Set() };
-      known.push(k);
-    }
-    for (const m of [r.method].flat()) k.methods.add(m);
+    known.add(r.url, [r.method].flat());
     const doc = r.config?.doc;
     if (!doc) return;
     for (const method of [r.method].flat()) {
@@ -215,21 +176,14 @@ export async function buildApi(
   // Content-Type (fastify would parse the body of some first, and answer 400).
   const wrapped = (req: IncomingMessage, res: ServerResponse) => {
     if (STANDARD_METHODS.has(req.method ?? '')) return h(req, res);
-    const path = (req.url ?? '').split('?')[0] as string;
-    const allowed = new Set<string>();
-    for (const k of known) if (k.re.test(path)) for (const m of k.methods) allowed.add(m);
-    const allow = [...allowed].sort().join(', ');
     const wakeId = (req as WithExchange)[EXCHANGE]?.id ?? null;
-    const body = JSON.stringify(
-      allowed.size > 0
-        ? errorBody('invalid_request', wakeId, `${req.method} is not allowed here; use ${allow}`, 'method')
-        : errorBody('resource_missing', wakeId, `no such endpoint: ${req.method} ${path}`),
-    );
+    const no = known.answer(req.method ?? '', (req.url ?? '').split('?')[0] as string, wakeId);
+    const body = JSON.stringify(no.body);
     req.resume();
-    res.writeHead(allowed.size > 0 ? 405 : 404, {
+    res.writeHead(no.status, {
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(body),
-      ...(allowed.size > 0 ? { allow } : {}),
+      ...(no.allow !== null ? { allow: no.allow } : {}),
     });
     res.end(body);
   };

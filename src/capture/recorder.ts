@@ -28,6 +28,11 @@ export interface Exchange {
   route: string;
   /** The request path without its query, once something has split it ('' until then). */
   path: string;
+  /**
+   * The whole URL was looked at for a gateway key and holds none (admission did), so
+   * the path need not be looked at again when the wake is made.
+   */
+  pathClean: boolean;
   key: KeyRecord | null;
   consumer: string;
   environment: string;
@@ -97,6 +102,7 @@ export class Recorder {
       t0: performance.now(),
       route: '',
       path: '',
+      pathClean: false,
       key: null,
       consumer: 'anonymous',
       environment: '',
@@ -148,7 +154,7 @@ export class Recorder {
       path = q === -1 ? url : url.slice(0, q);
     }
     // A gateway key is never stored, nor printed by the access log, wherever a client put it.
-    path = withoutGatewayKeys(path);
+    if (!x.pathClean) path = withoutGatewayKeys(path);
     const cut = path.length > MAX_PATH;
     let detail: CapturedDetail | undefined;
     if ((x.tap !== null || x.prebuilt !== null) && this.detail !== null) {

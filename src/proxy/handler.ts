@@ -1,24 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import type { KeyRing } from '../auth/keyring.js';
+import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
+import { NONE, type Refusal } from '../admission/refusal.js';
+import { upstreamPath } from '../admission/routes.js';
 import { newTap } from '../capture/detail.js';
 import { BodyRefused, KeyGate, refusedBody, scannedBody } from '../capture/key-scan.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
-import { type ErrorType, errorBody, GatewayError } from '../errors.js';
+import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import type { RequestLimiter } from '../ratelimit/types.js';
-import { type Admitted, admit, clientIp, type Refused } from './admit.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
-import type { RouteTable } from './routes.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
-  routes: RouteTable;
-  ring: KeyRing;
-  limiter: RequestLimiter | null;
+  admission: Admission;
   recorder: Recorder;
   metrics: Metrics;
   log: Logger;
@@ -30,14 +27,31 @@ export interface ProxyDeps {
   downloads: DownloadLimits;
 }
 
-const STREAMS_FULL =
-  "bodies streaming at their client's pace hold their whole share of this origin's connections (three quarters of server.upstream_connections); retry shortly";
-const BUFFER_FULL =
-  'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly';
-const KEY_IN_TRAILER =
-  'a gateway key was sent in a trailer field; the origin must never see it: send it in the Authorization header only, and revoke this one';
+/** Placeholder of a request's origin headers until it is admitted. */
+const NONE_MUTABLE: string[] = [];
+/** Retry-After: 1 on a 503 that is over as soon as something else ends. */
+const RETRY_SHORTLY: readonly string[] = ['retry-after', '1'];
+const STREAMS_FULL = new GatewayError(
+  'service_unavailable',
+  "bodies streaming at their client's pace hold their whole share of this origin's connections (three quarters of server.upstream_connections); retry shortly",
+);
+const BUFFER_FULL = new GatewayError(
+  'service_unavailable',
+  'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly',
+);
+const KEY_IN_TRAILER = new GatewayError(
+  'invalid_request',
+  'a gateway key was sent in a trailer field; the origin must never see it: send it in the Authorization header only, and revoke this one',
+  'trailers',
+);
+const UNREADABLE = new GatewayError('internal_error', 'the body could not be read');
+const UPSTREAM_TIMEOUT = new GatewayError('upstream_timeout');
+const HEADER_REFUSED = new GatewayError(
+  'invalid_request',
+  'the request carries a header the origin connection refuses',
+);
 
-/** Proxies plain HTTP requests: admission (admit.ts), then a streamed forward on undici. */
+/** Proxies plain HTTP requests: admission (src/admission), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams: Upstreams;
   private readonly overhead = new Map<string, { observe(v: number): void }>();
@@ -53,26 +67,21 @@ export class ProxyHandler {
     this.downloads = new Downloads(d.downloads);
   }
 
-  /** Answers with the gateway's own error body. */
-  fail(
-    req: IncomingMessage,
-    res: ServerResponse,
-    x: Exchange,
-    type: ErrorType,
-    message?: string,
-    extra: string[] = [],
-    retryAfter: number | null = null,
-    param: string | null = null,
-  ): void {
-    const err = new GatewayError(type, message);
-    const body = JSON.stringify(errorBody(type, x.id, err.message, param, retryAfter));
-    x.status = err.status;
+  /** A new request's exchange (its wake to be). */
+  begin(): Exchange {
+    return this.d.recorder.begin();
+  }
+
+  /** Answers with the gateway's own error body, and the refusal's headers. */
+  fail(fw: Forwarding, e: GatewayError, headers: readonly string[] = NONE): void {
+    const { req, res, x } = fw;
+    const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
+    x.status = e.status;
     if (!res.headersSent) {
       const h = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(body))];
       h.push('x-wake-id', x.id, 'cache-control', 'no-store');
-      if (err.status === 401) h.push('www-authenticate', 'Bearer');
-      for (const e of extra) h.push(e);
-      res.writeHead(err.status, h);
+      for (const v of headers) h.push(v);
+      res.writeHead(e.status, h);
       res.end(body);
     } else {
       res.destroy();
@@ -88,42 +97,40 @@ export class ProxyHandler {
    * Expect: 100-continue, answered only once admission has passed.
    */
   handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
-    const x = this.d.recorder.begin();
-    const a = admit(this.d, req, x);
-    if (a instanceof Promise) {
+    const fw = new Forwarding(this, req, res);
+    res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
+    const v = this.d.admission.request(req, fw.x);
+    if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
-      a.then(
-        (r) => this.admitted(req, res, x, r, expectsContinue),
-        (e: Error) => this.fail(req, res, x, 'internal_error', e.message, [], 0, null),
+      v.then(
+        (r) => this.decided(fw, r, expectsContinue),
+        (e: Error) => this.fail(fw, new GatewayError('internal_error', e.message, null, 0)),
       );
       return;
     }
-    this.admitted(req, res, x, a, expectsContinue);
+    this.decided(fw, v, expectsContinue);
   }
 
-  private admitted(
-    req: IncomingMessage,
-    res: ServerResponse,
-    x: Exchange,
-    a: Admitted | Refused,
-    expectsContinue: boolean,
-  ): void {
-    if ('error' in a) {
-      res.on('close', () => this.closed(req, res, x));
-      const e = a.error;
+  private decided(fw: Forwarding, v: Routed | Refusal, expectsContinue: boolean): void {
+    if (isRefusal(v)) {
       // The body was never invited: do not wait for it on this connection.
-      if (expectsContinue) res.shouldKeepAlive = false;
-      return this.fail(req, res, x, e.type, e.message, a.headers, e.retryAfter, e.param);
+      if (expectsContinue) fw.res.shouldKeepAlive = false;
+      return this.fail(fw, v.error, v.headers);
     }
-    if (expectsContinue) res.writeContinue();
-    if (a.route.detail !== null) {
-      const url = req.url ?? '';
-      const q = url.indexOf('?');
-      x.tap = newTap(a.route.detail, q === -1 ? '' : url.slice(q), req.rawHeaders);
-    }
-    const ip = clientIp(req);
+    // The client went away while the decision waited on Redis: nothing to forward.
+    if (fw.gone) return;
+    if (expectsContinue) fw.res.writeContinue();
+    this.forward(fw, v);
+  }
+
+  /** An admitted request: its headers for the origin, then its body read (or streamed) and sent. */
+  private forward(fw: Forwarding, a: Routed): void {
+    const { req, x } = fw;
+    fw.a = a;
+    if (a.route.detail !== null) x.tap = newTap(a.route.detail, a.ask.query, req.rawHeaders);
+    const ip = a.ask.ip;
     const key = a.key;
-    const headers = forwardRequestHeaders(req.rawHeaders, {
+    fw.headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
       clientIp: ip,
       clientTrusted: this.d.trusted(ip),
@@ -137,17 +144,21 @@ export class ProxyHandler {
       this.overhead.set(x.route, h);
     }
     h.observe((performance.now() - x.t0) / 1000);
-    const fw = new Forwarding(this, req, res, x, a.limitHeaders, a, headers);
-    fw.ip = ip;
-    res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
       return this.dispatch(fw, null);
     }
+    if (Number(req.headers['content-length']) > this.d.server.bufferBytes) return this.stream(fw, []);
+    this.buffer(fw);
+  }
+
+  /**
+   * The body is read first: only then does the request take a connection to the origin,
+   * so a client that sends its headers and then stalls holds nothing others need.
+   */
+  private buffer(fw: Forwarding): void {
+    const { req, res, x } = fw;
     const limit = this.d.server.bufferBytes;
-    if (Number(req.headers['content-length']) > limit) return this.stream(fw, ip, []);
-    // The body is read first: only then does the request take a connection to the origin,
-    // so a client that sends its headers and then stalls holds nothing others need.
     const chunks: Buffer[] = [];
     let n = 0;
     // What this request holds of the gateway-wide budget, given back once.
@@ -170,13 +181,13 @@ export class ProxyHandler {
         stop();
         release();
         req.pause();
-        this.stream(fw, ip, chunks);
+        this.stream(fw, chunks);
       } else if (this.buffered > this.d.server.bufferTotal) {
         // Many clients each holding part of a body: memory stays bounded, and this one is told to retry.
         stop();
         release();
         fw.gone = true;
-        this.fail(req, res, x, 'service_unavailable', BUFFER_FULL, ['retry-after', '1']);
+        this.fail(fw, BUFFER_FULL, RETRY_SHORTLY);
       }
     };
     const onEnd = () => {
@@ -187,7 +198,7 @@ export class ProxyHandler {
       const refused = refusedBody(body, req.headers['content-type'], req.headers['content-encoding']);
       if (refused !== null) {
         fw.gone = true;
-        return this.fail(req, res, x, refused.type, refused.message, [], null, refused.param);
+        return this.fail(fw, new GatewayError(refused.type, refused.message, refused.param));
       }
       // Trailer fields after the body: filtered as headers are, then passed on (a path of
       // their own, undici cannot send them); one holding a gateway key refuses the request.
@@ -195,7 +206,7 @@ export class ProxyHandler {
         const trailers = forwardRequestTrailers(req.rawTrailers);
         if (trailers === null) {
           fw.gone = true;
-          return this.fail(req, res, x, 'invalid_request', KEY_IN_TRAILER, [], null, 'trailers');
+          return this.fail(fw, KEY_IN_TRAILER);
         }
         if (trailers.length > 0) return this.dispatch(fw, body, trailers);
       }
@@ -211,24 +222,25 @@ export class ProxyHandler {
    * A body past the buffer streams to the origin as it comes (what was read already
    * first), at most `max_streaming_uploads_per_client` at once from one address.
    */
-  private stream(fw: Forwarding, ip: string, read: Buffer[]): void {
+  private stream(fw: Forwarding, read: Buffer[]): void {
     const { req, res, x } = fw;
+    const ip = fw.a.ask.ip;
     const open = this.streaming.get(ip) ?? 0;
     if (open >= this.d.server.streamsPerClient) {
       const msg = `this address already streams ${open} request bodies larger than server.buffer_request_body_bytes (server.max_streaming_uploads_per_client); retry when one has ended`;
-      return this.fail(req, res, x, 'service_unavailable', msg, ['retry-after', '1']);
+      return this.fail(fw, new GatewayError('service_unavailable', msg), RETRY_SHORTLY);
     }
     let gate: KeyGate;
     try {
       gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
     } catch (e) {
       // Anything else is ours, never a reason to end the process: the client gets a 500.
-      if (!(e instanceof BodyRefused)) return this.fail(req, res, x, 'internal_error', 'the body could not be read');
-      return this.fail(req, res, x, e.type, e.message, [], null, e.param);
+      if (!(e instanceof BodyRefused)) return this.fail(fw, UNREADABLE);
+      return this.fail(fw, new GatewayError(e.type, e.message, e.param));
     }
     // However many addresses stream, they leave a share of the origin's connections to the others.
     const slots = this.upstreams.slotsOf(fw.a.origin);
-    if (!slots.takeStream()) return this.fail(req, res, x, 'service_unavailable', STREAMS_FULL, ['retry-after', '1']);
+    if (!slots.takeStream()) return this.fail(fw, STREAMS_FULL, RETRY_SHORTLY);
     this.streaming.set(ip, open + 1);
     res.once('close', () => {
       slots.giveStream();
@@ -263,10 +275,12 @@ export class ProxyHandler {
     const a = fw.a;
     fw.slot = slots;
     fw.x.tUp = performance.now();
+    // The path as sent upstream, made only now, from the path and query admission split once.
+    const path = upstreamPath(a.route, a.origin, a.ask.path, a.ask.query);
     if (trailers !== undefined) {
       const req = {
         method: fw.req.method ?? 'POST',
-        path: a.path,
+        path,
         headers: fw.headers,
         body: body as Buffer,
         trailers,
@@ -276,7 +290,7 @@ export class ProxyHandler {
     try {
       this.upstreams.pool(a.origin, a.route.cfg.max_response_header_bytes).dispatch(
         {
-          path: a.path,
+          path,
           method: fw.req.method as 'GET',
           headers: fw.headers,
           body,
@@ -291,14 +305,16 @@ export class ProxyHandler {
   }
 
   /** The response's connection closed: a client gone before the response ended is nginx's 499. */
-  closed(req: IncomingMessage, res: ServerResponse, x: Exchange): void {
+  closed(fw: Forwarding): void {
+    const x = fw.x;
     if (x.done) return;
-    if (!res.writableFinished) x.status = 499;
-    this.d.recorder.finish(req, x);
+    if (!fw.res.writableFinished) x.status = 499;
+    this.d.recorder.finish(fw.req, x);
   }
 
   /** The origin could not be asked or broke off: the exchange ends here. */
-  upstreamFailed(req: IncomingMessage, res: ServerResponse, x: Exchange, err: Error & { code?: string }): void {
+  upstreamFailed(fw: Forwarding, err: Error & { code?: string }): void {
+    const { req, res, x } = fw;
     if (res.headersSent) {
       // The origin broke off mid-response: record it as such, then cut the client off.
       if (!res.writableFinished) {
@@ -310,23 +326,16 @@ export class ProxyHandler {
     }
     if (res.destroyed) return;
     // The streamed body held a gateway key (or could not be read for one): the origin's request was cut off.
-    if (err instanceof BodyRefused) return this.fail(req, res, x, err.type, err.message, [], null, err.param);
-    if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(req, res, x, 'upstream_timeout');
+    if (err instanceof BodyRefused) return this.fail(fw, new GatewayError(err.type, err.message, err.param));
+    if (err.code === 'UND_ERR_HEADERS_TIMEOUT') return this.fail(fw, UPSTREAM_TIMEOUT);
     if (err.code === 'UND_ERR_HEADERS_OVERFLOW') {
-      const max = this.d.routes.byName(x.route)?.cfg.max_response_header_bytes;
-      return this.fail(
-        req,
-        res,
-        x,
-        'upstream_unavailable',
-        `the origin's response headers are larger than routes[].max_response_header_bytes (${max} bytes); raise it for route ${x.route}`,
-      );
+      const max = fw.a.route.cfg.max_response_header_bytes;
+      const msg = `the origin's response headers are larger than routes[].max_response_header_bytes (${max} bytes); raise it for route ${x.route}`;
+      return this.fail(fw, new GatewayError('upstream_unavailable', msg));
     }
-    if (err.code === 'UND_ERR_INVALID_ARG') {
-      return this.fail(req, res, x, 'invalid_request', 'the request carries a header the origin connection refuses');
-    }
+    if (err.code === 'UND_ERR_INVALID_ARG') return this.fail(fw, HEADER_REFUSED);
     this.d.log.debug('upstream error', { route: x.route, code: err.code });
-    this.fail(req, res, x, 'upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
+    this.fail(fw, new GatewayError('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`));
   }
 
   /**
@@ -353,13 +362,13 @@ export class ProxyHandler {
     }
     const slots = fw.slot;
     if (slots === null) return false;
-    if (!dl.take(fw.ip)) {
+    if (!dl.take(fw.a.ask.ip)) {
       this.d.log.debug('answer cut: too many streaming to one address', { route: fw.x.route });
       fw.res.destroy();
       return false;
     }
     if (!slots.takeStream()) {
-      dl.give(fw.ip);
+      dl.give(fw.a.ask.ip);
       fw.res.destroy();
       return false;
     }
@@ -373,10 +382,16 @@ export class ProxyHandler {
 }
 
 /**
- * One request's forward: undici's dispatch handler, and the response's close
- * listener (one object per request rather than a closure per callback).
+ * One proxied request from its arrival to its end: its exchange, what admission
+ * admitted it as, undici's dispatch handler, and the response's close listener (one
+ * object per request rather than a closure per callback).
  */
 class Forwarding {
+  readonly x: Exchange;
+  /** What admission admitted (set once admitted; a refused request never reads it). */
+  a!: Routed;
+  /** The request headers for the origin (set once admitted). */
+  headers: string[] = NONE_MUTABLE;
   private abort: ((err?: Error) => void) | null = null;
   private failed = false;
   /** The client went away before the request was forwarded. */
@@ -385,8 +400,6 @@ class Forwarding {
   slot: Slots | null = null;
   /** Leaves the queue for a slot (while waiting). */
   cancelWait: (() => void) | null = null;
-  /** The client's address. */
-  ip = '';
   /** Answer bytes held for the client past its socket's buffer (counted gateway-wide). */
   held = 0;
   /** The send timeout is armed (the client fell behind once). */
@@ -399,15 +412,13 @@ class Forwarding {
     private readonly p: ProxyHandler,
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    readonly x: Exchange,
-    private readonly limitHeaders: string[] | null,
-    readonly a: Admitted,
-    readonly headers: string[],
-  ) {}
+  ) {
+    this.x = p.begin();
+  }
 
   readonly onClose = (): void => {
     // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
-    this.p.closed(this.req, this.res, this.x);
+    this.p.closed(this);
     if (this.held !== 0 || this.streams !== null) this.letGo();
     if (this.slot === null) {
       this.gone = true;
@@ -434,7 +445,7 @@ class Forwarding {
     if (this.streams !== null) {
       this.streams.giveStream();
       this.streams = null;
-      this.p.downloads.give(this.ip);
+      this.p.downloads.give(this.a.ask.ip);
     }
   }
 
@@ -449,7 +460,7 @@ class Forwarding {
   queueTimedOut(): void {
     if (this.gone || this.res.destroyed) return;
     const msg = `no connection to the origin came free within routes[].queue_timeout_ms (${this.a.route.cfg.queue_timeout_ms} ms)`;
-    this.p.fail(this.req, this.res, this.x, 'service_unavailable', msg, ['retry-after', '1']);
+    this.p.fail(this, new GatewayError('service_unavailable', msg), RETRY_SHORTLY);
   }
 
   onConnect(abort: (err?: Error) => void): void {
@@ -460,7 +471,8 @@ class Forwarding {
     const x = this.x;
     x.status = status;
     const extra = ['x-wake-id', x.id];
-    if (this.limitHeaders) for (const l of this.limitHeaders) extra.push(l);
+    const limitHeaders = this.a.limitHeaders;
+    if (limitHeaders !== null) for (const l of limitHeaders) extra.push(l);
     const res = this.res;
     res.sendDate = false;
     const strings = rawHeaderStrings(raw);
@@ -497,6 +509,6 @@ class Forwarding {
   onError(err: Error & { code?: string }): void {
     this.release();
     this.failed = true;
-    this.p.upstreamFailed(this.req, this.res, this.x, err);
+    this.p.upstreamFailed(this, err);
   }
 }

@@ -1,24 +1,21 @@
-import { hasScope, isRevoked } from '../auth/authorize.js';
+import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
+import { upstreamPath } from '../admission/routes.js';
 import type { KeyRecord } from '../auth/key.js';
-import type { KeyRing } from '../auth/keyring.js';
 import { buildDetail, DetailRate, type DetailSalts, detailSettings, newTap } from '../capture/detail.js';
 import { storedBody, type WakeDetail } from '../capture/detail-types.js';
 import type { Exchange, Recorder, RequestInfo } from '../capture/recorder.js';
 import type { Redactor } from '../capture/redact.js';
 import type { Wake } from '../capture/wake.js';
-import type { Clock } from '../clock.js';
 import { GatewayError, missing, unprocessable } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { idTime } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { RequestLimiter } from '../ratelimit/types.js';
 import { type Answer, diffAnswers } from '../replay/diff.js';
 import { type Filled, type FillRefusal, fillRedacted } from '../replay/fill.js';
 import { replaySalts } from '../replay/salts.js';
 import type { WakeQuerier } from '../store/wakes.js';
 import { headerValue, passedValue } from './header-value.js';
 import { forwardRequestHeaders } from './headers.js';
-import { type RouteTable, upstreamPath } from './routes.js';
 import { Upstreams } from './upstream.js';
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -33,14 +30,15 @@ const REPLAY_DETAIL = detailSettings({
 
 export interface ReplayDeps {
   wakes: WakeQuerier;
-  /** A replay is charged to the replaying key's bucket (and the route's policy), as a request it sent. */
-  limiter: RequestLimiter | null;
-  routes: RouteTable;
+  /**
+   * The one admission: the wake's request through the route matching its path now,
+   * sent as the wake's key, its caller needing that route's scope and charged for it
+   * (its bucket and the route's policy), as a request it sent.
+   */
+  admission: Admission;
   recorder: Recorder;
   redactor: Redactor;
   events: EventBus;
-  ring: KeyRing;
-  clock: Clock;
   log: Logger;
 }
 
@@ -66,10 +64,12 @@ export class Replayer {
   constructor(private readonly d: ReplayDeps) {}
 
   /**
-   * Checks, then starts, a replay by `caller`. The caller must be able to send the
-   * request itself: it holds the scope the route matching the path today needs, and is charged to
-   * its own bucket. A wake whose key has since been revoked, or whose path was cut
-   * short, is refused (409): the origin would get a request nobody may send.
+   * Checks, then starts, a replay by `caller`. The wake must be one that can be sent
+   * again (its path whole, its body captured whole, a safe method or allow_unsafe);
+   * then it passes the admission every request passes: the caller must be able to
+   * send the request itself (the scope the route matching the path today needs) and
+   * is charged to its own bucket; a wake whose key has since been revoked, or could
+   * not send it today, is refused (409): the origin would get a request nobody may send.
    */
   async start(
     env: string,
@@ -84,14 +84,6 @@ export class Replayer {
       throw new GatewayError(
         'conflict',
         "this wake's path was cut at 2,048 characters, so it cannot be replayed",
-        'wake_id',
-      );
-    }
-    const original = w.key_id ? (this.d.ring.get(w.key_id) ?? null) : null;
-    if (w.key_id && (original === null || isRevoked(original, this.d.clock.now()))) {
-      throw new GatewayError(
-        'conflict',
-        `the key that sent this wake (${w.key_id}) has been revoked, so it cannot be replayed as that key`,
         'wake_id',
       );
     }
@@ -117,47 +109,14 @@ export class Replayer {
         'the request body was not captured whole (over capture.detail.max_body_bytes, bodies are not kept, or it was kept only as size and SHA-256: over its reading budget, or a format opaque_bodies: keep would keep), so it cannot be replayed faithfully',
       );
     }
-    // Admitted against the routes in force now: the path is matched again.
-    const route = this.d.routes.match(w.path);
-    if (!route) {
-      throw new GatewayError(
-        'conflict',
-        `no route of the current configuration matches ${JSON.stringify(w.path)}, so it cannot be replayed`,
-        'wake_id',
-      );
-    }
-    const origin = route.origins.get(w.environment);
-    if (!origin) {
-      throw new GatewayError(
-        'conflict',
-        `route ${JSON.stringify(route.name)}, which matches this path now, has no origin for ${w.environment}`,
-        'wake_id',
-      );
-    }
-    const scopes = route.cfg.scopes;
-    const needed = scopes ? (SAFE.has(w.method) ? scopes.read : scopes.write) : null;
-    if (needed !== null && !hasScope(caller, needed)) {
-      throw new GatewayError(
-        'insufficient_scope',
-        `this key lacks the scope ${needed}, which the replayed ${w.method} on route ${route.name} needs`,
-      );
-    }
-    // The origin is told the original key sent it: that key must be able to send it today too.
-    const unsendable = unsendableAsOriginal(original, w.key_id, route, needed);
-    if (unsendable) throw new GatewayError('conflict', unsendable, 'wake_id');
+    // Admitted as any request is (src/admission), against the routes in force now.
+    const v = await this.d.admission.replay(w, caller);
+    if (isRefusal(v)) throw v.error;
+    const { route, key: original } = v;
     // Only a caller that may send the request learns what set must give.
     const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
     if (!fill.ok) throw refusalError(fill.refusal);
     const { filled, values } = fill;
-    if (this.d.limiter) {
-      const policy = route.cfg.rate_limit !== 'default' ? route.cfg.rate_limit : null;
-      const decision = await this.d.limiter.check(caller, '', policy, this.d.clock.now());
-      if (decision.unavailable)
-        throw new GatewayError('service_unavailable', 'rate limits cannot be checked now', null, 1);
-      if (!decision.allowed) {
-        throw new GatewayError('rate_limit_exceeded', undefined, null, decision.retryAfter);
-      }
-    }
     const x = this.d.recorder.begin();
     x.route = route.name;
     x.environment = w.environment;
@@ -166,27 +125,27 @@ export class Replayer {
     x.path = w.path;
     x.replayOf = w.id;
     const salts = replaySalts(w.id, x.id, values);
-    const p = this.send(w, detail, filled, x, route.detail, upstreamPath(route, origin, w.path, filled.query), origin, {
-      ...o,
-      by: caller.id,
-      salts,
-    })
+    const p = this.send({ w, detail, filled, x, admitted: v, o: { ...o, by: caller.id, salts } })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => this.running.delete(p));
     this.running.add(p);
     return { wake: w, replayWakeId: x.id };
   }
 
-  private async send(
-    w: Wake,
-    detail: WakeDetail,
-    filled: Filled,
-    x: Exchange,
-    settings: Parameters<typeof newTap>[0] | null,
-    path: string,
-    origin: Parameters<Upstreams['pool']>[0],
-    o: ReplayOptions & { by: string; salts: DetailSalts },
-  ): Promise<void> {
+  /** Sends the admitted replay and records its wake, with how its answer differs from the original's. */
+  private async send(r: {
+    w: Wake;
+    detail: WakeDetail;
+    filled: Filled;
+    x: Exchange;
+    admitted: Routed;
+    o: ReplayOptions & { by: string; salts: DetailSalts };
+  }): Promise<void> {
+    const { w, detail, filled, x, o } = r;
+    const { route, origin } = r.admitted;
+    // The path as sent upstream: the wake's, with the query its fill made.
+    const path = upstreamPath(route, origin, w.path, filled.query);
+    const settings = route.detail;
     // The captured headers (redacted ones only when set gave them), less Content-Length.
     const raw: string[] = [];
     // Stored values (and set's) pass through the header encoder: none can fail the request.
@@ -252,27 +211,6 @@ export class Replayer {
     await Promise.allSettled([...this.running]);
     await this.upstreams.close();
   }
-}
-
-/**
- * Why the wake cannot be re-sent as its original sender under the route that matches
- * it today, or null: the replay carries the original key's identity headers (or none),
- * so that key must hold the scope the route needs now, and a route that now requires
- * a key cannot be sent a wake that had none (it would reach the origin unidentified,
- * with whatever x-consumer-id its client claimed).
- */
-function unsendableAsOriginal(
-  original: KeyRecord | null,
-  keyId: string | null,
-  route: { name: string; cfg: { auth: string } },
-  needed: string | null,
-): string | null {
-  if (original !== null) {
-    if (needed === null || hasScope(original, needed)) return null;
-    return `the key that sent this wake (${keyId}) lacks the scope ${needed}, which route ${route.name} needs for it now; a replay is sent as that key, so it cannot be replayed`;
-  }
-  if (route.cfg.auth !== 'required') return null;
-  return `this wake was sent without a key, and route ${route.name}, which matches its path now, requires one; it cannot be replayed`;
 }
 
 /** The error a refused fill answers with: 400 naming `set.<name>`, or 409. */

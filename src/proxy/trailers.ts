@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { Origin } from '../admission/routes.js';
 import { carriesGatewayKey } from './headers.js';
-import type { Origin } from './routes.js';
 
 /** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
 export interface ForwardHandler {

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { Pool } from 'undici';
-import type { Origin } from './routes.js';
+import type { Origin } from '../admission/routes.js';
 
 /**
  * Keep-alive connection pools to origins, one per origin, on undici (measured

@@ -3,11 +3,12 @@ import https from 'node:https';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { type ErrorType, errorBody, GatewayError } from '../errors.js';
-import { type Admitted, admit, clientIp, type Refused } from './admit.js';
+import { isRefusal, type Routed } from '../admission/admission.js';
+import { NONE, type Refusal } from '../admission/refusal.js';
+import { type Origin, upstreamPath } from '../admission/routes.js';
+import { errorBody, GatewayError } from '../errors.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
-import type { Origin } from './routes.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -85,6 +86,10 @@ function connector(o: Origin) {
     : () => net.connect({ host: o.hostname, port: o.port, allowHalfOpen: true });
 }
 
+const NO_UPGRADE = new GatewayError('invalid_request', 'an upgrade request needs an Upgrade header');
+const UPSTREAM_TIMEOUT = new GatewayError('upstream_timeout');
+const RETRY_SHORTLY: readonly string[] = ['retry-after', '1'];
+
 /** Bytes a client may send ahead of the origin's 101 before reading from it stops. */
 const MAX_EARLY = 64 * 1024;
 
@@ -93,7 +98,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
 
 /**
  * Proxies an HTTP/1.1 Upgrade (RFC 9110 §7.8) through the same admission as any
- * request (admit.ts). The origin's answer is parsed as HTTP: only a 101 whose
+ * request (src/admission). The origin's answer is parsed as HTTP: only a 101 whose
  * Upgrade matches the one asked for makes a tunnel. Any other answer is relayed as
  * a normal response and the client connection closed, so bytes the client sent
  * after the handshake can never reach the origin unchecked (request smuggling).
@@ -102,7 +107,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
-  const ip = clientIp(req);
+  const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the
   // origin has agreed to switch; past a small bound, reading stops.
@@ -132,11 +137,12 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
         finish();
       }, ip);
   socket.once('close', untrack);
-  const fail = (type: ErrorType, message?: string, extra: string[] = [], e = new GatewayError(type, message)) => {
-    const body = JSON.stringify(errorBody(type, x.id, e.message, e.param, e.retryAfter));
+  /** Answers with the gateway's own error body and `headers` (a refusal's), and closes. */
+  const fail = (e: GatewayError, headers: readonly string[] = NONE) => {
+    const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
-    let more = e.status === 401 ? 'www-authenticate: Bearer\r\n' : '';
-    for (let i = 0; i < extra.length; i += 2) more += `${extra[i]}: ${extra[i + 1]}\r\n`;
+    let more = '';
+    for (let i = 0; i < headers.length; i += 2) more += `${headers[i]}: ${headers[i + 1]}\r\n`;
     if (socket.writable) {
       socket.end(
         `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${more}\r\n${body}`,
@@ -148,13 +154,14 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     x.resBytes += body.length;
     finish();
   };
-  const admitted = admit(d, req, x);
+  const internal = (message: string) => fail(new GatewayError('internal_error', message));
+  const admitted = d.admission.request(req, x);
   if (admitted instanceof Promise) {
     admitted
-      .then(tunnel, (e: Error) => fail('internal_error', e.message, [], undefined))
+      .then(tunnel, (e: Error) => internal(e.message))
       .catch((e: Error) => {
         // Never an unhandled rejection (it ends the process): the client is answered, or cut.
-        if (!ended) fail('internal_error', e.message, [], undefined);
+        if (!ended) internal(e.message);
         else socket.destroy();
       });
     return;
@@ -163,21 +170,21 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     tunnel(admitted);
   } catch (e) {
     // Whatever goes wrong answers this client: a throw here would leave the 'upgrade' listener and end the process.
-    if (!ended) fail('internal_error', (e as Error).message, [], undefined);
+    if (!ended) internal((e as Error).message);
     else socket.destroy();
   }
-  function tunnel(a: Admitted | Refused): void {
-    if ('error' in a) return fail(a.error.type, a.error.message, a.headers, a.error);
+  function tunnel(a: Routed | Refusal): void {
+    if (isRefusal(a)) return fail(a.error, a.headers);
     const token = upgradeToken(req.headers.upgrade);
-    if (token === '') return fail('invalid_request', 'an upgrade request needs an Upgrade header', [], undefined);
+    if (token === '') return fail(NO_UPGRADE);
     const { route, origin, key } = a;
     // Only the protocols a route lists become tunnels: an h2c tunnel would carry requests no rule ever sees.
     if (!route.upgrades.has(token)) {
       const allowed = [...route.upgrades].join(', ') || 'none';
       const msg = `route ${route.name} does not allow upgrades to ${JSON.stringify(token)} (routes[].upgrades: ${allowed})`;
-      return fail('invalid_request', msg, [], new GatewayError('invalid_request', msg, 'upgrade'));
+      return fail(new GatewayError('invalid_request', msg, 'upgrade'));
     }
-    if (full) return fail('service_unavailable', full, ['retry-after', '1']);
+    if (full) return fail(new GatewayError('service_unavailable', full), RETRY_SHORTLY);
     const headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
       clientIp: ip,
@@ -192,7 +199,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     try {
       outgoing = (origin.protocol === 'https:' ? https : http).request({
         method: req.method,
-        path: a.path,
+        path: upstreamPath(route, origin, a.ask.path, a.ask.query),
         headers,
         // No agent: a connection of its own, made by createConnection (half-open).
         createConnection: connector(origin),
@@ -201,7 +208,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     } catch (e) {
       // Thrown here, it would leave the upgrade handler and end the process (or the edge thread).
       const code = (e as NodeJS.ErrnoException).code ?? 'error';
-      return fail('internal_error', `the upgrade could not be sent to the origin (${code})`, [], undefined);
+      return internal(`the upgrade could not be sent to the origin (${code})`);
     }
     upReq = outgoing;
     x.tUp = performance.now();
@@ -220,12 +227,12 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     outgoing.on('timeout', () => {
       if (answered) return;
       outgoing.destroy();
-      fail('upstream_timeout');
+      fail(UPSTREAM_TIMEOUT);
     });
     outgoing.on('error', (err: NodeJS.ErrnoException) => {
       if (answered || ended) return;
       d.log.debug('upgrade upstream error', { route: x.route, code: err.code });
-      fail('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`);
+      fail(new GatewayError('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`));
     });
 
     outgoing.on('response', (res: IncomingMessage) => {
@@ -267,7 +274,8 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       up.on('error', () => {});
       if (upgradeToken(res.headers.upgrade) !== token) {
         up.destroy();
-        return fail('upstream_unavailable', `the origin switched to ${JSON.stringify(res.headers.upgrade ?? '')}`);
+        const msg = `the origin switched to ${JSON.stringify(res.headers.upgrade ?? '')}`;
+        return fail(new GatewayError('upstream_unavailable', msg));
       }
       x.status = 101;
       let text = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;

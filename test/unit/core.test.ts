@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RouteTable, unsafePath } from '../../src/admission/routes.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from '../../src/api/cursor.js';
 import { templateFilter, templateToPattern } from '../../src/api/path-template.js';
 import { bearerToken, hashSecret, newKeySecret } from '../../src/auth/secrets.js';
@@ -6,7 +7,6 @@ import { ERROR_TYPES, errorBody, GatewayError } from '../../src/errors.js';
 import { idTime, newWakeId, randomBase62, sortableId } from '../../src/ids.js';
 import { redact } from '../../src/log.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../../src/proxy/headers.js';
-import { RouteTable, unsafePath } from '../../src/proxy/routes.js';
 
 describe('ids', () => {
   it('sort by time and carry it', () => {

@@ -1,5 +1,6 @@
 import { DetailRate, type DetailSettings, detailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
+import type { Gate } from './gate.js';
 
 export interface Origin {
   environment: string;
@@ -12,7 +13,8 @@ export interface Origin {
   host: string;
 }
 
-export interface Route {
+/** A proxied route: what admission asks of its requests (Gate), and how the proxy forwards them. */
+export interface Route extends Gate {
   cfg: RouteConfig;
   /** What this route's wakes keep of the exchange (null: summaries only). */
   detail: DetailSettings | null;
@@ -70,6 +72,9 @@ export class RouteTable {
                 })
               : null,
           name: cfg.name,
+          auth: cfg.auth,
+          scopes: cfg.scopes ?? null,
+          policy: cfg.rate_limit !== 'default' ? cfg.rate_limit : null,
           prefix: cfg.prefix,
           defaultEnvironment: Object.keys(cfg.origins)[0] as string,
           origins,

@@ -1,0 +1,274 @@
+import type { IncomingMessage } from 'node:http';
+import { authenticate, hasScope, isRevoked } from '../auth/authorize.js';
+import type { KeyRecord } from '../auth/key.js';
+import type { KeyRing } from '../auth/keyring.js';
+import { type Exchange, PEER, type WithPeer } from '../capture/recorder.js';
+import { holdsGatewayKey } from '../capture/text.js';
+import type { Wake } from '../capture/wake.js';
+import type { Clock } from '../clock.js';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics/index.js';
+import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
+import type { Ask, Gate } from './gate.js';
+import {
+  KEY_IN_URL,
+  keyRefusal,
+  lacksScope,
+  noOrigin,
+  noRoute,
+  type Refusal,
+  refusal,
+  senderLacksScope,
+  senderMissing,
+  senderRevoked,
+  UNAVAILABLE,
+} from './refusal.js';
+import { type Origin, type Route, type RouteTable, unsafePath } from './routes.js';
+
+export interface AdmissionDeps {
+  /** The route table in force now. */
+  routes: RouteTable;
+  ring: KeyRing;
+  limiter: RequestLimiter | null;
+  metrics: Metrics;
+  /** The time of a /v2 call or a replay (a proxied request's is its exchange's start). */
+  clock: Clock;
+}
+
+/** An admitted request: where it goes, as whom, and the rate-limit headers of its answer. */
+export interface Admitted {
+  readonly ask: Ask;
+  /** The route it matched (null: a /v2 call, matched by the API's router). */
+  readonly route: Route | null;
+  readonly origin: Origin | null;
+  /** The key it is sent as (a replay's: the wake's key), or null. */
+  readonly key: KeyRecord | null;
+  /** Rate-limit headers for the answer (null when nothing is limited). */
+  limitHeaders: readonly string[] | null;
+}
+
+/** An admitted proxied request or replay: it matched a route, and has an origin. */
+export interface Routed extends Admitted {
+  readonly route: Route;
+  readonly origin: Origin;
+}
+
+export type Verdict<A extends Admitted = Admitted> = A | Refusal | Promise<A | Refusal>;
+
+export const isRefusal = (v: Admitted | Refusal): v is Refusal => 'error' in v;
+
+/** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
+const FLOOD_SAMPLE = 100;
+const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
+const MAX_CONSUMER = 128;
+
+/**
+ * The one admission every request passes, whichever way it entered (DESIGN.md, "One
+ * admission"): route match against the route table in force now, then the key, its
+ * environment choosing the origin, the scope, the buckets, and the decision with its
+ * headers and error. The entry points (the proxy and its upgrades, the /v2 API, a
+ * replay) differ only in what they do with an admitted request.
+ *
+ * The exchange, when there is one, is filled in as the steps learn (route, key,
+ * consumer, environment), so a refused request is recorded with all it is known to
+ * be. The synchronous path allocates no closure: a promise only when the limiter
+ * waits on Redis.
+ */
+export class Admission {
+  private floodSeq = 0;
+
+  constructor(private readonly d: AdmissionDeps) {}
+
+  /** A proxied request, plain or an upgrade. */
+  request(req: IncomingMessage, x: Exchange): Verdict<Routed> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const c = req.headers['x-consumer-id'];
+    const ask: Ask = {
+      kind: 'proxy',
+      method: req.method ?? '',
+      url,
+      path: q === -1 ? url : url.slice(0, q),
+      query: q === -1 ? '' : url.slice(q),
+      authorization: req.headers.authorization,
+      consumer: typeof c === 'string' ? c : undefined,
+      ip: req.socket.remoteAddress ?? '',
+      now: x.start,
+      gate: null,
+      keyId: '',
+      caller: null,
+      environment: '',
+    };
+    return this.admit(ask, x) as Verdict<Routed>;
+  }
+
+  /**
+   * A /v2 call its router matched to an operation asking `gate` (a call an edge thread
+   * handed over keeps its client's address); `x` is its exchange, when it is recorded.
+   */
+  call(req: IncomingMessage, gate: Gate, x: Exchange | null): Verdict {
+    const ask: Ask = {
+      kind: 'api',
+      method: req.method ?? '',
+      url: '',
+      path: '',
+      query: '',
+      authorization: req.headers.authorization,
+      consumer: undefined,
+      ip: (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '',
+      now: this.d.clock.now(),
+      gate,
+      keyId: '',
+      caller: null,
+      environment: '',
+    };
+    return this.admit(ask, x);
+  }
+
+  /**
+   * A replay of `wake` asked for by `caller`: the wake's request, sent as the wake's
+   * key to the origin of its environment, through the route that matches its path now;
+   * `caller` needs that route's scope and is charged for it. Nothing is recorded here:
+   * a refused replay is told in its /v2 call's answer.
+   */
+  replay(wake: Pick<Wake, 'method' | 'path' | 'environment' | 'key_id'>, caller: KeyRecord): Verdict<Routed> {
+    const ask: Ask = {
+      kind: 'replay',
+      method: wake.method,
+      url: '',
+      path: wake.path,
+      query: '',
+      authorization: undefined,
+      consumer: undefined,
+      ip: '',
+      now: this.d.clock.now(),
+      gate: null,
+      keyId: wake.key_id,
+      caller,
+      environment: wake.environment,
+    };
+    return this.admit(ask, null) as Verdict<Routed>;
+  }
+
+  /** The steps, in order. A /v2 call and a replay have no exchange of their own to fill here (null). */
+  private admit(a: Ask, x: Exchange | null): Verdict {
+    // Route match: a /v2 call's router has matched it; anything else against the table in force now.
+    let route: Route | null = null;
+    let gate = a.gate;
+    if (gate === null) {
+      if (a.kind === 'proxy') {
+        const bad = this.target(a, x as Exchange);
+        if (bad !== null) return bad;
+      }
+      route = this.d.routes.match(a.path);
+      if (route === null) {
+        if (x !== null) x.route = 'none';
+        return refusal(noRoute(a));
+      }
+      gate = route;
+    }
+    if (x !== null) {
+      x.route = gate.name;
+      if (gate.defaultEnvironment !== null) x.environment = gate.defaultEnvironment;
+    }
+    // The key: a header read against the ring, or a replay's wake's key by its id.
+    let key: KeyRecord | null = null;
+    if (a.kind === 'replay') {
+      if (a.keyId !== '') {
+        key = this.d.ring.get(a.keyId) ?? null;
+        if (key === null || isRevoked(key, a.now)) return refusal(senderRevoked(a.keyId));
+      }
+    } else if (gate.auth === 'required' || (gate.auth === 'optional' && a.authorization !== undefined)) {
+      const found = authenticate(this.d.ring, a.authorization, a.now);
+      if (found.key !== null && x !== null) {
+        // Known even when refused (revoked, missing scope): the wake names the key.
+        x.key = found.key;
+        x.consumer = found.key.consumer;
+        x.environment = found.key.environment;
+      }
+      if (found.error !== null) return this.keyRefused(a, x, found.error);
+      key = found.key;
+      this.d.ring.touch(key.id, a.now);
+    } else if (x !== null && a.consumer !== undefined && a.consumer !== '') {
+      x.consumer = a.consumer.length > MAX_CONSUMER ? a.consumer.slice(0, MAX_CONSUMER) : a.consumer;
+    }
+    // The environment chooses the origin: a replay's is its wake's, else the key's, else the route's.
+    let origin: Origin | null = null;
+    if (route !== null) {
+      const env = a.kind === 'replay' ? a.environment : (key?.environment ?? route.defaultEnvironment);
+      origin = route.origins.get(env) ?? null;
+      if (origin === null) return refusal(noOrigin(a, route.name, env));
+    }
+    // The scope: the caller's (a replay's caller, or the key), then a replay's sender's.
+    const caller = a.kind === 'replay' ? a.caller : key;
+    if (gate.scopes !== null) {
+      const scope = READ.has(a.method) ? gate.scopes.read : gate.scopes.write;
+      if (caller !== null && !hasScope(caller, scope)) return refusal(lacksScope(a, scope, gate.name));
+      if (a.kind === 'replay' && key !== null && !hasScope(key, scope)) {
+        return refusal(senderLacksScope(a.keyId, scope, gate.name));
+      }
+    }
+    if (a.kind === 'replay' && key === null && gate.auth === 'required') return refusal(senderMissing(gate.name));
+    // The buckets: the caller's, and the route's or operation's own policy.
+    const admitted: Admitted = { ask: a, route, origin, key, limitHeaders: null };
+    const limiter = this.d.limiter;
+    if (limiter === null) return admitted;
+    const decision = limiter.check(caller, a.ip, gate.policy, a.now);
+    // A closure only when the decision waits on Redis: the usual path allocates none.
+    if (decision instanceof Promise) return decision.then((dec) => this.settle(dec, admitted));
+    return this.settle(decision, admitted);
+  }
+
+  /**
+   * A proxied request's target: a safe path, and no gateway key in the URL. A key in
+   * a URL ends up in every log and history on its way: refused, never forwarded (the
+   * wake keeps the path with the key replaced, see the recorder). The URL is looked at
+   * for a key here once: the exchange says its path holds none.
+   */
+  private target(a: Ask, x: Exchange): Refusal | null {
+    x.path = a.path;
+    x.environment = this.d.routes.fallbackEnvironment;
+    const bad = unsafePath(a.path);
+    if (bad !== null) {
+      x.route = 'none';
+      return refusal(new GatewayError('invalid_request', bad, 'path'));
+    }
+    if (holdsGatewayKey(a.url)) {
+      x.route = 'none';
+      return refusal(KEY_IN_URL);
+    }
+    x.pathClean = true;
+    return null;
+  }
+
+  /**
+   * A refused key's answer: its 401, or past the per-address limit (`unauthenticated`)
+   * a 429, of which only a sample is stored as wakes. The key lookup itself is one
+   * in-memory hash, so it runs first: a valid key is never refused because others
+   * behind the same address (a NAT) send bad ones.
+   */
+  private keyRefused(a: Ask, x: Exchange | null, error: GatewayError): Refusal | Promise<Refusal> {
+    const over = this.d.limiter?.refused(a.ip, a.now) ?? null;
+    if (over instanceof Promise) return over.then((o) => this.flood(x, error, o));
+    return this.flood(x, error, over);
+  }
+
+  private flood(x: Exchange | null, error: GatewayError, over: LimitDecision | null): Refusal {
+    if (over === null) return keyRefusal(error);
+    if (x !== null) x.sampledOut = ++this.floodSeq % FLOOD_SAMPLE !== 0;
+    return this.limited(over);
+  }
+
+  /** Refused by the buckets, or admitted with the headers of its decision. */
+  private settle(dec: LimitDecision, admitted: Admitted): Admitted | Refusal {
+    if (!dec.allowed) return this.limited(dec);
+    admitted.limitHeaders = dec.headers;
+    return admitted;
+  }
+
+  private limited(dec: LimitDecision): Refusal {
+    if (dec.unavailable) return refusal(UNAVAILABLE, dec.headers);
+    this.d.metrics.rateLimited.labels(dec.policy ?? 'unknown').inc();
+    return refusal(new GatewayError('rate_limit_exceeded', undefined, null, dec.retryAfter), dec.headers);
+  }
+}

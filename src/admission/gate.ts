@@ -1,0 +1,66 @@
+import type { KeyRecord } from '../auth/key.js';
+
+/** Where a request entered: the proxy (plain or an upgrade), the /v2 API, or a replay of a wake. */
+export type EntryKind = 'proxy' | 'api' | 'replay';
+
+/**
+ * What the route a request matched asks of it: who may send it, the scope it needs,
+ * the rate-limit policy it draws from besides its key's bucket, and where it may go.
+ * A proxied route is one (routes.ts); so is each /v2 operation (its `auth` config).
+ */
+export interface Gate {
+  readonly name: string;
+  /** required: a live key; optional: checked when one is sent; none: never read. */
+  readonly auth: 'required' | 'optional' | 'none';
+  /** The scope a key needs: `read` for GET, HEAD and OPTIONS, `write` otherwise; null for none. */
+  readonly scopes: { readonly read: string; readonly write: string } | null;
+  /** A policy drawn from as well as the key's bucket (null: the key's bucket only). */
+  readonly policy: string | null;
+  /** Origins by environment; null for an operation the gateway answers itself (/v2). */
+  readonly origins: ReadonlyMap<string, unknown> | null;
+  /** The environment of a request no key places (null: left as the entry set it). */
+  readonly defaultEnvironment: string | null;
+}
+
+/** The gate of a /v2 operation: a live key holding `scope` ('' for any key), drawing from `policy` too. */
+export function apiGate(scope: string, policy: string | null): Gate {
+  return {
+    name: 'v2',
+    auth: 'required',
+    scopes: scope === '' ? null : { read: scope, write: scope },
+    policy,
+    origins: null,
+    defaultEnvironment: null,
+  };
+}
+
+/**
+ * One request as its entry point read it, once: the URL split into path and query
+ * here and nowhere again (nginx's `r->uri` and `r->args`). Every field is always
+ * present, so every request has one shape.
+ */
+export interface Ask {
+  kind: EntryKind;
+  method: string;
+  /** The request target as sent (a proxied request's, for the key-in-URL look); '' otherwise. */
+  url: string;
+  /** The raw (undecoded) path, without the query. */
+  path: string;
+  /** The query with its `?`, or ''. */
+  query: string;
+  /** The Authorization header (proxy and /v2). */
+  authorization: string | undefined;
+  /** x-consumer-id, the consumer of a request no key names (proxy). */
+  consumer: string | undefined;
+  /** The client's address ('' for a replay: it is charged to its caller's key alone). */
+  ip: string;
+  now: number;
+  /** A /v2 call: the operation its router matched. */
+  gate: Gate | null;
+  /** A replay: the id of the key that sent the wake ('' for none); the replay is sent as that key. */
+  keyId: string;
+  /** A replay: the key asking for it (admitted by its own /v2 call), charged and scope-checked. */
+  caller: KeyRecord | null;
+  /** A replay: the wake's environment, which chooses the origin. */
+  environment: string;
+}
