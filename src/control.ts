@@ -21,6 +21,7 @@ import { EventBus } from './events/bus.js';
 import type { EventRecord } from './events/event.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
+import { FleetQueue } from './fleet/delivery-queue.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
 import type { Coordinator } from './fleet/redis.js';
@@ -47,7 +48,9 @@ import { EdgePool } from './threads/pool.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
+import { LocalQueue } from './webhooks/local-queue.js';
 import type { DeliveryRecord } from './webhooks/records.js';
+import { endpointSender } from './webhooks/sender.js';
 
 /** How a gateway is built besides its config (GatewayOptions). */
 export interface ControlOptions {
@@ -93,7 +96,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     co?.authenticate(sealingKey);
     // The fleet's Redis connection closes last of what uses it.
     if (co) parts.add({ name: 'coordination', close: () => co.close() });
-    const webhooks = parts.add(await webhooksPart(cfg, store, sealingKey, bus, clock, log, metrics, co));
+    const webhooks = parts.add(await webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co }));
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
     const announce = co ? await keyAnnouncer(co, ring, clock, log) : null;
@@ -385,57 +388,76 @@ const ENDPOINTS_CHANNEL = 'endpoints';
 /** A delivery's lease outlasts its attempt (webhooks.timeout_ms) by this. */
 const LEASE_MARGIN_MS = 5000;
 
+interface WebhooksDeps {
+  cfg: Readonly<Config>;
+  store: Store;
+  sealingKey: Buffer;
+  bus: EventBus;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  /** The fleet's Redis (deliveries attempted under leases, one fan-out leader); null: alone. */
+  co: Coordinator | null;
+}
+
 /** Endpoints, deliveries, fan-out from the events table, and dispatch. */
-async function webhooksPart(
-  cfg: Readonly<Config>,
-  store: Store,
-  sealingKey: Buffer,
-  bus: EventBus,
-  clock: Clock,
-  log: Logger,
-  metrics: Metrics,
-  co: Coordinator | null,
-) {
-  const endpointTable = new EndpointTable(store, new SecretBox(sealingKey));
-  endpointTable.onUnsealable = (id) =>
+async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co }: WebhooksDeps) {
+  const endpointTable = new EndpointTable(store, new SecretBox(sealingKey), (id) =>
     log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
       endpoint_id: id,
-    });
-  const endpoints = new EndpointService(cfg, endpointTable, bus, clock, log);
+    }),
+  );
+  // In a fleet, an endpoint registered or changed here is announced (id and version,
+  // authenticated); the others read it from storage unless they hold it.
+  const publish = co ? co.publisher(ENDPOINTS_CHANNEL) : null;
+  const endpoints = new EndpointService({
+    cfg,
+    table: endpointTable,
+    events: bus,
+    clock,
+    log,
+    // Not published (Redis down): the others read it at their endpoint poll.
+    announce: publish && ((e) => publish({ id: e.id, version: e.updated_at, revoked: false }).catch(() => {})),
+  });
   await endpoints.load();
   const deliveries = new DeliveryTable(store);
   await applyDeliveryRetention(store, cfg.webhooks.dead_letter_retention_days);
-  const dispatcher = new Dispatcher(
+  const spool = openLog<DeliveryRecord>(cfg, log, 'deliveries');
+  // A fleet's deliveries are attempted under leases, by whichever instance is free.
+  const queue = co
+    ? new FleetQueue({
+        rows: deliveries,
+        spool,
+        clock,
+        log,
+        leases: new DeliveryLeases(co, cfg.webhooks.timeout_ms + LEASE_MARGIN_MS),
+      })
+    : new LocalQueue({ rows: deliveries, spool, clock, log });
+  const dispatcher = new Dispatcher({
     cfg,
-    deliveries,
+    queue,
     endpoints,
+    send: endpointSender(cfg, endpoints),
     clock,
     log,
     metrics,
-    openLog<DeliveryRecord>(cfg, log, 'deliveries'),
-  );
-  const fanout = new FanOut(
+  });
+  const fanout = new FanOut({
     cfg,
-    new EventTable(store),
+    events: new EventTable(store),
     deliveries,
     endpoints,
     dispatcher,
     clock,
     log,
     metrics,
-    new FanoutCursorTable(store),
-    co ? new FanoutLeader(co) : null,
-  );
+    cursors: new FanoutCursorTable(store),
+    leader: co ? new FanoutLeader(co) : null,
+  });
   if (co) {
-    // A fleet's deliveries are attempted under leases, by whichever instance is free,
-    // and an endpoint registered or changed on one instance is read at once by the others.
-    dispatcher.leases = new DeliveryLeases(co, cfg.webhooks.timeout_ms + LEASE_MARGIN_MS);
-    // Announced (id and version, authenticated): the others read it from storage unless they hold it.
-    const touched = await co.channel(ENDPOINTS_CHANNEL, (a) => {
+    await co.channel(ENDPOINTS_CHANNEL, (a) => {
       if ((endpoints.get(a.id)?.updated_at ?? -1) < a.version) void endpoints.poll();
     });
-    // Not published (Redis down): the others read it at their endpoint poll.
-    endpoints.changed = (e) => touched({ id: e.id, version: e.updated_at, revoked: false }).catch(() => {});
   }
   await fanout.init();
   await dispatcher.resume();

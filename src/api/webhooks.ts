@@ -6,7 +6,8 @@ import type { DeliveryTable } from '../store/webhooks.js';
 import type { Dispatcher } from '../webhooks/dispatcher.js';
 import { type EndpointService, endpointView } from '../webhooks/endpoints.js';
 import type { DeliveryRecord } from '../webhooks/records.js';
-import { replayDelivery, TEST_EVENT, testDelivery } from '../webhooks/replay.js';
+import { redeliver } from '../webhooks/redeliver.js';
+import { TEST_EVENT, testDelivery } from '../webhooks/test-delivery.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
@@ -183,7 +184,13 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         const { delivery_id } = parseInput(deliveryIdParams, request.params, 'query');
         const { environment } = parseInput(byIdQuery, request.query, 'query');
         const env = actingEnvironment(deps, request, environment);
-        const r = await replayDelivery(w.deliveries, w.dispatcher, deps.clock, env, delivery_id);
+        const r = await redeliver({
+          deliveries: w.deliveries,
+          dispatcher: w.dispatcher,
+          clock: deps.clock,
+          environment: env,
+          id: delivery_id,
+        });
         reply.code(201);
         return deliveryView(r);
       },
@@ -307,7 +314,12 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       'Send a webhook.test event to this endpoint only',
       async (id, env) => {
         const e = w.endpoints.inEnvironment(id, env);
-        const d = await testDelivery(w.dispatcher, deps.clock, e, deps.config.webhooks.retry_schedule_s.length + 1);
+        const d = await testDelivery({
+          dispatcher: w.dispatcher,
+          clock: deps.clock,
+          endpoint: e,
+          maxAttempts: deps.config.webhooks.retry_schedule_s.length + 1,
+        });
         return { code: 201, body: deliveryView(d) };
       },
     );

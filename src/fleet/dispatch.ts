@@ -75,7 +75,7 @@ return {'ok', cur}
 
 /**
  * RELEASE: KEYS = state, lease, due; ARGV = owner, id, state, next due ('' when
- * finished), ms a finished state is kept. A delivery ended meanwhile (replayed by
+ * finished), ms a finished state is kept. A delivery ended meanwhile (sent again by
  * hand) stays ended.
  */
 const RELEASE = script(`${DECODE}
@@ -173,7 +173,7 @@ export class DeliveryLeases {
     return r === 1;
   }
 
-  /** Ends a delivery for the whole fleet (replayed by hand): no instance attempts it again. */
+  /** Ends a delivery for the whole fleet (sent again by hand): no instance attempts it again. */
   async cancel(id: string): Promise<void> {
     const ended = JSON.stringify({ next_attempt_at: null });
     await this.co.command(['SET', stateKey(id), ended, 'PX', String(ENDED_MS)], 'lease', 5000);

@@ -248,6 +248,17 @@ export class Coordinator {
       if (a === null) this.rejected(name);
       else if (a.owner !== this.owner) heard(a);
     });
+    return this.publisher(name);
+  }
+
+  /**
+   * Publishes announcements on channel `name` (see channel()), for a part that must
+   * be built before the part that hears that channel exists.
+   */
+  publisher(name: string): (a: Announcement) => Promise<void> {
+    const key = this.channelKey;
+    if (!key) throw new Error('coordination channels need the sealing key (Coordinator.authenticate)');
+    const full = this.key(name);
     return async (a) => {
       await this.command(['PUBLISH', name, signAnnouncement(key, full, this.owner, a)], 'publish', 1000);
     };

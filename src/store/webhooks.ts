@@ -8,12 +8,11 @@ const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assu
 
 /** Owns the webhook_endpoints table. Signing secrets are stored sealed, never in clear. */
 export class EndpointTable {
-  /** Called with the id of a row whose sealed secret did not open (moved from another row, or altered); it is left out. */
-  onUnsealable: (id: string) => void = () => {};
-
   constructor(
     private readonly store: Store,
     private readonly box: SecretBox,
+    /** Called with the id of a row whose sealed secret did not open (moved from another row, or altered); it is left out. */
+    private readonly onUnsealable: (id: string) => void = () => {},
   ) {}
 
   async put(e: EndpointRecord): Promise<void> {

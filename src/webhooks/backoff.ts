@@ -3,13 +3,19 @@
  * before attempts 2..8, spread by ±jitter. A receiver's Retry-After (seconds, on
  * 429/503) may lengthen the wait, never shorten it; it is capped at a day.
  */
-export function retryDelay(
-  next: number,
-  scheduleS: readonly number[],
-  jitter: number,
-  random: () => number = Math.random,
-  retryAfterS: number | null = null,
-): number {
+export function retryDelay({
+  next,
+  scheduleS,
+  jitter,
+  random = Math.random,
+  retryAfterS = null,
+}: {
+  next: number;
+  scheduleS: readonly number[];
+  jitter: number;
+  random?: () => number;
+  retryAfterS?: number | null;
+}): number {
   const base = (scheduleS[Math.min(next - 2, scheduleS.length - 1)] ?? 0) * 1000;
   const spread = base * jitter * (2 * random() - 1);
   const wait = Math.max(0, Math.round(base + spread));

@@ -64,21 +64,36 @@ function checkEvents(events: string[]): string[] {
  * endpoint health: an endpoint that has answered 410 for `disable_after_410_days`
  * in a row (any other answer resets the count) is disabled.
  */
+export interface EndpointServiceOptions {
+  cfg: Pick<Config, 'webhooks'>;
+  table: Pick<EndpointTable, 'put' | 'changedSince'>;
+  /** Where webhook.disabled is raised. */
+  events: Pick<EventBus, 'emit'>;
+  clock: Clock;
+  log: Logger;
+  /** Tells the rest of a fleet that an endpoint changed here (its id and version: they read it from storage); null: alone. */
+  announce: ((e: EndpointRecord) => Promise<void>) | null;
+}
+
 export class EndpointService {
   private readonly byId = new Map<string, EndpointRecord>();
   private maxUpdated = 0;
   private timer: NodeJS.Timeout | null = null;
+  private readonly cfg: Pick<Config, 'webhooks'>;
+  private readonly table: EndpointServiceOptions['table'];
+  private readonly events: EndpointServiceOptions['events'];
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly announce: EndpointServiceOptions['announce'];
 
-  constructor(
-    private readonly cfg: Pick<Config, 'webhooks'>,
-    private readonly table: EndpointTable,
-    private readonly events: EventBus,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-  ) {}
-
-  /** Tells the rest of a fleet that an endpoint changed here (its id and version: they read it from storage). */
-  changed: ((e: EndpointRecord) => Promise<void>) | null = null;
+  constructor(o: EndpointServiceOptions) {
+    this.cfg = o.cfg;
+    this.table = o.table;
+    this.events = o.events;
+    this.clock = o.clock;
+    this.log = o.log;
+    this.announce = o.announce;
+  }
 
   async load(): Promise<void> {
     for (const e of await this.table.changedSince(0)) this.apply(e);
@@ -131,7 +146,7 @@ export class EndpointService {
     const r: EndpointRecord = { ...e, ...next, updated_at: Math.max(now, e.updated_at + 1) };
     await this.table.put(r);
     this.apply(r);
-    await this.changed?.(r);
+    await this.announce?.(r);
     return r;
   }
 
@@ -229,7 +244,7 @@ export class EndpointService {
     };
     await this.table.put(e);
     this.apply(e);
-    await this.changed?.(e);
+    await this.announce?.(e);
     this.log.info('webhook endpoint registered', { endpoint_id: e.id, environment: env, events: e.events });
     return e;
   }

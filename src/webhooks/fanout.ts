@@ -33,6 +33,23 @@ export function envelope(e: EventRecord): string {
   });
 }
 
+export interface FanOutOptions {
+  cfg: Pick<Config, 'webhooks'>;
+  /** Where events are read from, by recording time. */
+  events: Pick<EventTable, 'serverNow' | 'recordedAfter'>;
+  /** Which events already have deliveries (made before this process started). */
+  deliveries: Pick<DeliveryTable, 'existingPairs'>;
+  endpoints: Pick<EndpointService, 'subscribers'>;
+  /** Takes the new deliveries; how many it holds decides when new ones are shed. */
+  dispatcher: Pick<Dispatcher, 'queued' | 'add'>;
+  clock: Clock;
+  log: Logger;
+  metrics: Pick<Metrics, 'eventsShed'>;
+  cursors: Pick<FanoutCursorTable, 'get' | 'set'>;
+  /** A fleet's lead (one instance fans out at a time); null: alone. */
+  leader: Pick<FanoutLeader, 'lead' | 'resign'> | null;
+}
+
 /**
  * Turns recorded events into deliveries: reads the events table by recording time
  * (so events raised on any instance, or with a past timestamp, are seen), and for
@@ -51,29 +68,22 @@ export class FanOut {
   private again = false;
   private lastShedLog = 0;
   private savedCursor = 0;
-  shed = 0;
+  private shedCount = 0;
 
-  constructor(
-    private readonly cfg: Pick<Config, 'webhooks'>,
-    private readonly events: EventTable,
-    private readonly deliveries: DeliveryTable,
-    private readonly endpoints: EndpointService,
-    private readonly dispatcher: Dispatcher,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly metrics: Metrics,
-    private readonly cursors: FanoutCursorTable,
-    /** A fleet's lead (one instance fans out at a time); null: alone. */
-    private readonly leader: FanoutLeader | null = null,
-  ) {}
+  constructor(private readonly o: FanOutOptions) {}
+
+  /** Deliveries shed so far because the queue was full. */
+  get shed(): number {
+    return this.shedCount;
+  }
 
   /** The one cursor: a fleet's instances take turns with it. */
   private readonly instance = 0;
 
   /** Resumes from the saved cursor (or a short look-back on a first start). */
   async init(): Promise<void> {
-    this.startedAt = await this.events.serverNow();
-    const saved = await this.cursors.get(this.instance);
+    this.startedAt = await this.o.events.serverNow();
+    const saved = await this.o.cursors.get(this.instance);
     this.cursor = saved ?? this.startedAt - STARTUP_LOOKBACK_MS;
     this.savedCursor = this.cursor;
   }
@@ -91,7 +101,7 @@ export class FanOut {
           await this.pollOnce();
         } while (this.again);
       } catch (e) {
-        this.log.warn('webhook fan-out poll failed; will retry', { err: e as Error });
+        this.o.log.warn('webhook fan-out poll failed; will retry', { err: e as Error });
       } finally {
         this.polling = null;
       }
@@ -100,19 +110,19 @@ export class FanOut {
   }
 
   private async pollOnce(): Promise<void> {
-    if (this.leader) {
-      const { leading, gained } = await this.leader.lead();
+    if (this.o.leader) {
+      const { leading, gained } = await this.o.leader.lead();
       if (!leading) return;
       // Taken over: the last leader may have fanned out past the saved cursor; those are checked.
       if (gained) await this.init();
     }
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
     for (;;) {
-      const page = await this.events.recordedAfter(pos.t, pos.id);
+      const page = await this.o.events.recordedAfter(pos.t, pos.id);
       const fresh = page.filter((e) => !this.seen.has(e.id));
       if (fresh.length) {
         const early = fresh.filter((e) => e.recorded_at < this.startedAt).map((e) => e.id);
-        const done = early.length ? await this.deliveries.existingPairs(early) : new Set<string>();
+        const done = early.length ? await this.o.deliveries.existingPairs(early) : new Set<string>();
         await this.fanOut(fresh, done);
       }
       // Only now, with the deliveries written, are these events done: a failure above
@@ -128,27 +138,27 @@ export class FanOut {
     for (const [id, t] of this.seen) if (t < this.cursor - 4 * OVERLAP_MS) this.seen.delete(id);
     if (this.cursor > this.savedCursor) {
       // Saved after the deliveries are written: a crash rereads (and deduplicates), never skips.
-      await this.cursors.set(this.instance, this.cursor, this.clock.now());
+      await this.o.cursors.set(this.instance, this.cursor, this.o.clock.now());
       this.savedCursor = this.cursor;
     }
   }
 
   private async fanOut(events: EventRecord[], done: Set<string>): Promise<void> {
-    const now = this.clock.now();
-    const max = this.cfg.webhooks.retry_schedule_s.length + 1;
+    const now = this.o.clock.now();
+    const max = this.o.cfg.webhooks.retry_schedule_s.length + 1;
     const rows: DeliveryRecord[] = [];
     let shedNow = 0;
     for (const e of events) {
       const except =
         e.type === 'webhook.disabled' ? ((e.data.endpoint as { id?: string } | undefined)?.id ?? undefined) : undefined;
-      const targets = this.endpoints.subscribers(e.environment, e.type, except);
+      const targets = this.o.endpoints.subscribers(e.environment, e.type, except);
       if (targets.length === 0) continue;
       const body = envelope(e);
       for (const ep of targets) {
         if (done.has(`${e.id}|${ep.id}`)) continue;
-        if (this.dispatcher.queued + rows.length >= this.cfg.webhooks.max_queued_events) {
+        if (this.o.dispatcher.queued + rows.length >= this.o.cfg.webhooks.max_queued_events) {
           shedNow++;
-          this.metrics.eventsShed.labels(e.type).inc();
+          this.o.metrics.eventsShed.labels(e.type).inc();
           continue;
         }
         rows.push(
@@ -167,22 +177,22 @@ export class FanOut {
       }
     }
     if (shedNow > 0) {
-      this.shed += shedNow;
+      this.shedCount += shedNow;
       if (now - this.lastShedLog > 10_000) {
         this.lastShedLog = now;
-        this.log.warn('webhook queue full: deliveries shed (the events stay recorded)', {
+        this.o.log.warn('webhook queue full: deliveries shed (the events stay recorded)', {
           shed_now: shedNow,
-          shed_total: this.shed,
-          queued: this.dispatcher.queued,
+          shed_total: this.shedCount,
+          queued: this.o.dispatcher.queued,
         });
       }
     }
     // A fleet's leader that lost the lead meanwhile (paused past it) writes nothing: the
     // new leader fans these events out. Checked right before writing, the window is a
     // round trip, not a poll.
-    if (this.leader && rows.length > 0 && !(await this.leader.lead()).leading)
+    if (this.o.leader && rows.length > 0 && !(await this.o.leader.lead()).leading)
       throw new Error('the fan-out lead passed to another instance');
-    await this.dispatcher.add(rows);
+    await this.o.dispatcher.add(rows);
   }
 
   /**
@@ -199,6 +209,6 @@ export class FanOut {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     if (this.polling) await this.polling;
-    await this.leader?.resign();
+    await this.o.leader?.resign();
   }
 }

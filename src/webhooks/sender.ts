@@ -1,9 +1,11 @@
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import type { Config } from '../config/index.js';
 import { headerValue } from '../proxy/header-value.js';
 import { filteredLookup, isPublicAddress } from './address.js';
 import { parseRetryAfter } from './backoff.js';
+import type { EndpointService } from './endpoints.js';
 import type { DeliveryRecord, EndpointRecord } from './records.js';
 import { sign, signStandard } from './signer.js';
 
@@ -11,6 +13,8 @@ import { sign, signStandard } from './signer.js';
 export const MAX_STORED_BODY = 20 * 1024;
 
 export interface SendOptions {
+  /** This attempt's number (1..max_attempts), on the wire as x-service-attempt. */
+  attempt: number;
   timeoutMs: number;
   allowPrivate: boolean;
   allowInsecure: boolean;
@@ -40,12 +44,7 @@ const agents = {
  * status (a redirect included: it is never followed), a timeout or a connection
  * error is a failed attempt. Never throws.
  */
-export function sendAttempt(
-  d: DeliveryRecord,
-  ep: EndpointRecord,
-  attemptNo: number,
-  o: SendOptions,
-): Promise<AttemptOutcome> {
+export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOptions): Promise<AttemptOutcome> {
   const t0 = performance.now();
   const fail = (error: string, status = 0): AttemptOutcome => ({
     ok: false,
@@ -84,7 +83,7 @@ export function sendAttempt(
     'x-service-event-id': headerValue(d.event_id),
     'x-service-event-type': headerValue(d.event_type),
     'x-service-delivery-id': headerValue(d.id),
-    'x-service-attempt': `${attemptNo}/${d.max_attempts}`,
+    'x-service-attempt': `${o.attempt}/${d.max_attempts}`,
   };
   if (d.is_replay) headers['x-service-replay'] = 'true';
   return new Promise((resolve) => {
@@ -131,4 +130,31 @@ export function sendAttempt(
     req.on('error', (e: NodeJS.ErrnoException) => done(fail(e.code ?? e.message)));
     req.end(body);
   });
+}
+
+/** Sends attempt `attemptNo` of a delivery at clock time `nowMs` (the dispatcher's only way out). */
+export type Send = (d: DeliveryRecord, attemptNo: number, nowMs: number) => Promise<AttemptOutcome>;
+
+/** Sends to the endpoint as this instance holds it now (its URL and secrets may have changed since the delivery was made). */
+export function endpointSender(cfg: Pick<Config, 'webhooks'>, endpoints: Pick<EndpointService, 'get'>): Send {
+  const w = cfg.webhooks;
+  return (d, attempt, nowMs) => {
+    const ep = endpoints.get(d.endpoint_id);
+    if (!ep)
+      return Promise.resolve({
+        ok: false,
+        status: 0,
+        body: '',
+        durationMs: 0,
+        retryAfter: null,
+        error: 'endpoint gone',
+      });
+    return sendAttempt(d, ep, {
+      attempt,
+      timeoutMs: w.timeout_ms,
+      allowPrivate: w.allow_private_networks,
+      allowInsecure: w.allow_insecure_http,
+      nowMs,
+    });
+  };
 }

@@ -64,15 +64,17 @@ describe('address rules', () => {
 describe('backoff', () => {
   const S = [5, 300, 1800, 3600, 7200, 18000, 34200];
   it('follows the schedule, spread by the jitter', () => {
-    expect([2, 3, 4, 5, 6, 7, 8].map((n) => retryDelay(n, S, 0))).toEqual(S.map((s) => s * 1000));
-    expect(retryDelay(3, S, 0.1, () => 0)).toBe(270_000);
-    expect(retryDelay(3, S, 0.1, () => 1)).toBe(330_000);
+    expect([2, 3, 4, 5, 6, 7, 8].map((n) => retryDelay({ next: n, scheduleS: S, jitter: 0 }))).toEqual(
+      S.map((s) => s * 1000),
+    );
+    expect(retryDelay({ next: 3, scheduleS: S, jitter: 0.1, random: () => 0 })).toBe(270_000);
+    expect(retryDelay({ next: 3, scheduleS: S, jitter: 0.1, random: () => 1 })).toBe(330_000);
     expect(S.reduce((a, b) => a + b, 0) / 3600).toBeCloseTo(18.08, 2);
   });
   it('lets Retry-After lengthen a wait, never shorten it', () => {
-    expect(retryDelay(2, S, 0, Math.random, 60)).toBe(60_000);
-    expect(retryDelay(3, S, 0, Math.random, 60)).toBe(300_000);
-    expect(retryDelay(2, S, 0, Math.random, 10 ** 9)).toBe(86_400_000);
+    expect(retryDelay({ next: 2, scheduleS: S, jitter: 0, retryAfterS: 60 })).toBe(60_000);
+    expect(retryDelay({ next: 3, scheduleS: S, jitter: 0, retryAfterS: 60 })).toBe(300_000);
+    expect(retryDelay({ next: 2, scheduleS: S, jitter: 0, retryAfterS: 10 ** 9 })).toBe(86_400_000);
     expect(parseRetryAfter('120', 0)).toBe(120);
     expect(parseRetryAfter(new Date(30_000).toUTCString(), 0)).toBe(30);
     expect(parseRetryAfter('soon', 0)).toBeNull();

@@ -1,0 +1,159 @@
+import { Outcomes, type OutcomesOptions } from '../webhooks/outcomes.js';
+import type { DeliveryQueue, DeliveryRows } from '../webhooks/queue.js';
+import type { DeliveryRecord } from '../webhooks/records.js';
+import { Waiting } from '../webhooks/waiting.js';
+import type { DeliveryLeases } from './dispatch.js';
+
+/** A fleet's instances look for deliveries to take over this often, this far ahead. */
+const SCAN_EVERY_MS = 2000;
+const SCAN_AHEAD_MS = 5000;
+/** Redis unreachable at a claim: no attempt without a lease; it is tried again this much later. */
+const CLAIM_AGAIN_MS = 1000;
+
+export interface FleetQueueOptions extends OutcomesOptions {
+  rows: DeliveryRows;
+  leases: DeliveryLeases;
+}
+
+/**
+ * A fleet's queue (coordination.redis_url): Redis names what is due and leases each
+ * attempt to one instance (fleet/dispatch.ts); storage says what each delivery is.
+ * Each instance holds in memory the deliveries it made and those its scan finds due
+ * soon (any instance's, a dead one's too), and claims each before attempting it.
+ */
+export class FleetQueue implements DeliveryQueue {
+  private readonly held = new Waiting();
+  private readonly outcomes: Outcomes;
+  /** Outcomes Redis has not heard of yet (it was unreachable when they were made). */
+  private unreleased: DeliveryRecord[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly o: FleetQueueOptions) {
+    this.outcomes = new Outcomes(o);
+  }
+
+  get waiting(): number {
+    return this.held.size;
+  }
+
+  overdueMs(): number {
+    const t = this.held.earliest();
+    return t === null ? 0 : Math.max(0, this.o.clock.now() - t);
+  }
+
+  async add(rows: DeliveryRecord[]): Promise<void> {
+    await this.o.rows.put(rows);
+    await this.o.leases.add(rows);
+    for (const d of rows) this.held.push(d);
+  }
+
+  due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
+    return this.held.due(now, reserve);
+  }
+
+  async claim(d: DeliveryRecord): Promise<DeliveryRecord | null> {
+    const now = this.o.clock.now();
+    try {
+      const c = await this.o.leases.claim(d, now);
+      if (c.ok) return c.d;
+      this.held.release(d.id);
+      // Not due yet in the fleet's state (another instance attempted it): wait for that time.
+      if (c.next) this.held.push(c.next);
+    } catch {
+      this.held.push({ ...d, next_attempt_at: this.o.clock.now() + CLAIM_AGAIN_MS });
+    }
+    return null;
+  }
+
+  async settle(outcome: DeliveryRecord): Promise<void> {
+    this.outcomes.record(outcome);
+    if (outcome.status === 'failed' && outcome.next_attempt_at !== null) this.held.push(outcome);
+    else this.held.release(outcome.id);
+    const ok = await this.o.leases.release(outcome).catch(() => null);
+    if (ok === null) this.unreleased.push(outcome);
+    else if (!ok) this.o.log.warn('webhook delivery lease expired during its attempt', { delivery_id: outcome.id });
+  }
+
+  record(outcome: DeliveryRecord): void {
+    this.outcomes.record(outcome);
+  }
+
+  withdraw(endpointId: string): DeliveryRecord[] {
+    return this.held.withdraw(endpointId);
+  }
+
+  end(d: DeliveryRecord): DeliveryRecord | null {
+    // Another instance may hold it: it ends there too (at its next claim or release).
+    void this.o.leases
+      .cancel(d.id)
+      .catch((e: Error) =>
+        this.o.log.warn('a delivery sent again by hand may be attempted once more', { delivery_id: d.id, err: e }),
+      );
+    return this.held.take(d);
+  }
+
+  /** Redis holds the queue: storage fills it when Redis holds none, then every instance takes what is due. */
+  resume(): Promise<number> {
+    return this.scan();
+  }
+
+  /**
+   * Takes in the fleet's deliveries due soon that this instance does not hold yet.
+   * When Redis holds no queue (the fleet's first start, or Redis restarted empty),
+   * fills it from storage first.
+   */
+  async scan(): Promise<number> {
+    if (this.stopped) return 0;
+    const { leases, rows } = this.o;
+    let n = 0;
+    try {
+      for (const d of this.unreleased.splice(0)) {
+        if ((await leases.release(d).catch(() => null)) === null) this.unreleased.push(d);
+      }
+      if (await leases.unseeded()) {
+        const all = await rows.unfinished();
+        await leases.add(all);
+        await leases.seeded();
+        n += this.takeIn(all);
+      }
+      // Redis names what is due; what each delivery is (payload, endpoint, attempts allowed) is storage's.
+      const ids = (await leases.due(this.o.clock.now() + SCAN_AHEAD_MS)).filter((id) => !this.held.holds(id));
+      n += this.takeIn(await rows.unfinishedAmong(ids));
+    } catch (e) {
+      this.o.log.debug('webhook queue scan failed (Redis or storage unavailable)', { err: e as Error });
+    }
+    return n;
+  }
+
+  private takeIn(rows: DeliveryRecord[]): number {
+    let n = 0;
+    for (const d of rows) {
+      if (this.held.holds(d.id)) continue;
+      this.held.push(d);
+      n++;
+    }
+    return n;
+  }
+
+  start(found: () => void): void {
+    this.timer = setInterval(async () => {
+      if ((await this.scan()) > 0) found();
+    }, SCAN_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  resumeLog(): void {
+    this.outcomes.resume();
+  }
+
+  flush(): Promise<void> {
+    return this.outcomes.flush();
+  }
+}

@@ -1,0 +1,51 @@
+import type { Clock } from '../clock.js';
+import { GatewayError, missing } from '../errors.js';
+import { newDeliveryId } from '../ids.js';
+import type { DeliveryTable } from '../store/webhooks.js';
+import type { Dispatcher } from './dispatcher.js';
+import type { DeliveryRecord } from './records.js';
+
+export interface RedeliverOptions {
+  deliveries: Pick<DeliveryTable, 'get'>;
+  dispatcher: Pick<Dispatcher, 'supersede' | 'add'>;
+  clock: Clock;
+  environment: string;
+  /** The delivery to send again. */
+  id: string;
+}
+
+/**
+ * Sends a failed or dead-lettered delivery again, by hand (the API's
+ * POST /v2/webhooks/deliveries/{id}/replay): a new delivery of the same event to the
+ * same endpoint, marked `is_replay` and `replay_of` (and `x-service-replay: true` on
+ * the wire), so it is never confused with a retry.
+ */
+export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
+  const d = o.id.startsWith('dlv_') ? await o.deliveries.get(o.environment, o.id) : null;
+  if (!d) throw missing('delivery', 'delivery_id');
+  if (d.status !== 'failed' && d.status !== 'dead_lettered') {
+    throw new GatewayError(
+      'conflict',
+      `only a failed or dead_lettered delivery can be replayed; this one is ${d.status}`,
+    );
+  }
+  const now = o.clock.now();
+  const r: DeliveryRecord = {
+    ...d,
+    id: newDeliveryId(now),
+    attempt: 0,
+    status: 'pending',
+    response_status: 0,
+    response_body: '',
+    duration_ms: 0,
+    is_replay: true,
+    replay_of: d.id,
+    created_at: now,
+    next_attempt_at: now,
+    updated_at: now,
+  };
+  // The original's own retries end: the new delivery is its next attempt (else the receiver gets it twice).
+  if (d.status === 'failed') o.dispatcher.supersede(d, r.id);
+  await o.dispatcher.add([r]);
+  return r;
+}

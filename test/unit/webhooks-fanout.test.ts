@@ -1,0 +1,211 @@
+import { describe, expect, it } from 'vitest';
+import type { EventRecord } from '../../src/events/event.js';
+import { silentLogger } from '../../src/log.js';
+import { createMetrics } from '../../src/metrics/index.js';
+import { envelope, FanOut } from '../../src/webhooks/fanout.js';
+import type { DeliveryRecord, EndpointRecord } from '../../src/webhooks/records.js';
+import { answer, dispatcherHarness, endpoint, webhooksConfig } from '../helpers/webhook-fakes.js';
+
+/*
+ * The fan-out over an in-memory events table and cursor, into a real dispatcher
+ * on a LocalQueue (fake sender, manual clock).
+ */
+
+type Recorded = EventRecord & { recorded_at: number };
+
+function fanoutHarness(
+  o: { endpoints?: EndpointRecord[]; maxQueued?: number; existing?: Set<string>; leading?: () => boolean } = {},
+) {
+  const cfg = webhooksConfig(o.maxQueued === undefined ? {} : { max_queued_events: o.maxQueued });
+  const h = dispatcherHarness({ cfg, endpoints: o.endpoints ?? [endpoint('ep_a')], respond: () => answer(200) });
+  const events: Recorded[] = [];
+  let cursor: number | null = null;
+  const checked: string[][] = [];
+  const made: DeliveryRecord[] = [];
+  let failAdds = 0;
+  const metrics = createMetrics({ process: false });
+  const fanout = new FanOut({
+    cfg,
+    events: {
+      serverNow: async () => h.clock.now(),
+      recordedAfter: async (t, id) =>
+        events
+          .filter((e) => e.recorded_at > t || (e.recorded_at === t && e.id > id))
+          .sort((a, b) => a.recorded_at - b.recorded_at || (a.id < b.id ? -1 : 1))
+          .slice(0, 2000),
+    },
+    deliveries: {
+      existingPairs: async (ids) => {
+        checked.push([...ids]);
+        return o.existing ?? new Set();
+      },
+    },
+    endpoints: h.endpoints,
+    dispatcher: {
+      get queued() {
+        return h.dispatcher.queued;
+      },
+      add: async (rows) => {
+        if (failAdds > 0) {
+          failAdds--;
+          throw new Error('storage unavailable');
+        }
+        made.push(...rows);
+        await h.dispatcher.add(rows);
+      },
+    },
+    clock: h.clock,
+    log: silentLogger,
+    metrics,
+    cursors: {
+      get: async () => cursor,
+      set: async (_i, t) => {
+        cursor = t;
+      },
+    },
+    leader: o.leading
+      ? { lead: async () => ({ leading: o.leading?.() ?? false, gained: false }), resign: async () => {} }
+      : null,
+  });
+  let n = 0;
+  /** An event recorded now. */
+  const record = (type: string, environment = 'production', data: Record<string, unknown> = {}): Recorded => {
+    const e = {
+      id: `evt_${String(++n).padStart(4, '0')}`,
+      type,
+      environment,
+      created_at: h.clock.now(),
+      data,
+      recorded_at: h.clock.now(),
+    };
+    events.push(e);
+    return e;
+  };
+  return {
+    ...h,
+    fanout,
+    record,
+    made,
+    checked,
+    metrics,
+    cursor: () => cursor,
+    failNextAdd: () => {
+      failAdds++;
+    },
+  };
+}
+
+describe('the fan-out', () => {
+  it("makes one delivery per enabled endpoint of the event's environment subscribed to its type (or to *)", async () => {
+    const f = fanoutHarness({
+      endpoints: [
+        endpoint('ep_all'),
+        endpoint('ep_errors', { events: ['wake.error'] }),
+        endpoint('ep_keys', { events: ['key.revoked'] }),
+        endpoint('ep_sandbox', { environment: 'sandbox' }),
+        endpoint('ep_off', { status: 'disabled' }),
+      ],
+    });
+    await f.fanout.init();
+    const e = f.record('wake.error', 'production', { wake: { id: 'wk_1' } });
+    await f.fanout.poll();
+    expect(f.made.map((d) => d.endpoint_id).sort()).toEqual(['ep_all', 'ep_errors']);
+    for (const d of f.made)
+      expect(d).toMatchObject({
+        event_id: e.id,
+        event_type: 'wake.error',
+        payload: envelope(e),
+        attempt: 0,
+        max_attempts: 8,
+      });
+    await f.dispatcher.idle();
+    expect(f.sent.map((s) => [s.endpoint, s.attempt]).sort()).toEqual([
+      ['ep_all', 1],
+      ['ep_errors', 1],
+    ]);
+    // The cursor is saved once the deliveries are written.
+    expect(f.cursor()).toBe(e.recorded_at);
+  });
+
+  it('never sends webhook.disabled to the endpoint it is about', async () => {
+    const f = fanoutHarness({ endpoints: [endpoint('ep_a'), endpoint('ep_b')] });
+    await f.fanout.init();
+    f.record('webhook.disabled', 'production', { endpoint: { id: 'ep_a' } });
+    await f.fanout.poll();
+    expect(f.made.map((d) => d.endpoint_id)).toEqual(['ep_b']);
+  });
+
+  it('reads again what overlaps the last poll, and still makes each delivery once', async () => {
+    const f = fanoutHarness();
+    await f.fanout.init();
+    f.record('wake.error');
+    await f.fanout.poll();
+    f.clock.advance(1000);
+    f.record('wake.slow');
+    await f.fanout.poll();
+    await f.fanout.poll();
+    expect(f.made.map((d) => d.event_type)).toEqual(['wake.error', 'wake.slow']);
+  });
+
+  it('checks events recorded before it started against stored deliveries, and only those', async () => {
+    const existing = new Set<string>();
+    const f = fanoutHarness({ endpoints: [endpoint('ep_a'), endpoint('ep_b')], existing });
+    const early = f.record('wake.error');
+    f.clock.advance(10);
+    await f.fanout.init();
+    // The previous process made ep_a's delivery of the early event.
+    existing.add(`${early.id}|ep_a`);
+    f.clock.advance(10);
+    const later = f.record('wake.error');
+    await f.fanout.poll();
+    expect(f.checked).toEqual([[early.id]]);
+    const to = (id: string) =>
+      f.made
+        .filter((d) => d.event_id === id)
+        .map((d) => d.endpoint_id)
+        .sort();
+    expect(to(early.id)).toEqual(['ep_b']);
+    expect(to(later.id)).toEqual(['ep_a', 'ep_b']);
+  });
+
+  it('sheds deliveries past max_queued_events, counting them', async () => {
+    const f = fanoutHarness({
+      maxQueued: 3,
+      endpoints: ['ep_1', 'ep_2', 'ep_3', 'ep_4', 'ep_5'].map((id) => endpoint(id)),
+    });
+    await f.fanout.init();
+    f.record('wake.error');
+    await f.fanout.poll();
+    expect(f.made).toHaveLength(3);
+    expect(f.fanout.shed).toBe(2);
+    expect(await f.metrics.registry.getSingleMetricAsString('wakegate_events_shed_total')).toMatch(
+      /wakegate_events_shed_total\{type="wake.error"\} 2/,
+    );
+  });
+
+  it('leaves the cursor where it was when the deliveries could not be written, and makes them at the next poll', async () => {
+    const f = fanoutHarness();
+    await f.fanout.init();
+    const before = f.cursor();
+    const e = f.record('wake.error');
+    f.failNextAdd();
+    await f.fanout.poll();
+    expect(f.made).toHaveLength(0);
+    expect(f.cursor()).toBe(before);
+    await f.fanout.poll();
+    expect(f.made.map((d) => d.event_id)).toEqual([e.id]);
+    expect(f.cursor()).toBe(e.recorded_at);
+  });
+
+  it('in a fleet, fans out only while it leads', async () => {
+    let leading = false;
+    const f = fanoutHarness({ leading: () => leading });
+    await f.fanout.init();
+    f.record('wake.error');
+    await f.fanout.poll();
+    expect(f.made).toHaveLength(0);
+    leading = true;
+    await f.fanout.poll();
+    expect(f.made).toHaveLength(1);
+  });
+});
