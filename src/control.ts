@@ -18,7 +18,7 @@ import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
 import { createEdge } from './edge.js';
 import { EventBus } from './events/bus.js';
-import type { EventRecord } from './events/event.js';
+import { type EventRecord, eventLogCodec } from './events/event.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { FleetQueue } from './fleet/delivery-queue.js';
@@ -88,9 +88,15 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const edges = threads === 1 ? null : new EdgeSlot();
     const keyring = parts.add(await keyRing(store, log, edges));
     const ring = keyring.ring;
-    const bus = new EventBus(new EventTable(store), clock, log, openLog<EventRecord>(cfg, log, 'events'), {
-      onDrop: (n, reason) => metrics.eventsDropped.labels(reason).inc(n),
-    });
+    const bus = new EventBus(
+      new EventTable(store),
+      clock,
+      log,
+      openLog<EventRecord>(cfg, log, 'events', eventLogCodec),
+      {
+        onDrop: (n, reason) => metrics.eventsDropped.labels(reason).inc(n),
+      },
+    );
     const co = await coordinatorFor(cfg, log, metrics);
     // Channel messages are authenticated with a key derived from the sealing key (Redis never sees it).
     co?.authenticate(sealingKey);

@@ -81,7 +81,7 @@ export class EventBus implements EventSink {
     const id = dedupeKey
       ? `evt_${timePart(created)}${createHash('sha256').update(`${type}:${dedupeKey}`).digest('hex').slice(0, 14)}`
       : newEventId(created);
-    const ev: EventRecord = { id, type, environment, created_at: created, data };
+    const ev: EventRecord = { id, type, environment, created_at: created, data: JSON.stringify(data) };
     this.batcher.push(ev);
     return ev;
   }

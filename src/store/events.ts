@@ -1,4 +1,4 @@
-import type { EventRecord } from '../events/event.js';
+import type { EventRecord, EventView } from '../events/event.js';
 import type { Store } from './store.js';
 import { queryRows } from './store.js';
 
@@ -28,13 +28,14 @@ export class EventTable {
         environment: e.environment,
         type: e.type,
         created_at: e.created_at,
-        data: JSON.stringify(e.data),
+        // Serialized when raised (a batch adopted from a very old spool may still hold an object).
+        data: typeof e.data === 'string' ? e.data : JSON.stringify(e.data),
       })),
       ...(token ? { clickhouse_settings: { insert_deduplication_token: token } } : {}),
     });
   }
 
-  async list(filter: { type?: string; environment?: string } = {}, limit = 1000): Promise<EventRecord[]> {
+  async list(filter: { type?: string; environment?: string } = {}, limit = 1000): Promise<EventView[]> {
     const where: string[] = ['1'];
     const params: Record<string, unknown> = { lim: limit };
     if (filter.type) {
@@ -92,7 +93,7 @@ export class EventTable {
       type: r.type,
       created_at: Number(r.created_ms),
       recorded_at: Number(r.recorded_ms),
-      data: JSON.parse(r.data) as Record<string, unknown>,
+      data: r.data,
     }));
   }
 }

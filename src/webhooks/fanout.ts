@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
-import type { EventRecord } from '../events/event.js';
+import { type EventRecord, envelope, eventData } from '../events/event.js';
 import type { FanoutLeader } from '../fleet/dispatch.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
@@ -21,17 +21,6 @@ const OVERLAP_MS = 3_000;
 export const SOLO_POLL_MS = 5_000;
 /** How far back the first poll reads when no cursor was ever saved. */
 const STARTUP_LOOKBACK_MS = 120_000;
-
-/** The body of a delivery: DESIGN.md's event envelope. */
-export function envelope(e: EventRecord): string {
-  return JSON.stringify({
-    id: e.id,
-    type: e.type,
-    created: Math.floor(e.created_at / 1000),
-    environment: e.environment,
-    data: e.data,
-  });
-}
 
 export interface FanOutOptions {
   cfg: Pick<Config, 'webhooks'>;
@@ -150,7 +139,9 @@ export class FanOut {
     let shedNow = 0;
     for (const e of events) {
       const except =
-        e.type === 'webhook.disabled' ? ((e.data.endpoint as { id?: string } | undefined)?.id ?? undefined) : undefined;
+        e.type === 'webhook.disabled'
+          ? ((eventData(e).endpoint as { id?: string } | undefined)?.id ?? undefined)
+          : undefined;
       const targets = this.o.endpoints.subscribers(e.environment, e.type, except);
       if (targets.length === 0) continue;
       const body = envelope(e);

@@ -69,7 +69,7 @@ describe('events table', () => {
         recorded_at DateTime64(3, 'UTC') DEFAULT now64(3)) ENGINE = ReplacingMergeTree ORDER BY (created_at, id)`,
     });
     await new EventTable(store).insert([
-      { id: 'evt_old', type: 'key.revoked', environment: 'production', created_at: Date.now(), data: { a: 1 } },
+      { id: 'evt_old', type: 'key.revoked', environment: 'production', created_at: Date.now(), data: '{"a":1}' },
     ]);
     await store.client.command({ query: `DELETE FROM ${store.db}.schema_migrations WHERE version = 7` });
     expect(await migrate(store)).toEqual([7]);

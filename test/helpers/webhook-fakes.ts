@@ -89,7 +89,13 @@ export function endpointService(cfg: Readonly<Config>, clock: ManualClock, eps: 
     events: {
       emit: (type, environment, data, at) => {
         emitted.push({ type, environment, data });
-        return { id: `evt_${emitted.length}`, type, environment, created_at: at ?? clock.now(), data };
+        return {
+          id: `evt_${emitted.length}`,
+          type,
+          environment,
+          created_at: at ?? clock.now(),
+          data: JSON.stringify(data),
+        };
       },
     },
     clock,

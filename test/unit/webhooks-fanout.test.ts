@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/events/event.js';
+import { envelope } from '../../src/events/event.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import { envelope, FanOut } from '../../src/webhooks/fanout.js';
+import { FanOut } from '../../src/webhooks/fanout.js';
 import type { DeliveryRecord, EndpointRecord } from '../../src/webhooks/records.js';
 import { answer, dispatcherHarness, endpoint, webhooksConfig } from '../helpers/webhook-fakes.js';
 
@@ -75,7 +76,7 @@ function fanoutHarness(
       type,
       environment,
       created_at: h.clock.now(),
-      data,
+      data: JSON.stringify(data),
       recorded_at: h.clock.now(),
     };
     events.push(e);
