@@ -106,19 +106,19 @@ export function createCapture(d: CaptureDeps): Capture {
   const skipped = { rate: metrics.detailsSkipped.labels('rate'), memory: metrics.detailsSkipped.labels('memory') };
   const redactor = new Redactor(d.redactionKey, cfg.capture.redact_headers, cfg.capture.redact_fields);
   const access = cfg.log.access ? accessLog() : null;
-  const recorder = new Recorder(
-    d.clock,
+  const recorder = new Recorder({
+    clock: d.clock,
     metrics,
-    cfg.server.region,
-    (w) => {
+    region: cfg.server.region,
+    capture: (w) => {
       w.retention_days = retention(w.environment);
       access?.(w);
       // A wake the batcher refused (counted as dropped) never reaches the log, which
       // gives a detail's share of the budget back once its line is queued: give it here.
       if (!batcher.push(w) && w.detail) budget.give(detailSize(w.detail));
     },
-    { redactor, budget, onSkip: (reason) => skipped[reason].inc() },
-  );
+    detail: { redactor, budget, onSkip: (reason) => skipped[reason].inc() },
+  });
   const refreshGauges = () => {
     metrics.wakesBuffered.set(batcher.buffered);
     metrics.spoolBytes.set(batcher.stats.spoolBytes);

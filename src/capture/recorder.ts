@@ -82,13 +82,26 @@ export class Recorder {
     { counters: (HotCounterChild | undefined)[]; upstream: HotHistogramChild | null }
   >();
 
-  constructor(
-    private readonly clock: Clock,
-    private readonly metrics: Metrics,
-    private readonly region: string,
-    private readonly capture: (w: Wake) => void,
-    private readonly detail: DetailDeps | null = null,
-  ) {}
+  private readonly clock: Clock;
+  private readonly metrics: Metrics;
+  private readonly region: string;
+  private readonly capture: (w: Wake) => void;
+  private readonly detail: DetailDeps | null;
+
+  /** `capture` takes each finished wake; `detail` null: no route keeps detail. */
+  constructor(o: {
+    clock: Clock;
+    metrics: Metrics;
+    region: string;
+    capture: (w: Wake) => void;
+    detail?: DetailDeps | null;
+  }) {
+    this.clock = o.clock;
+    this.metrics = o.metrics;
+    this.region = o.region;
+    this.capture = o.capture;
+    this.detail = o.detail ?? null;
+  }
 
   /** Exchanges begun and not yet finished (requests in flight, tunnels open): a drain waits for them. */
   open = 0;

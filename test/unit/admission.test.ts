@@ -66,7 +66,7 @@ function setup(opts: { limiter?: 'real' | 'none' | RequestLimiter; values?: Reco
     createLogger('error', () => {}),
   );
   const wakes: Wake[] = [];
-  const recorder = new Recorder(clock, metrics, 'test', (w) => wakes.push(w));
+  const recorder = new Recorder({ clock, metrics, region: 'test', capture: (w) => wakes.push(w) });
   const limiter =
     opts.limiter === 'none'
       ? null
