@@ -11,7 +11,7 @@ import { type Receiver, startReceiver } from '../helpers/receiver.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
 /**
- * A fleet on loopback: three built gateways (child processes, each with its own data
+ * A fleet on loopback: three gateways (child processes, each with its own data
  * directory), one redis-server and one storage server (scripts/chdb-http.mjs).
  */
 const admin = `svc_live_${newSecret()}`;

@@ -11,7 +11,7 @@ import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
 /**
- * Edge threads, through the built gateway as a child process. Where the runtime
+ * Edge threads, through the gateway as a child process. Where the runtime
  * has SO_REUSEPORT (Node 22.12 or later on Linux: the Node 26 run of every CI) the
  * gateway serves with two edge threads; elsewhere it says why it serves with one.
  */
