@@ -17,6 +17,8 @@ import { fileURLToPath } from 'node:url';
 const CACHE = join(tmpdir(), 'wakegate-ts-cache');
 mkdirSync(CACHE, { recursive: true });
 const require = createRequire(import.meta.url);
+// Another esbuild may strip differently: its version is part of the key.
+const ESBUILD = require('esbuild/package.json').version;
 
 export function resolve(specifier, context, next) {
   const fromSources = context.parentURL === undefined || context.parentURL.endsWith('.ts');
@@ -31,7 +33,7 @@ export function load(url, context, next) {
   if (!url.startsWith('file:') || !url.endsWith('.ts')) return next(url, context);
   const path = fileURLToPath(url);
   const text = readFileSync(path, 'utf8');
-  const cached = join(CACHE, `${createHash('sha1').update(path).update(text).digest('hex')}.js`);
+  const cached = join(CACHE, `${createHash('sha1').update(ESBUILD).update(path).update(text).digest('hex')}.js`);
   if (existsSync(cached)) return { format: 'module', source: readFileSync(cached, 'utf8'), shortCircuit: true };
   const { code } = require('esbuild').transformSync(text, {
     loader: 'ts',
