@@ -11,6 +11,8 @@ import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the child gateway serves with two edge threads.
+
 /**
  * Issue #34 item 4: a consumer outside Latin-1 (a key labelled `東京チーム`) was sent
  * raw in `x-wakegate-consumer`: every request was refused 400, and a WebSocket upgrade

@@ -8,6 +8,8 @@ import { type ChildGateway, GATEWAY, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { until } from '../helpers/receiver.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the restarted gateways serve with two edge threads.
+
 /** Runs the gateway (from its sources) until it exits; its output. */
 function run(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) =>

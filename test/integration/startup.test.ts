@@ -8,6 +8,8 @@ import { hasReusePort } from '../../src/startup.js';
 import { type ChildGateway, GATEWAY, spawnGateway } from '../helpers/child.js';
 import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where threads: auto is one edge thread per core.
+
 /** Runs the gateway (from its sources) until it exits (a start that fails); its output. Async: the test's own servers must answer meanwhile. */
 function run(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) =>

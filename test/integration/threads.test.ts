@@ -10,6 +10,8 @@ import { openStore, queryRows } from '../../src/store/client.js';
 import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where two threads share the port (on an older Node these tests skip).
+
 /**
  * Edge threads, through the gateway as a child process. Where the runtime
  * has SO_REUSEPORT (Node 22.12 or later on Linux: the Node 26 run of every CI) the
