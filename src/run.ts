@@ -4,23 +4,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Gateway } from './app.js';
-import { KeyRing } from './auth/keyring.js';
-import { KeyService } from './auth/keys-service.js';
 import { type Args, nearest, onlyFlags, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
 import { apiCommand, HELP } from './cli/commands.js';
 import { fields } from './cli/table.js';
-import { systemClock } from './clock.js';
-import { type Config, ConfigError, loadConfig } from './config/index.js';
-import { EventBus } from './events/bus.js';
-import { createLogger } from './log.js';
-import { openStore } from './store/client.js';
-import { EventTable } from './store/events.js';
-import { KeyTable } from './store/keys.js';
-import { migrate } from './store/migrations.js';
-import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
+import type { Config } from './config/index.js';
+import type { DirLock } from './store/owner.js';
 import type { Store } from './store/store.js';
+
+// The gateway, the store and the config schema are imported by the commands that use
+// them: they take most of a second of CPU to load, which a command that talks to the
+// API (or prints its help, or refuses a mistyped option) has no use for.
+let config: typeof import('./config/index.js') | null = null;
 
 const out = (s: string): void => {
   process.stdout.write(s);
@@ -34,8 +29,9 @@ function version(): string {
 const configFile = (flags: Map<string, string>): string =>
   flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? 'config/default.yaml';
 
-function configFrom(flags: Map<string, string>): Readonly<Config> {
-  return loadConfig({ file: configFile(flags), env: process.env });
+async function configFrom(flags: Map<string, string>): Promise<Readonly<Config>> {
+  config ??= await import('./config/index.js');
+  return config.loadConfig({ file: configFile(flags), env: process.env });
 }
 
 /**
@@ -43,6 +39,8 @@ function configFrom(flags: Map<string, string>): Readonly<Config> {
  * long as it is open; says in one line when a running gateway holds it.
  */
 async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store> {
+  const { DirHeld, lockDataDir } = await import('./store/owner.js');
+  const { openStore } = await import('./store/client.js');
   const held = (pid: number | null) =>
     new Error(
       `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
@@ -73,6 +71,7 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
 }
 
 async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
+  const { Gateway } = await import('./app.js');
   const gw = new Gateway(cfg, {
     source: { file, dropIn: process.env.ORIGIN_URL || null },
     testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
@@ -116,6 +115,14 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
   const environment = args.flags.get('environment');
   const scopes = args.flags.get('scopes');
   if (!label || !environment || !scopes) throw new UsageError('keys create needs --label, --environment and --scopes');
+  const { KeyRing } = await import('./auth/keyring.js');
+  const { KeyService } = await import('./auth/keys-service.js');
+  const { systemClock } = await import('./clock.js');
+  const { EventBus } = await import('./events/bus.js');
+  const { createLogger } = await import('./log.js');
+  const { EventTable } = await import('./store/events.js');
+  const { KeyTable } = await import('./store/keys.js');
+  const { migrate } = await import('./store/migrations.js');
   const log = createLogger('warn');
   const store = await openDirect(
     cfg,
@@ -152,18 +159,19 @@ async function main(): Promise<void> {
   if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
   if (c0 === undefined || c0 === 'serve') {
     onlyFlags(args, []);
-    return serve(configFrom(args.flags), configFile(args.flags));
+    return serve(await configFrom(args.flags), configFile(args.flags));
   }
   if (c0 === 'migrate') {
     onlyFlags(args, []);
-    const cfg = configFrom(args.flags);
+    const cfg = await configFrom(args.flags);
     const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
+    const { migrate } = await import('./store/migrations.js');
     const applied = await migrate(store);
     await store.close();
     return out(`migrations applied: ${applied.length ? applied.join(', ') : 'none (up to date)'}\n`);
   }
   if (c0 === 'keys' && c1 === 'create' && args.bools.has('offline'))
-    return keysCreateOffline(configFrom(args.flags), args);
+    return keysCreateOffline(await configFrom(args.flags), args);
   if (c0 === 'keys' || c0 === 'endpoints' || c0 === 'deliveries' || c0 === 'wakes') {
     if (c1 === undefined) return out(`${HELP[c0]}\n`);
     return apiCommand(args, { out, env: process.env });
@@ -176,7 +184,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: unknown) => {
-  if (e instanceof ConfigError) process.stderr.write(`${e.message}\n`);
+  if (config && e instanceof config.ConfigError) process.stderr.write(`${e.message}\n`);
   else if (e instanceof UsageError) process.stderr.write(`wakegate: ${e.message}\n`);
   else if (e instanceof ApiError) process.stderr.write(`wakegate: ${e.message}\n`);
   else process.stderr.write(`wakegate: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export interface ChildGateway {
   proc: ChildProcess;
@@ -11,15 +12,28 @@ export interface ChildGateway {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
+const ROOT = join(import.meta.dirname, '..', '..');
 
-/** Runs the built gateway (`node dist/main.js`) as a child process and waits until it listens. */
+/**
+ * Node's options that import the TypeScript sources as they are (test/helpers/ts-hooks.mjs),
+ * for a child process or a worker thread that runs code under test: never a build that
+ * may be stale.
+ */
+export const FROM_SOURCES = ['--import', join(ROOT, 'test', 'helpers', 'ts-register.mjs')];
+
+/** The gateway's command line from its sources: `node ...GATEWAY serve`. */
+export const GATEWAY = [...FROM_SOURCES, join(ROOT, 'src', 'main.ts')];
+
+/** A source module's URL, for `import()` in a child started with FROM_SOURCES (`store/owner.ts`). */
+export const sourceUrl = (path: string): string => pathToFileURL(join(ROOT, 'src', path)).href;
+
+/** Runs the gateway from its sources (`node ...GATEWAY`) as a child process and waits until it listens. */
 export async function spawnGateway(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 30_000,
 ): Promise<ChildGateway> {
-  const proc = spawn(process.execPath, [MAIN, ...args], {
+  const proc = spawn(process.execPath, [...GATEWAY, ...args], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

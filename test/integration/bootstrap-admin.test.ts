@@ -128,7 +128,7 @@ describe('the bootstrap admin key', () => {
   }, 120_000);
 });
 
-describe('the bootstrap admin key of the built gateway (node dist/main.js)', () => {
+describe('the bootstrap admin key of the gateway as a process', () => {
   it('a restart with a new WAKEGATE_ADMIN_KEY writes one line naming both ids and neither secret', async () => {
     const origin = await echoOrigin('prod');
     const d = mkdtempSync(join(tmpdir(), 'wakegate-boot-child-'));

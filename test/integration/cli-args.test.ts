@@ -1,16 +1,14 @@
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Args, onlyFlags, parseArgs, UsageError } from '../../src/cli/args.js';
-
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
+import { GATEWAY } from '../helpers/child.js';
 
 function cli(args: string[]) {
   return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
     execFile(
       process.execPath,
-      [MAIN, ...args],
+      [...GATEWAY, ...args],
       { env: { PATH: process.env.PATH ?? '' }, timeout: 60_000 },
       (err, stdout, stderr) =>
         resolve({

@@ -7,9 +7,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newKeySecret } from '../../src/auth/secrets.js';
 import { maskKey } from '../../src/cli/hide-key.js';
+import { GATEWAY } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
-
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
 /** A request the local "gateway" holds open until the test has read the CLI's command line. */
 interface Held {
@@ -48,7 +47,7 @@ describe("the CLI's key is never left in /proc/PID/cmdline", () => {
   /** Runs `keys list` with `args`; while its request is held, what /proc shows of it. */
   async function listHeld(args: string[], o: { env?: Record<string, string>; stdin?: string } = {}) {
     const held = new Promise<Held>((r) => waiting.push(r));
-    const child = spawn(process.execPath, [MAIN, 'keys', 'list', '--url', server.url, ...args], {
+    const child = spawn(process.execPath, [...GATEWAY, 'keys', 'list', '--url', server.url, ...args], {
       env: { PATH: process.env.PATH ?? '', ...o.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -99,7 +98,7 @@ describe("the CLI's key is never left in /proc/PID/cmdline", () => {
   }, 60_000);
 
   it('--key-file - with nothing on stdin is one usage line', async () => {
-    const child = spawn(process.execPath, [MAIN, 'keys', 'list', '--url', server.url, '--key-file', '-'], {
+    const child = spawn(process.execPath, [...GATEWAY, 'keys', 'list', '--url', server.url, '--key-file', '-'], {
       env: { PATH: process.env.PATH ?? '' },
       stdio: ['pipe', 'pipe', 'pipe'],
     });

@@ -1,18 +1,16 @@
 import { execFile, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GATEWAY } from '../helpers/child.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { until } from '../helpers/receiver.js';
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
-
-/** Runs the real CLI (dist/main.js) as a child; resolves with its exit code and output. */
+/** Runs the real CLI (src/main.ts) as a child; resolves with its exit code and output. */
 function cli(args: string[], env: Record<string, string>) {
   return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
     execFile(
       process.execPath,
-      [MAIN, ...args],
+      [...GATEWAY, ...args],
       { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 },
       (err, stdout, stderr) =>
         resolve({
@@ -139,7 +137,7 @@ describe('the CLI reads wakes and replays them', () => {
     await flushed(t.gw);
     const child = spawn(
       process.execPath,
-      [MAIN, 'wakes', 'tail', '--route', 'api', '--json', '--max', '1', '--interval-ms', '200'],
+      [...GATEWAY, 'wakes', 'tail', '--route', 'api', '--json', '--max', '1', '--interval-ms', '200'],
       { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stdout = '';

@@ -4,10 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newKeySecret } from '../../src/auth/secrets.js';
-import { type ChildGateway, spawnGateway } from '../helpers/child.js';
+import { type ChildGateway, GATEWAY, spawnGateway } from '../helpers/child.js';
 import { type Receiver, startReceiver, until } from '../helpers/receiver.js';
-
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
 /** Runs the real binary; resolves with its exit code and output. */
 function cli(
@@ -17,7 +15,7 @@ function cli(
   return new Promise((resolve) =>
     execFile(
       process.execPath,
-      [MAIN, ...args],
+      [...GATEWAY, ...args],
       { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 },
       (err, stdout, stderr) =>
         resolve({

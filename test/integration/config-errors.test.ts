@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { GATEWAY } from '../helpers/child.js';
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
-
-/** Issue #36: a misspelt or missing key, as an operator starting the built gateway meets it. */
+/** Issue #36: a misspelt or missing key, as an operator starting the gateway meets it. */
 describe('a bad config file stops the start with every problem, each located', () => {
   const dir = mkdtempSync(join(tmpdir(), 'wakegate-cfg-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,7 +19,7 @@ describe('a bad config file stops the start with every problem, each located', (
     const r = await new Promise<{ code: number | null; stderr: string }>((resolve) =>
       execFile(
         process.execPath,
-        [MAIN, 'serve', '--config', file],
+        [...GATEWAY, 'serve', '--config', file],
         { env: { PATH: process.env.PATH ?? '', DATA_DIR: join(dir, 'data') }, timeout: 30_000 },
         (err, _out, stderr) =>
           resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr: String(stderr) }),

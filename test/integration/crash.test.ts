@@ -8,6 +8,8 @@ import { spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type Receiver, startReceiver, until } from '../helpers/receiver.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the child gateway serves with an edge thread per core.
+
 describe('crashes and idle floods (child gateway)', () => {
   let origin: TestServer;
   let rx: Receiver;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { newKeySecret } from '../../src/auth/secrets.js';
-import { spawnGateway } from '../helpers/child.js';
+import { GATEWAY, spawnGateway } from '../helpers/child.js';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
@@ -235,7 +235,7 @@ describe('keys at the edge', () => {
       execFile(
         process.execPath,
         [
-          join(import.meta.dirname, '../../dist/main.js'),
+          ...GATEWAY,
           'keys',
           'create',
           '--offline',

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GATEWAY } from '../helpers/child.js';
 import { bearer, call, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { type HttpStorage, startHttpStorage } from '../helpers/http-storage.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
@@ -91,8 +92,6 @@ describe('a fleet gateway while Redis is away (on_unavailable: local)', () => {
   });
 });
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
-
 describe('a fleet on the embedded store', () => {
   it('is refused at start in one line naming CLICKHOUSE_URL', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'wakegate-fleet-embedded-'));
@@ -100,7 +99,7 @@ describe('a fleet on the embedded store', () => {
       const r = await new Promise<{ code: number; stderr: string }>((resolve) =>
         execFile(
           process.execPath,
-          [MAIN, 'serve'],
+          [...GATEWAY, 'serve'],
           {
             env: {
               PATH: process.env.PATH ?? '',

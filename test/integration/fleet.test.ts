@@ -10,8 +10,10 @@ import { startServer, type TestServer } from '../helpers/origin.js';
 import { type Receiver, startReceiver } from '../helpers/receiver.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the first instance serves with two edge threads.
+
 /**
- * A fleet on loopback: three built gateways (child processes, each with its own data
+ * A fleet on loopback: three gateways (child processes, each with its own data
  * directory), one redis-server and one storage server (scripts/chdb-http.mjs).
  */
 const admin = `svc_live_${newSecret()}`;

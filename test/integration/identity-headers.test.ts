@@ -11,6 +11,8 @@ import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the child gateway serves with two edge threads.
+
 /**
  * Issue #34 item 4: a consumer outside Latin-1 (a key labelled `東京チーム`) was sent
  * raw in `x-wakegate-consumer`: every request was refused 400, and a WebSocket upgrade
@@ -145,11 +147,11 @@ describe('identity headers of a consumer outside Latin-1', () => {
 });
 
 /**
- * The built gateway as a child process, with two edge threads where the runtime has
+ * The gateway as a child process, with two edge threads where the runtime has
  * SO_REUSEPORT (Node 26, scripts/test-on-lts.sh; one elsewhere): an uncaught
  * ERR_INVALID_CHAR ended the process on Node 20 and the edge threads on Node 26.
  */
-describe('the built gateway with a consumer outside Latin-1', () => {
+describe('the gateway as a process with a consumer outside Latin-1', () => {
   const admin = `svc_live_${newSecret()}`;
   let origin: Awaited<ReturnType<typeof identityOrigin>>;
   let dir: string;

@@ -7,6 +7,8 @@ import { newSecret } from '../../src/ids.js';
 import { hasReusePort } from '../../src/startup.js';
 import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where its two edge threads hand /v2 calls over (on an older Node this skips).
+
 /**
  * The control thread's internal listener (loopback, where edge threads hand /v2 calls
  * over) against a local user who opens idle connections to it: /v2 on the main

@@ -7,7 +7,7 @@ import { newSecret } from '../../src/ids.js';
 import { load, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
-describe('the built gateway as a process', () => {
+describe('the gateway as a process', () => {
   let origin: TestServer;
   let dir: string;
   const admin = `svc_live_${newSecret()}`;

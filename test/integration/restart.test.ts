@@ -4,18 +4,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasReusePort } from '../../src/startup.js';
-import { type ChildGateway, spawnGateway } from '../helpers/child.js';
+import { type ChildGateway, GATEWAY, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { until } from '../helpers/receiver.js';
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the restarted gateways serve with two edge threads.
 
-/** Runs the built binary until it exits; its output. */
+/** Runs the gateway (from its sources) until it exits; its output. */
 function run(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) =>
     execFile(
       process.execPath,
-      [MAIN, ...args],
+      [...GATEWAY, ...args],
       { env: { PATH: process.env.PATH ?? '', PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...env }, timeout: 30_000 },
       (err, _stdout, stderr) =>
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr: String(stderr) }),
@@ -37,7 +37,7 @@ function procState(pid: number): string | null {
  * becomes `sleep`, so once killed it stays a zombie, its pid still "alive" to kill(pid, 0).
  */
 async function unreapedGateway(args: string[], env: Record<string, string>) {
-  const parent = spawn('sh', ['-c', '"$0" "$@" & echo $!; exec sleep 600', process.execPath, MAIN, ...args], {
+  const parent = spawn('sh', ['-c', '"$0" "$@" & echo $!; exec sleep 600', process.execPath, ...GATEWAY, ...args], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -5,17 +5,17 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasReusePort } from '../../src/startup.js';
-import { type ChildGateway, spawnGateway } from '../helpers/child.js';
+import { type ChildGateway, GATEWAY, spawnGateway } from '../helpers/child.js';
 import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
 
-const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where threads: auto is one edge thread per core.
 
-/** Runs the built gateway until it exits (a start that fails); its output. Async: the test's own servers must answer meanwhile. */
+/** Runs the gateway (from its sources) until it exits (a start that fails); its output. Async: the test's own servers must answer meanwhile. */
 function run(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) =>
     execFile(
       process.execPath,
-      [MAIN, 'serve'],
+      [...GATEWAY, 'serve'],
       { env: { PATH: process.env.PATH ?? '', PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...env }, timeout: 30_000 },
       (err, stdout, stderr) =>
         resolve({

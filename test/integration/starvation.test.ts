@@ -11,6 +11,8 @@ import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where slow /v2 bodies meet two edge threads (on an older Node that part skips).
+
 /** Issue #25, item 2: slow uploads cannot hold the connections an origin's other requests need. */
 describe('upstream starvation', () => {
   let origin: TestServer;

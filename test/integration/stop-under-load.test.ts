@@ -7,6 +7,8 @@ import { newSecret } from '../../src/ids.js';
 import { spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where the child gateway serves with an edge thread per core.
+
 /**
  * Issue #36: a rare SIGSEGV at SIGTERM under load. The embedded engine was closed,
  * and the process ended, while queries (a poll, an API read) were still running in

@@ -11,8 +11,10 @@ import { queryRows } from '../../src/store/store.js';
 import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 
+// Runs again on the Node LTS (scripts/test-on-lts.sh), where two threads share the port (on an older Node these tests skip).
+
 /**
- * Edge threads, through the built gateway as a child process. Where the runtime
+ * Edge threads, through the gateway as a child process. Where the runtime
  * has SO_REUSEPORT (Node 22.12 or later on Linux: the Node 26 run of every CI) the
  * gateway serves with two edge threads; elsewhere it says why it serves with one.
  */

@@ -83,7 +83,9 @@ describe('handover answers to clients that never read', () => {
     clearInterval(sampler);
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(BUDGET + 20 * 65_536 * 2);
-    expect(hand.held()).toBe(0);
+    // Every byte is given back once the handover sockets close, which may come a moment
+    // after the client connections (4 answers' bytes were still held on a loaded run).
+    expect(await until(() => hand.held() === 0, 5000), `${hand.held()} bytes held`).toBe(true);
     for (const c of clients) c.destroy();
     // The handover sockets were let go: a reader gets its whole answer.
     const r = await fetch(`http://127.0.0.1:${edgePort}/v2/wakes/big`, { signal: AbortSignal.timeout(5000) });

@@ -7,12 +7,13 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirHeld, holder, lockDataDir } from '../../src/store/owner.js';
 import { holdSocketFile } from '../../src/store/owner-path.js';
+import { FROM_SOURCES, sourceUrl } from '../helpers/child.js';
 
 /**
  * The data directory lock seen from another network namespace (two containers sharing
  * the DATA_DIR volume), and starters racing on the socket file a SIGKILL left behind.
  */
-const owner = join(import.meta.dirname, '../../dist/store/owner.js');
+const owner = sourceUrl('store/owner.ts');
 
 /** Can this run make network namespaces (root with unshare)? Else why not. */
 const unshareSkip = (() => {
@@ -27,6 +28,7 @@ if (unshareSkip) console.warn(`skipped: ${unshareSkip}`);
 function starter(dir: string, netns: boolean): { proc: ChildProcess; said: Promise<string> } {
   const node = [
     process.execPath,
+    ...FROM_SOURCES,
     '--input-type=module',
     '-e',
     `const m = await import(${JSON.stringify(owner)}); m.lockDataDir(${JSON.stringify(dir)}).then(() => console.log('held'), (e) => console.log(e instanceof m.DirHeld ? 'refused ' + e.pid : e.message)); setInterval(() => {}, 1000);`,

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirHeld, lockAddress, lockDataDir } from '../../src/store/owner.js';
+import { FROM_SOURCES, sourceUrl } from '../helpers/child.js';
 
 /** Issue #34, item 1: whatever a dead gateway or anything else left in DATA_DIR, only a live holder blocks. */
 describe('the data directory lock', () => {
@@ -95,11 +96,12 @@ describe('the data directory lock', () => {
 
   it('starts racing on a new directory from several processes: exactly one holds it', async () => {
     const dir = fresh();
-    const owner = join(import.meta.dirname, '../../dist/store/owner.js');
+    const owner = sourceUrl('store/owner.ts');
     const racers = Array.from({ length: 4 }, () =>
       spawn(
         process.execPath,
         [
+          ...FROM_SOURCES,
           '--input-type=module',
           '-e',
           `const m = await import(${JSON.stringify(owner)}); m.lockDataDir(${JSON.stringify(dir)}).then(() => console.log('held'), (e) => console.log(e instanceof m.DirHeld ? 'refused' : e.message)); setInterval(() => {}, 1000);`,
@@ -140,10 +142,10 @@ describe('the data directory lock', () => {
     const child = spawn(
       process.execPath,
       [
+        ...FROM_SOURCES,
         '--input-type=module',
         '-e',
-        // The built module (npx tsc -p tsconfig.build.json), as the gateway runs it.
-        `import('${join(import.meta.dirname, '../../dist/store/owner.js')}').then(m => m.lockDataDir(${JSON.stringify(dir)})).then(() => console.log('held'), (e) => console.log(e.message)); setInterval(() => {}, 1000);`,
+        `import('${sourceUrl('store/owner.ts')}').then(m => m.lockDataDir(${JSON.stringify(dir)})).then(() => console.log('held'), (e) => console.log(e.message)); setInterval(() => {}, 1000);`,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
+import { FROM_SOURCES } from '../helpers/child.js';
 import { keyRecord } from '../helpers/keys.js';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -32,7 +33,7 @@ interface Plan {
   n: number;
 }
 
-/** `THREADS` threads (the built limiter) ask at once, `n` each, against one shared table. */
+/** `THREADS` threads (the limiter, from its sources) ask at once, `n` each, against one shared table. */
 const hammer = (values: Record<string, unknown>, args: Plan) => hammerEach(values, Array(THREADS).fill(args));
 
 /** One thread per plan, all starting at once against one shared table. */
@@ -41,7 +42,11 @@ async function hammerEach(values: Record<string, unknown>, plans: Plan[]) {
   const start = new SharedArrayBuffer(8);
   const flag = new Int32Array(start);
   const workers = plans.map(
-    (args) => new Worker(HAMMER, { workerData: { layout: limiter.layout, start, values, now: T0, ...args } }),
+    (args) =>
+      new Worker(HAMMER, {
+        execArgv: FROM_SOURCES,
+        workerData: { layout: limiter.layout, start, values, now: T0, ...args },
+      }),
   );
   const results = workers.map(
     (w) =>

@@ -4,13 +4,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { allocateBuckets, SharedBuckets } from '../../src/ratelimit/shared-buckets.js';
 import { LockStalled } from '../../src/ratelimit/slot-lock.js';
+import { FROM_SOURCES } from '../helpers/child.js';
 
 /**
- * The shared table's locks with real threads (test/fixtures/lock-staller.mjs, built from
- * dist/: run `npx tsc -p tsconfig.build.json` first). A holder stalled past the old
- * break time (500 ms: a long GC pause, a throttled container) keeps its lock, so no
- * second thread decides on the same bucket at once; a thread that died holding a lock
- * has it released by the thread that made the table.
+ * The shared table's locks with real threads (test/fixtures/lock-staller.mjs, on the
+ * sources). A holder stalled past the old break time (500 ms: a long GC pause, a
+ * throttled container) keeps its lock, so no second thread decides on the same bucket
+ * at once; a thread that died holding a lock has it released by the thread that made
+ * the table.
  */
 const STALLER = fileURLToPath(new URL('../fixtures/lock-staller.mjs', import.meta.url));
 const NOW = 1_000_000;
@@ -32,10 +33,13 @@ async function stalledHolder(o: { burst: number; stallMs: number; takers: number
   const layout = allocateBuckets(64, 64, [7, 11]);
   const flag = new SharedArrayBuffer(4);
   const common = { layout, flag, burst: o.burst, now: NOW };
-  const staller = new Worker(STALLER, { workerData: { ...common, role: 'staller', stallMs: o.stallMs } });
+  const staller = new Worker(STALLER, {
+    execArgv: FROM_SOURCES,
+    workerData: { ...common, role: 'staller', stallMs: o.stallMs },
+  });
   const takers = Array.from(
     { length: o.takers },
-    () => new Worker(STALLER, { workerData: { ...common, role: 'taker', n: o.n } }),
+    () => new Worker(STALLER, { execArgv: FROM_SOURCES, workerData: { ...common, role: 'taker', n: o.n } }),
   );
   const outs = await Promise.all([run(staller), ...takers.map(run)]);
   await Promise.all([staller, ...takers].map((w) => w.terminate()));
@@ -76,6 +80,7 @@ describe('the main thread waiting on a stalled edge thread', () => {
     const layout = allocateBuckets(64, 64, [7, 11]);
     const flag = new SharedArrayBuffer(4);
     const staller = new Worker(STALLER, {
+      execArgv: FROM_SOURCES,
       workerData: { layout, flag, burst: 2, now: NOW, role: 'staller', stallMs: 2500 },
     });
     const done = run(staller);
@@ -99,7 +104,7 @@ describe('a thread that dies holding a bucket lock', () => {
     const layout = allocateBuckets(64, 64, [7, 11]);
     const flag = new SharedArrayBuffer(4);
     const common = { layout, flag, burst: 2, now: NOW };
-    const dier = new Worker(STALLER, { workerData: { ...common, role: 'dier' } });
+    const dier = new Worker(STALLER, { execArgv: FROM_SOURCES, workerData: { ...common, role: 'dier' } });
     const owner = dier.threadId + 1;
     await new Promise((r) => dier.once('exit', r));
     const table = new SharedBuckets(layout);
@@ -107,7 +112,7 @@ describe('a thread that dies holding a bucket lock', () => {
     expect(table.releaseThread(owner + 1000)).toBe(0);
     expect(table.releaseThread(owner)).toBe(1);
     Atomics.store(new Int32Array(flag), 0, 1);
-    const taker = new Worker(STALLER, { workerData: { ...common, role: 'taker', n: 3 } });
+    const taker = new Worker(STALLER, { execArgv: FROM_SOURCES, workerData: { ...common, role: 'taker', n: 3 } });
     const out = await Promise.race([run(taker), new Promise<null>((r) => setTimeout(() => r(null), 10_000).unref())]);
     await taker.terminate();
     expect(out?.spent).toBe(2);
