@@ -63,3 +63,19 @@ export const storedBody = (b: CapturedBody | null): StoredBody | null =>
         truncated: b.truncated,
         encoding: b.encoding,
       };
+
+/** A body from its four stored columns: text, bytes, state (-1 none kept, 0 whole, 1 cut), encoding. */
+export const bodyFrom = (
+  body: string,
+  bytes: number | string,
+  state: number | string,
+  encoding: string,
+): StoredBody | null =>
+  Number(state) < 0
+    ? null
+    : {
+        body,
+        bytes: Number(bytes),
+        truncated: Number(state) === 1,
+        encoding: encoding === 'base64' || encoding === 'omitted' ? encoding : 'utf8',
+      };

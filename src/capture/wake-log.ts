@@ -1,4 +1,4 @@
-import type { CapturedBody, CapturedDetail, StoredBody } from './detail-types.js';
+import { bodyFrom, type CapturedBody, type CapturedDetail, type StoredBody } from './detail-types.js';
 import type { Wake } from './wake.js';
 
 /**
@@ -154,16 +154,6 @@ const bodyTail = (b: CapturedBody | null): string =>
 
 const captured = (b: StoredBody | null): CapturedBody | null =>
   b === null ? null : { data: Buffer.from(b.body), bytes: b.bytes, truncated: b.truncated, encoding: b.encoding };
-
-const bodyFrom = (body: string, bytes: number | string, state: number | string, encoding: string): StoredBody | null =>
-  Number(state) < 0
-    ? null
-    : {
-        body,
-        bytes: Number(bytes),
-        truncated: Number(state) === 1,
-        encoding: encoding === 'base64' || encoding === 'omitted' ? encoding : 'utf8',
-      };
 
 /** The detail's cells when there is none (numbers that parse, bodies marked as not kept). */
 const NO_DETAIL = `\t\t\t${bodyTail(null)}\t${bodyTail(null)}\t`;

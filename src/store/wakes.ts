@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import type { StoredBody, WakeDetail } from '../capture/detail-types.js';
+import { bodyFrom, type WakeDetail } from '../capture/detail-types.js';
 import type { Wake } from '../capture/wake.js';
 import type { WakeFilter } from '../capture/wake-filter.js';
 import type { LineParts } from '../capture/wake-log.js';
@@ -131,17 +131,6 @@ interface WakeRowOut
 const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
   toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent,
   path_truncated, replay_of`;
-
-/** A body from its four columns: text, bytes, state (-1 none kept, 0 whole, 1 cut), encoding. */
-const bodyFrom = (body: string, bytes: string, state: string, encoding: string): StoredBody | null =>
-  Number(state) < 0
-    ? null
-    : {
-        body,
-        bytes: Number(bytes),
-        truncated: Number(state) === 1,
-        encoding: encoding === 'base64' || encoding === 'omitted' ? encoding : 'utf8',
-      };
 
 const fromRow = (r: WakeRowOut): Wake => ({
   id: r.id,
