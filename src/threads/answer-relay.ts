@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { watchProgress } from './stall.js';
 
 /** What an edge holds, at most, of /v2 answers for clients not reading them yet (all answers together). */
 export const HANDOVER_BUFFER_BYTES = 16 * 1_048_576;
@@ -34,32 +35,27 @@ export function relay(o: {
   const { from, to, budget, sendTimeoutMs } = o;
   let mine = 0; // bytes of this answer counted in the budget (what `to` holds unsent)
   let written = 0;
-  let flushedAt = 0; // bytes the client had taken at the last check
-  let timer: NodeJS.Timeout | null = null;
+  let stopWatch: (() => void) | null = null;
   const count = () => {
     const now = to.destroyed ? 0 : to.writableLength;
     budget.held += now - mine;
     mine = now;
   };
   const stopTimer = () => {
-    if (timer) clearInterval(timer);
-    timer = null;
-  };
-  const check = () => {
-    const flushed = written - to.writableLength;
-    if (flushed > flushedAt) {
-      flushedAt = flushed;
-      return;
-    }
-    stopTimer();
-    from.destroy();
-    to.destroy();
+    stopWatch?.();
+    stopWatch = null;
   };
   const waiting = () => {
-    if (timer) return;
-    flushedAt = written - to.writableLength;
-    timer = setInterval(check, sendTimeoutMs);
-    timer.unref();
+    if (stopWatch) return;
+    stopWatch = watchProgress(
+      () => written - to.writableLength,
+      sendTimeoutMs,
+      () => {
+        stopWatch = null;
+        from.destroy();
+        to.destroy();
+      },
+    );
   };
   from.on('data', (c: Buffer) => {
     written += c.length;
@@ -91,15 +87,20 @@ export function relay(o: {
  * written whole at once, as the control thread's /v2 answers are with threads: 1).
  */
 export function cutWhenStalled(res: ServerResponse, sendTimeoutMs: number): void {
-  let last = -1;
-  const timer = setInterval(() => {
-    const now = res.writableLength;
-    if (now > 0 && last >= 0 && now >= last) {
-      clearInterval(timer);
-      return void res.destroy();
-    }
-    last = now;
-  }, sendTimeoutMs);
-  timer.unref();
-  res.once('close', () => clearInterval(timer));
+  // Progress: bytes taken since the watch began (what is held unsent shrinking), or
+  // nothing held at all (then there is nothing to stall on).
+  let taken = 0;
+  let held = 0;
+  const stop = watchProgress(
+    () => {
+      const now = res.writableLength;
+      if (now === 0 || now < held) taken += held - now + 1;
+      held = now;
+      return taken;
+    },
+    sendTimeoutMs,
+    () => res.destroy(),
+    { fromNow: false },
+  );
+  res.once('close', stop);
 }
