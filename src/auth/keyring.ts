@@ -65,6 +65,10 @@ export class KeyRing {
   apply(k: KeyRecord, fromPeer = false): void {
     const held = this.byId.get(k.id);
     if (held && held.updated_at > k.updated_at) return;
+    // Stored versions of a key never share a time (each is at least 1 ms after the one
+    // before), so a version as old as the one held that would lift a revocation is a
+    // stale read racing an announced revocation (applied at the old time): refused.
+    if (held && held.updated_at === k.updated_at && held.revoked_at !== null && k.revoked_at === null) return;
     if (held && held.secret_hash !== k.secret_hash) this.byHash.delete(held.secret_hash);
     this.byId.set(k.id, k);
     this.byHash.set(k.secret_hash, k);
