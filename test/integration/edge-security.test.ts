@@ -247,14 +247,17 @@ describe('the edge holds (issue: no tunnel past the checks, no escalation, no le
     const bad = `Bearer svc_live_${'x'.repeat(43)}`;
     const sampledBefore = await metric(t, 'wakegate_wakes_sampled_out_total');
     const statuses: number[] = [];
+    const t0 = performance.now();
     for (let i = 0; i < 800; i += 50) {
       const batch = await Promise.all(Array.from({ length: 50 }, () => get('/api/flood', bad)));
       for (const b of batch) statuses.push(b.status);
     }
-    // 600 of burst, plus the few tokens the bucket earns back (10/s) while the test runs.
+    // 600 of burst, plus the tokens the bucket earns back (10/s) while the flood runs:
+    // exactly that many more, however long a loaded machine takes to send it.
+    const earned = Math.ceil(((performance.now() - t0) / 1000) * 10);
     const refused = statuses.filter((s) => s === 401).length;
     expect(refused).toBeGreaterThanOrEqual(600);
-    expect(refused).toBeLessThan(640);
+    expect(refused).toBeLessThanOrEqual(600 + earned + 1);
     expect(statuses.filter((s) => s === 429).length).toBe(800 - refused);
     const sampled = (await metric(t, 'wakegate_wakes_sampled_out_total')) - sampledBefore;
     expect(sampled).toBeGreaterThanOrEqual(Math.floor((800 - refused) * 0.95));
