@@ -38,8 +38,7 @@ export class FleetQueue implements DeliveryQueue {
   }
 
   overdueMs(): number {
-    const t = this.held.earliest();
-    return t === null ? 0 : Math.max(0, this.o.clock.now() - t);
+    return this.held.overdueMs(this.o.clock.now());
   }
 
   async add(rows: DeliveryRecord[]): Promise<void> {

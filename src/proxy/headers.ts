@@ -6,7 +6,7 @@ import { headerValue } from './header-value.js';
  * are never forwarded, plus the fields a proxy consumes itself
  * (Proxy-Authorization, RFC 9110 §11.7.2; Proxy-Connection, a legacy form).
  */
-const HOP_BY_HOP = new Set([
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',

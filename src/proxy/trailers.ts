@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Origin } from '../admission/routes.js';
-import { carriesGatewayKey } from './headers.js';
+import { carriesGatewayKey, HOP_BY_HOP } from './headers.js';
 
 /** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
 export interface ForwardHandler {
@@ -13,24 +13,14 @@ export interface ForwardHandler {
 }
 
 /**
- * Trailer fields never passed on: the gateway's own and forwarding ones (a client's
- * would pose as the gateway's to an origin that merges trailers into headers),
- * credentials, hop-by-hop fields, and those that frame or route the message
- * (RFC 9110 §6.5.1).
+ * Trailer fields never passed on: the header rules' hop-by-hop and proxy fields, plus
+ * credentials, forwarding, and the fields that frame or route the message (RFC 9110
+ * §6.5.1). The gateway's own and forwarding prefixes are dropped below, as in headers.
  */
 const DROPPED = new Set([
+  ...HOP_BY_HOP,
   'authorization',
-  'proxy-authorization',
-  'proxy-authenticate',
   'forwarded',
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
   'host',
   'content-length',
   'content-encoding',

@@ -47,7 +47,7 @@ export async function holdSocketFile(o: {
   const at = socketDir(real, mine);
   const server = o.server();
   try {
-    await listen(server, join(at.dir, mine));
+    await listenExclusive(server, join(at.dir, mine));
     const ino = statSync(join(real, mine)).ino;
     try {
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
@@ -123,7 +123,8 @@ function identity(path: string): string | null {
   }
 }
 
-function listen(server: net.Server, path: string): Promise<void> {
+/** Listens on a Unix socket path (or abstract name) exclusively; rejects when it is taken. */
+export function listenExclusive(server: net.Server, path: string): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ path, exclusive: true }, () => {

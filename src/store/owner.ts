@@ -3,7 +3,7 @@ import { linkSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'nod
 import net from 'node:net';
 import { join } from 'node:path';
 import { privateDir } from '../private-dir.js';
-import { holdSocketFile, type PathLock } from './owner-path.js';
+import { holdSocketFile, listenExclusive, type PathLock } from './owner-path.js';
 
 /**
  * The data directory is held by a lock the kernel releases when the process dies,
@@ -147,7 +147,7 @@ async function take(dataDir: string, address: string): Promise<net.Server> {
   for (let attempt = 0; ; attempt++) {
     const server = pidServer();
     try {
-      await listen(server, address);
+      await listenExclusive(server, address);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw e;
       const pid = await holder(address);
@@ -160,16 +160,6 @@ async function take(dataDir: string, address: string): Promise<net.Server> {
     server.on('error', () => {});
     return server;
   }
-}
-
-function listen(server: net.Server, path: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ path, exclusive: true }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
 }
 
 /**

@@ -91,6 +91,12 @@ export class Waiting {
     return found;
   }
 
+  /** How late the most overdue delivery waiting is at `now` (0 when none is). */
+  overdueMs(now: number): number {
+    const t = this.earliest();
+    return t === null ? 0 : Math.max(0, now - t);
+  }
+
   /** The earliest due time among those waiting, or null when none waits. */
   earliest(): number | null {
     let first: number | null = null;

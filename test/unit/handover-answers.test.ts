@@ -3,9 +3,9 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { readWhole } from '../../src/management-body.js';
 import { cutWhenStalled } from '../../src/threads/answer-relay.js';
 import { type HandOver, handOver } from '../../src/threads/handover.js';
+import { closeBoth, edgeInFront } from '../helpers/edge-handover.js';
 
 const ANSWER = 4 * 1_048_576;
 const BUDGET = 1_048_576;
@@ -58,18 +58,9 @@ describe('handover answers to clients that never read', () => {
       sendTimeoutMs: SEND_TIMEOUT,
       budgetBytes: BUDGET,
     });
-    edge = http.createServer((req, res) =>
-      readWhole(req, res, { maxBytes: 65_536, timeoutMs: 30_000 }, (b) => hand(req, res, b)),
-    );
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    edgePort = (edge.address() as AddressInfo).port;
+    ({ edge, port: edgePort } = await edgeInFront(hand));
   });
-  afterAll(async () => {
-    edge.closeAllConnections();
-    internal.closeAllConnections();
-    await new Promise((r) => edge.close(r));
-    await new Promise((r) => internal.close(r));
-  });
+  afterAll(() => closeBoth(edge, internal));
 
   it('20 non-readers of 4 MiB answers: the edge holds at most its budget, and all are cut after send_timeout_ms', async () => {
     const clients = nonReaders(edgePort, 20);

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { readWhole } from '../../src/management-body.js';
 import { handOver, internalConnectionLimit } from '../../src/threads/handover.js';
+import { closeBoth, edgeInFront } from '../helpers/edge-handover.js';
 
 /**
  * An edge thread's handover of /v2 calls to the control thread's internal listener,
@@ -30,18 +30,9 @@ describe('handover to the internal listener', () => {
     internal.maxConnections = internalConnectionLimit(1);
     await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
     const hand = handOver({ port: (internal.address() as AddressInfo).port, token: 't' }, silentLogger);
-    edge = http.createServer((req, res) =>
-      readWhole(req, res, { maxBytes: 65_536, timeoutMs: 30_000 }, (b) => hand(req, res, b)),
-    );
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    edgePort = (edge.address() as AddressInfo).port;
+    ({ edge, port: edgePort } = await edgeInFront(hand));
   });
-  afterAll(async () => {
-    edge.closeAllConnections();
-    internal.closeAllConnections();
-    await new Promise((r) => edge.close(r));
-    await new Promise((r) => internal.close(r));
-  });
+  afterAll(() => closeBoth(edge, internal));
 
   it('160 slow bodies reach no handover socket; a call answers at once, and its body arrives whole', async () => {
     const slow = Array.from({ length: 160 }, () => {

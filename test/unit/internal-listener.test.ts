@@ -1,12 +1,12 @@
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { readWhole } from '../../src/management-body.js';
 import { handOver } from '../../src/threads/handover.js';
 import { internalListener } from '../../src/threads/internal-listener.js';
+import { closeBoth, edgeInFront } from '../helpers/edge-handover.js';
 
 /**
  * The control thread's internal listener against local processes that can reach its
@@ -33,18 +33,9 @@ describe('internal listener against local connections without the token', () => 
     await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
     internalPort = (internal.address() as AddressInfo).port;
     const hand = handOver({ port: internalPort, token }, silentLogger);
-    edge = http.createServer((req, res) =>
-      readWhole(req, res, { maxBytes: 65_536, timeoutMs: 30_000 }, (b) => hand(req, res, b)),
-    );
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    edgePort = (edge.address() as AddressInfo).port;
+    ({ edge, port: edgePort } = await edgeInFront(hand));
   });
-  afterAll(async () => {
-    edge.closeAllConnections();
-    internal.closeAllConnections();
-    await new Promise((r) => edge.close(r));
-    await new Promise((r) => internal.close(r));
-  });
+  afterAll(() => closeBoth(edge, internal));
 
   const raw = (what: 'idle' | 'bad-token' | 'half-headers'): net.Socket => {
     const s = net.connect(internalPort, '127.0.0.1');
