@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite uses when they are missing:
 # promtool (package prometheus) checks the exported metrics and the alert rules;
-# chromium runs the console's browser tests; redis-server coordinates the fleet's tests.
+# chromium runs the console's browser tests; redis-server coordinates the fleet's tests;
+# h2load (nghttp2-client) drives HTTP/2 at the edge.
 set -euo pipefail
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
@@ -9,6 +10,8 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # The fleet's tests run three gateways against one Redis (Debian's redis-server).
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# HTTP/2 at the edge is tested with a client nobody here wrote: h2load (nghttp2-client).
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "The tests need: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2
