@@ -50,6 +50,14 @@ export interface Exchange {
   replayOf: string;
   /** Detail already built (a replay's, with its diff), recorded as it is. */
   prebuilt: CapturedDetail | null;
+  /** The client's protocol: 'http/1.1' or 'h2'. */
+  protocol: string;
+  /** With a client certificate: its subject and SHA-256 fingerprint (hex, lowercase), else ''. */
+  tlsSubject: string;
+  tlsFingerprint: string;
+  /** W3C Trace Context: the trace the request belongs to and the gateway's span in it (hex, '' when none). */
+  traceId: string;
+  spanId: string;
 }
 
 /**
@@ -128,6 +136,11 @@ export class Recorder {
       tap: null,
       replayOf: '',
       prebuilt: null,
+      protocol: 'http/1.1',
+      tlsSubject: '',
+      tlsFingerprint: '',
+      traceId: '',
+      spanId: '',
     };
   }
 
@@ -206,6 +219,15 @@ export class Recorder {
       user_agent: ua === undefined ? '' : withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
     };
     if (x.replayOf) w.replay_of = x.replayOf;
+    if (x.protocol !== 'http/1.1') w.protocol = x.protocol;
+    if (x.tlsFingerprint) {
+      w.tls_subject = x.tlsSubject;
+      w.tls_fingerprint = x.tlsFingerprint;
+    }
+    if (x.traceId) {
+      w.trace_id = x.traceId;
+      w.span_id = x.spanId;
+    }
     if (detail) w.detail = detail;
     this.capture(w);
   }

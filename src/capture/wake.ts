@@ -19,6 +19,14 @@ export interface Wake {
   detail?: CapturedDetail;
   /** The detail was written to the write-ahead log and let go: the batch's segment holds it. */
   detail_in_log?: boolean;
+  /** The client's protocol (absent: 'http/1.1'; 'h2' for HTTP/2). */
+  protocol?: string;
+  /** The client certificate's subject and SHA-256 fingerprint (absent: none was shown). */
+  tls_subject?: string;
+  tls_fingerprint?: string;
+  /** W3C Trace Context: the request's trace and the gateway's span in it (absent: none). */
+  trace_id?: string;
+  span_id?: string;
   /** The path was longer than the stored cap and was cut (absent: false). */
   path_truncated?: boolean;
   route: string;
