@@ -58,6 +58,12 @@ export interface Exchange {
   /** W3C Trace Context: the trace the request belongs to and the gateway's span in it (hex, '' when none). */
   traceId: string;
   spanId: string;
+  /** The caller's span ('' when the gateway began the trace), the flags sent on, and head sampling's choice. */
+  parentSpanId: string;
+  traceFlags: string;
+  traceSampled: boolean;
+  /** The gateway's error type when it answered with its own error body ('' otherwise): the span's error.type. */
+  errorType: string;
 }
 
 /**
@@ -141,6 +147,10 @@ export class Recorder {
       tlsFingerprint: '',
       traceId: '',
       spanId: '',
+      parentSpanId: '',
+      traceFlags: '00',
+      traceSampled: false,
+      errorType: '',
     };
   }
 
