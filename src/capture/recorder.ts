@@ -101,20 +101,26 @@ export class Recorder {
   private readonly region: string;
   private readonly capture: (w: Wake) => void;
   private readonly detail: DetailDeps | null;
+  private readonly trace: ((x: Exchange, w: Wake, end: number) => void) | null;
 
-  /** `capture` takes each finished wake; `detail` null: no route keeps detail. */
+  /**
+   * `capture` takes each finished wake; `detail` null: no route keeps detail; `trace`
+   * (tracing on) is shown each finished wake of a trace, to hand on its span's inputs.
+   */
   constructor(o: {
     clock: Clock;
     metrics: Metrics;
     region: string;
     capture: (w: Wake) => void;
     detail?: DetailDeps | null;
+    trace?: ((x: Exchange, w: Wake, end: number) => void) | null;
   }) {
     this.clock = o.clock;
     this.metrics = o.metrics;
     this.region = o.region;
     this.capture = o.capture;
     this.detail = o.detail ?? null;
+    this.trace = o.trace ?? null;
   }
 
   /** Exchanges begun and not yet finished (requests in flight, tunnels open): a drain waits for them. */
@@ -239,6 +245,7 @@ export class Recorder {
       w.span_id = x.spanId;
     }
     if (detail) w.detail = detail;
+    if (this.trace !== null && x.traceId !== '') this.trace(x, w, end);
     this.capture(w);
   }
 }

@@ -129,6 +129,11 @@ export class TraceStart {
   }
 }
 
+/** The request thread's TraceStart of a config: ids minted only when spans are exported. */
+export function traceStart(cfg: { tracing: { otlp_url: string | null; sample_ratio: number } }): TraceStart {
+  return new TraceStart({ enabled: cfg.tracing.otlp_url !== null, sampleRatio: cfg.tracing.sample_ratio });
+}
+
 /** The `traceparent` the origin receives: the request's trace, the gateway's span as the parent. */
 export function traceparentOf(x: TraceFields): string | null {
   return x.traceId === '' ? null : `00-${x.traceId}-${x.spanId}-${x.traceFlags}`;

@@ -1,0 +1,271 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
+import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
+
+const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+const PARENT = '00f067aa0ba902b7';
+/** OTLP's SpanKind values. */
+const SERVER = 2;
+const CLIENT = 3;
+
+/** An origin that answers with the trace headers it received; /fail answers 500. */
+function traceOrigin(): Promise<TestServer> {
+  return startServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const body = JSON.stringify({
+        traceparent: req.headers.traceparent ?? null,
+        tracestate: req.headers.tracestate ?? null,
+      });
+      res.writeHead(req.url?.includes('/fail') ? 500 : 200, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+  });
+}
+
+async function get(url: string, headers: Record<string, string> = {}) {
+  const r = await fetch(url, { headers });
+  const text = await r.text();
+  return {
+    status: r.status,
+    wakeId: r.headers.get('x-wake-id'),
+    seen: (r.headers.get('content-type')?.includes('json') ? JSON.parse(text) : {}) as {
+      traceparent: string | null;
+      tracestate: string | null;
+    },
+  };
+}
+
+async function metric(opsUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
+  return found === undefined ? Number.NaN : Number(found.slice(line.length + 1));
+}
+
+const routes = (origin: string) => [
+  { name: 'open', prefix: '/open', auth: 'none', origins: { production: origin } },
+  {
+    name: 'keyed',
+    prefix: '/keyed',
+    auth: 'required',
+    scopes: { read: 'keyed:read', write: 'keyed:write' },
+    origins: { production: origin },
+  },
+];
+
+describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', () => {
+  let origin: TestServer;
+  let receiver: OtlpReceiver;
+  let t: TestGateway;
+  const spansOf = (traceId: string) => receiver.spans.filter((s) => s.traceId === traceId);
+  const waitTrace = async (traceId: string, n: number): Promise<ReceivedSpan[]> => {
+    for (let i = 0; i < 200 && spansOf(traceId).length < n; i++) await new Promise((r) => setTimeout(r, 25));
+    return spansOf(traceId);
+  };
+
+  beforeAll(async () => {
+    origin = await traceOrigin();
+    receiver = await startReceiver();
+    t = await startGateway({
+      routes: routes(origin.url),
+      tracing: {
+        otlp_url: receiver.url,
+        sample_ratio: 1,
+        service_name: 'edge-gw',
+        headers: { 'x-collector-token': 'abc' },
+        flush_interval_ms: 20,
+      },
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await receiver.close();
+    await origin.close();
+  });
+
+  it('starts a trace for a request without traceparent: the origin sees the SERVER span as its parent', async () => {
+    const r = await get(`${t.url}/open/items?q=1`, { 'user-agent': 'trace-test/1' });
+    expect(r.status).toBe(200);
+    const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(r.seen.traceparent ?? '');
+    expect(m).not.toBeNull();
+    const [, traceId, spanId] = m as RegExpExecArray;
+    const spans = await waitTrace(traceId as string, 2);
+    const server = spans.find((s) => s.kind === SERVER) as ReceivedSpan;
+    const client = spans.find((s) => s.kind === CLIENT) as ReceivedSpan;
+    expect(server.spanId).toBe(spanId);
+    expect(server.parentSpanId).toBe('');
+    expect(server.name).toBe('GET open');
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'GET',
+      'http.route': 'open',
+      'url.path': '/open/items',
+      'http.response.status_code': 200,
+      'client.address': '127.0.0.1',
+      'user_agent.original': 'trace-test/1',
+      'network.protocol.version': '1.1',
+      'wakegate.wake_id': r.wakeId,
+    });
+    expect(server.attributes['error.type']).toBeUndefined();
+    expect(server.status.code).toBe(0);
+    expect(server.resource['service.name']).toBe('edge-gw');
+    expect(server.events.map((e) => e.name)).toEqual(['wakegate.admission']);
+    expect(server.events[0]?.attributes).toMatchObject({
+      'wakegate.admission.outcome': 'admitted',
+      'wakegate.rate_limit': 'default',
+    });
+    expect(server.endNs).toBeGreaterThan(server.startNs);
+    expect(client.parentSpanId).toBe(server.spanId);
+    expect(client.attributes).toMatchObject({
+      'server.address': '127.0.0.1',
+      'server.port': origin.port,
+      'http.response.status_code': 200,
+    });
+    expect(client.startNs).toBeGreaterThanOrEqual(server.startNs);
+    // The export request: protobuf, with the configured headers.
+    expect(receiver.requests[0]?.['content-type']).toBe('application/x-protobuf');
+    expect(receiver.requests[0]?.['x-collector-token']).toBe('abc');
+  });
+
+  it('keeps an incoming trace: the SERVER span is the caller’s child, tracestate passed on', async () => {
+    const r = await get(`${t.url}/open/x`, { traceparent: `00-${TRACE}-${PARENT}-01`, tracestate: 'v=1' });
+    const m = new RegExp(`^00-${TRACE}-([0-9a-f]{16})-01$`).exec(r.seen.traceparent ?? '');
+    expect(m).not.toBeNull();
+    expect(m?.[1]).not.toBe(PARENT);
+    expect(r.seen.tracestate).toBe('v=1');
+    const [server] = (await waitTrace(TRACE, 2)).filter((s) => s.kind === SERVER);
+    expect(server?.spanId).toBe(m?.[1]);
+    expect(server?.parentSpanId).toBe(PARENT);
+  });
+
+  it('ignores an invalid traceparent: a new trace, its tracestate not passed on', async () => {
+    const bad = `00-${'0'.repeat(32)}-${PARENT}-01`;
+    const r = await get(`${t.url}/open/y`, { traceparent: bad, tracestate: 'v=2' });
+    expect(r.seen.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(r.seen.traceparent?.slice(3, 35)).not.toBe('0'.repeat(32));
+    expect(r.seen.tracestate).toBeNull();
+  });
+
+  it('records a refused request as a SERVER span with the refusal in its admission event', async () => {
+    const r = await get(`${t.url}/keyed/z`, { traceparent: `00-${'a'.repeat(32)}-${PARENT}-01` });
+    expect(r.status).toBe(401);
+    const spans = await waitTrace('a'.repeat(32), 1);
+    expect(spans).toHaveLength(1);
+    const [server] = spans;
+    expect(server?.attributes['http.response.status_code']).toBe(401);
+    expect(server?.attributes['error.type']).toBe('authentication_required');
+    // A 4xx is the client's error, not the server span's (HTTP semantic conventions).
+    expect(server?.status.code).toBe(0);
+    expect(server?.events[0]?.attributes).toMatchObject({
+      'wakegate.admission.outcome': 'refused',
+      'wakegate.admission.refused_reason': 'authentication_required',
+    });
+  });
+
+  it('counts what was exported', async () => {
+    await receiver.waitFor(5);
+    expect(await metric(t.opsUrl, 'wakegate_trace_spans_exported_total')).toBeGreaterThanOrEqual(5);
+    expect(await metric(t.opsUrl, 'wakegate_trace_spans_dropped_total{reason="queue_full"}')).toBe(0);
+  });
+});
+
+describe('tracing: head sampling and always_sample', () => {
+  let origin: TestServer;
+  let receiver: OtlpReceiver;
+  let t: TestGateway;
+
+  beforeAll(async () => {
+    origin = await traceOrigin();
+    receiver = await startReceiver();
+    t = await startGateway({
+      routes: routes(origin.url),
+      tracing: { otlp_url: receiver.url, sample_ratio: 0, always_sample: ['errors'], flush_interval_ms: 20 },
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await receiver.close();
+    await origin.close();
+  });
+
+  it('at ratio 0 exports nothing but the requests that raised wake.error', async () => {
+    const ok = await get(`${t.url}/open/fine`);
+    // Not sampled: the origin is told so, and still gets the trace.
+    expect(ok.seen.traceparent).toMatch(/-00$/);
+    const failed = await get(`${t.url}/open/fail`);
+    expect(failed.status).toBe(500);
+    const spans = await receiver.waitFor(2);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([failed.seen.traceparent?.slice(3, 35)]));
+    const server = spans.find((s) => s.kind === SERVER);
+    expect(server?.attributes['error.type']).toBe('500');
+    expect(server?.status.code).toBe(2);
+  });
+});
+
+describe('tracing: a collector that is down or stuck never slows a request nor grows memory', () => {
+  let origin: TestServer;
+  beforeAll(async () => {
+    origin = await traceOrigin();
+  });
+  afterAll(() => origin.close());
+
+  it('a dead collector port: requests are served, the failed exports counted as dropped', async () => {
+    const port = await deadPort();
+    const t = await startGateway({
+      routes: routes(origin.url),
+      tracing: {
+        otlp_url: `http://127.0.0.1:${port}/v1/traces`,
+        sample_ratio: 1,
+        flush_interval_ms: 10,
+        max_retries: 0,
+      },
+    });
+    try {
+      for (let i = 0; i < 20; i++) expect((await get(`${t.url}/open/${i}`)).status).toBe(200);
+      let dropped = 0;
+      for (let i = 0; i < 200 && dropped < 40; i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        dropped = await metric(t.opsUrl, 'wakegate_trace_spans_dropped_total{reason="export_failed"}');
+      }
+      expect(dropped).toBe(40);
+      expect(await metric(t.opsUrl, 'wakegate_trace_spans_exported_total')).toBe(0);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('a collector that never answers: requests are served, the queue stays within queue_size, the stop does not wait', async () => {
+    const stuck = await startReceiver({ hang: true });
+    const t = await startGateway({
+      routes: routes(origin.url),
+      tracing: {
+        otlp_url: stuck.url,
+        sample_ratio: 1,
+        queue_size: 10,
+        batch_size: 4,
+        flush_interval_ms: 10,
+        // Longer than the test: the export is still hanging when the gateway stops.
+        export_timeout_ms: 30_000,
+      },
+    });
+    try {
+      const t0 = performance.now();
+      for (let i = 0; i < 60; i++) expect((await get(`${t.url}/open/${i}`)).status).toBe(200);
+      // 60 requests well within a second even on a loaded machine: nothing waited on the collector.
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      expect(stuck.requests.length).toBe(1);
+      expect(await metric(t.opsUrl, 'wakegate_trace_spans_queued')).toBeLessThanOrEqual(10);
+      // 120 spans: 4 in the stuck request, at most 10 waiting, the rest dropped.
+      expect(await metric(t.opsUrl, 'wakegate_trace_spans_dropped_total{reason="queue_full"}')).toBeGreaterThanOrEqual(
+        120 - 4 - 10,
+      );
+      const s0 = performance.now();
+      await t.stop();
+      expect(performance.now() - s0).toBeLessThan(10_000);
+    } finally {
+      await t.cleanup();
+      await stuck.close();
+    }
+  });
+});
