@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
 
@@ -136,6 +136,24 @@ describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', (
     const [server] = (await waitTrace(TRACE, 2)).filter((s) => s.kind === SERVER);
     expect(server?.spanId).toBe(m?.[1]);
     expect(server?.parentSpanId).toBe(PARENT);
+  });
+
+  it('stores the trace on the wake: GET /v2/wakes?trace_id= finds it', async () => {
+    await flushed(t.gw);
+    const list = await call(t.url, t.admin, 'GET', `/v2/wakes?environment=production&trace_id=${TRACE.toUpperCase()}`);
+    expect(list.status).toBe(200);
+    expect(list.body.data).toHaveLength(1);
+    const [w] = list.body.data;
+    expect(w.path).toBe('/open/x');
+    expect(w.trace_id).toBe(TRACE);
+    const server = spansOf(TRACE).find((s) => s.kind === SERVER);
+    expect(w.span_id).toBe(server?.spanId);
+    expect(server?.attributes['wakegate.wake_id']).toBe(w.id);
+    const none = await call(t.url, t.admin, 'GET', `/v2/wakes?environment=production&trace_id=${'b'.repeat(32)}`);
+    expect(none.body.data).toHaveLength(0);
+    const bad = await call(t.url, t.admin, 'GET', '/v2/wakes?environment=production&trace_id=xyz');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe('trace_id');
   });
 
   it('ignores an invalid traceparent: a new trace, its tracestate not passed on', async () => {
