@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
+import { type Receiver, startReceiver as startHooks } from '../helpers/receiver.js';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
@@ -218,6 +219,75 @@ describe('tracing: head sampling and always_sample', () => {
     const server = spans.find((s) => s.kind === SERVER);
     expect(server?.attributes['error.type']).toBe('500');
     expect(server?.status.code).toBe(2);
+  });
+});
+
+describe('tracing: slow requests and webhook attempts', () => {
+  let origin: TestServer;
+  let receiver: OtlpReceiver;
+  let hooks: Receiver;
+  let t: TestGateway;
+
+  beforeAll(async () => {
+    origin = await startServer((req, res) => {
+      req.resume();
+      const wait = req.url?.includes('/slow') ? 120 : 0;
+      setTimeout(() => {
+        res.writeHead(req.url?.includes('/fail') ? 503 : 200);
+        res.end('ok');
+      }, wait);
+    });
+    receiver = await startReceiver();
+    hooks = await startHooks();
+    t = await startGateway({
+      routes: [
+        { name: 'open', prefix: '/open', auth: 'none', latency_objective_ms: 50, origins: { production: origin.url } },
+      ],
+      webhooks: { allow_insecure_http: true, allow_private_networks: true },
+      tracing: { otlp_url: receiver.url, sample_ratio: 0, always_sample: ['slow', 'errors'], flush_interval_ms: 20 },
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await receiver.close();
+    await hooks.close();
+    await origin.close();
+  });
+
+  it('exports a request slower than its route’s latency objective (wake.slow) at ratio 0', async () => {
+    await get(`${t.url}/open/fast`, { traceparent: `00-${'c'.repeat(32)}-${PARENT}-00` });
+    await get(`${t.url}/open/slow`, { traceparent: `00-${'d'.repeat(32)}-${PARENT}-00` });
+    const spans = await receiver.waitFor(2);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set(['d'.repeat(32)]));
+  });
+
+  it('a webhook attempt is a CLIENT span linked to the span of the wake that raised its event', async () => {
+    const reg = await call(t.url, t.admin, 'POST', '/v2/webhooks/endpoints', {
+      url: hooks.url,
+      events: ['wake.error'],
+      environment: 'production',
+    });
+    expect(reg.status).toBe(201);
+    const trace = 'e'.repeat(32);
+    expect((await get(`${t.url}/open/fail`, { traceparent: `00-${trace}-${PARENT}-01` })).status).toBe(503);
+    await hooks.waitFor(1, 15_000);
+    let hook: ReceivedSpan | undefined;
+    for (let i = 0; i < 200 && hook === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      hook = receiver.spans.find((s) => s.attributes['wakegate.event_type'] === 'wake.error');
+    }
+    const server = receiver.spans.find((s) => s.traceId === trace && s.kind === SERVER);
+    expect(hook?.kind).toBe(CLIENT);
+    expect(hook?.name).toBe('POST');
+    expect(hook?.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'server.address': '127.0.0.1',
+      'server.port': hooks.port,
+      'http.response.status_code': 200,
+      'wakegate.attempt': 1,
+    });
+    expect(hook?.links).toEqual([{ traceId: trace, spanId: server?.spanId }]);
   });
 });
 
