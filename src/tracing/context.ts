@@ -44,31 +44,52 @@ export class HexPool {
   }
 }
 
-/** True for 0-9 a-f (the spec's HEXDIGLC: upper case is invalid). */
-function isHex(s: string, from: number, to: number): boolean {
-  for (let i = from; i < to; i++) {
-    const c = s.charCodeAt(i);
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
-  }
-  return true;
-}
+/** Each UTF-16 code unit's value as a lowercase hex digit (the spec's HEXDIGLC), else -1: upper case is invalid. */
+const HEX = new Int8Array(65536).fill(-1);
+for (let i = 0; i < 16; i++) HEX['0123456789abcdef'.charCodeAt(i)] = i;
 
 /**
- * A valid `traceparent` as [traceId, parentId, flags], or null (ignored). Version
+ * Reads a `traceparent` into `x` (trace id and parent id) and returns its flags, or
+ * -1 when it is invalid (then `x` is untouched and the header is ignored). Version
  * `ff` is invalid; version 00 is exactly 55 characters; a later version may carry
- * more after a `-` (spec §3.2.4: parse what version 00 defines). All-zero ids are invalid.
+ * more after a `-` (spec §3.2.4: read what version 00 defines). All-zero ids are
+ * invalid. One pass over the characters, no parse of numbers (measured in
+ * bench/tracing.mjs: this is most of the request thread's cost).
  */
+export function readTraceparent(v: string, x: Pick<TraceFields, 'traceId' | 'parentSpanId'>): number {
+  const n = v.length;
+  if (n < 55 || v.charCodeAt(2) !== 45 || v.charCodeAt(35) !== 45 || v.charCodeAt(52) !== 45) return -1;
+  const v0 = HEX[v.charCodeAt(0)] as number;
+  const v1 = HEX[v.charCodeAt(1)] as number;
+  if ((v0 | v1) < 0 || (v0 === 15 && v1 === 15)) return -1;
+  if (v0 === 0 && v1 === 0 ? n !== 55 : n > 55 && v.charCodeAt(55) !== 45) return -1;
+  let bad = 0;
+  let trace = 0;
+  let parent = 0;
+  for (let i = 3; i < 35; i++) {
+    const h = HEX[v.charCodeAt(i)] as number;
+    bad |= h;
+    trace |= h;
+  }
+  for (let i = 36; i < 52; i++) {
+    const h = HEX[v.charCodeAt(i)] as number;
+    bad |= h;
+    parent |= h;
+  }
+  const f0 = HEX[v.charCodeAt(53)] as number;
+  const f1 = HEX[v.charCodeAt(54)] as number;
+  // A negative digit anywhere is a character that is not lowercase hex; 0 is an all-zero id.
+  if ((bad | f0 | f1) < 0 || trace === 0 || parent === 0) return -1;
+  x.traceId = v.slice(3, 35);
+  x.parentSpanId = v.slice(36, 52);
+  return (f0 << 4) | f1;
+}
+
+/** A valid `traceparent` as [traceId, parentId, flags], or null (ignored). */
 export function parseTraceparent(v: string): [traceId: string, parentId: string, flags: number] | null {
-  if (v.length < 55) return null;
-  if (v.charCodeAt(2) !== 45 || v.charCodeAt(35) !== 45 || v.charCodeAt(52) !== 45) return null;
-  if (!isHex(v, 0, 2) || (v.charCodeAt(0) === 102 && v.charCodeAt(1) === 102)) return null;
-  const v00 = v.charCodeAt(0) === 48 && v.charCodeAt(1) === 48;
-  if (v00 ? v.length !== 55 : v.length > 55 && v.charCodeAt(55) !== 45) return null;
-  if (!isHex(v, 3, 35) || !isHex(v, 36, 52) || !isHex(v, 53, 55)) return null;
-  const traceId = v.slice(3, 35);
-  const parentId = v.slice(36, 52);
-  if (traceId === ZERO_TRACE || parentId === ZERO_SPAN) return null;
-  return [traceId, parentId, Number.parseInt(v.slice(53, 55), 16)];
+  const x = { traceId: '', parentSpanId: '' };
+  const flags = readTraceparent(v, x);
+  return flags < 0 ? null : [x.traceId, x.parentSpanId, flags];
 }
 
 /** 2^56: the trace id's rightmost 7 bytes (random, Trace Context Level 2) read as a fraction of it. */
@@ -90,42 +111,35 @@ export interface TraceStartOptions {
 export class TraceStart {
   private readonly pool = new HexPool();
   private readonly enabled: boolean;
-  private readonly threshold: number;
+  /** The ratio as 14 hex digits: a trace id's last 14 below it (compared as text, the same order) is sampled. */
+  private readonly threshold: string;
 
   constructor(o: TraceStartOptions) {
     this.enabled = o.enabled;
-    this.threshold = o.sampleRatio * RANDOM_SPAN;
+    const t = Math.floor(o.sampleRatio * RANDOM_SPAN);
+    this.threshold = t >= RANDOM_SPAN ? 'g' : t.toString(16).padStart(14, '0');
   }
 
   /** Fills `x`'s trace fields from the request's `traceparent` header (or mints them). */
   begin(x: TraceFields, traceparent: string | string[] | undefined): void {
-    const got = typeof traceparent === 'string' ? parseTraceparent(traceparent) : null;
-    let flags = 0;
-    if (got !== null) {
-      x.traceId = got[0];
-      x.parentSpanId = got[1];
-      flags = got[2];
-    } else if (this.enabled) {
+    const flags = typeof traceparent === 'string' ? readTraceparent(traceparent, x) : -1;
+    if (flags < 0) {
+      if (!this.enabled) return; // Off, and no (valid) trace came: nothing is minted or sent.
+      // All zeros is invalid (a 2^-128 chance, checked all the same).
       let id = this.pool.take(32);
       while (id === ZERO_TRACE) id = this.pool.take(32);
       x.traceId = id;
-    } else return; // Off, and no trace came: nothing is minted or sent.
+    }
     let span = this.pool.take(16);
     while (span === ZERO_SPAN) span = this.pool.take(16);
     x.spanId = span;
     if (this.enabled) {
-      x.traceSampled = (flags & 1) === 1 || this.sampled(x.traceId);
+      x.traceSampled = (flags > 0 && (flags & 1) === 1) || x.traceId.slice(18) < this.threshold;
       x.traceFlags = x.traceSampled ? '01' : '00';
     } else {
       // Not recording: the caller's decision passes through unchanged.
-      x.traceFlags = flags === 1 ? '01' : flags === 0 ? '00' : (flags & 0xff).toString(16).padStart(2, '0');
+      x.traceFlags = flags === 1 ? '01' : flags === 0 ? '00' : flags.toString(16).padStart(2, '0');
     }
-  }
-
-  private sampled(traceId: string): boolean {
-    if (this.threshold <= 0) return false;
-    if (this.threshold >= RANDOM_SPAN) return true;
-    return Number.parseInt(traceId.slice(18), 16) < this.threshold;
   }
 }
 
