@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forwardRequestHeaders } from '../dist/proxy/headers.js';
 import { TraceStart, traceparentOf } from '../dist/tracing/context.js';
+import { spanFactory, wakeSpans } from '../dist/tracing/spans.js';
 import { cannon, median, settle, startBenchGateway, startOrigin, table, treeCpuSeconds } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
@@ -28,6 +29,7 @@ const procs = [];
 const require = createRequire(import.meta.url);
 const root = require('@opentelemetry/otlp-transformer/build/src/generated/root.js');
 const ExportRequest = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+const { ProtobufTraceSerializer } = require('@opentelemetry/otlp-transformer');
 
 /** An OTLP/HTTP receiver in this process: decodes each export and counts its spans. */
 async function startReceiver() {
@@ -123,6 +125,49 @@ function microBench() {
   return rows;
 }
 
+/** The control thread's share per exported request: its spans built, then serialized (OTLP protobuf). */
+function exportCost() {
+  const f = spanFactory('wakegate', 'bench');
+  const build = wakeSpans(
+    { routes: [{ name: 'bench', rate_limit: 'default', origins: { production: 'http://o:1' } }] },
+    f,
+  );
+  const input = (i) => ({
+    kind: 'wake',
+    traceId: 'ab'.repeat(16),
+    spanId: 'cd'.repeat(8),
+    parentSpanId: '',
+    wakeId: `wk_${i}`,
+    method: 'GET',
+    route: 'bench',
+    path: '/bench/items',
+    status: 200,
+    clientIp: '127.0.0.1',
+    userAgent: 'autocannon',
+    protocol: 'http/1.1',
+    keyId: 'key_1',
+    environment: 'production',
+    start: 1.7e12 + i,
+    durationMs: 1.5,
+    upstreamAtMs: 0.1,
+    errorType: '',
+  });
+  const items = Array.from({ length: 512 }, (_, i) => input(i));
+  const b = [];
+  const z = [];
+  let bytes = 0;
+  for (let r = 0; r < 25; r++) {
+    const t0 = performance.now();
+    const spans = [];
+    for (const it of items) build(it, spans);
+    const t1 = performance.now();
+    bytes = ProtobufTraceSerializer.serializeRequest(spans).length;
+    b.push(((t1 - t0) * 1000) / items.length);
+    z.push(((performance.now() - t1) * 1000) / items.length);
+  }
+  return { build: median(b), serialize: median(z), bytes: bytes / items.length };
+}
+
 async function main() {
   const origin = await startOrigin();
   procs.push(origin);
@@ -167,14 +212,15 @@ async function main() {
       0,
     );
   };
-  const off = median(targets[0].cpu);
   const rows = [];
   for (const t of targets) {
     const cpu = median(t.cpu);
+    // Against off in the same round (measured minutes apart at most): a machine whose load drifts moves both.
+    const ratio = median(t.cpu.map((c, i) => c / targets[0].cpu[i]));
     rows.push([
       t.name,
       cpu.toFixed(1),
-      t.name === 'off' ? '—' : `${(((cpu - off) / off) * 100).toFixed(1)}%`,
+      t.name === 'off' ? '—' : `${((ratio - 1) * 100).toFixed(1)}%`,
       t.cpu.map((c) => c.toFixed(1)).join(' / '),
       Math.round(median(t.rps)).toLocaleString('en-US'),
       t.name === 'off' ? '—' : String(await metric(t, 'wakegate_trace_spans_exported_total')),
@@ -195,12 +241,22 @@ async function main() {
     'request thread, ns per request (31 alternating runs of 100k, medians): header rules alone, with trace context, added',
   );
   console.log(`${table(['case', 'without', 'with', 'added ns'], microBench())}\n`);
+  printExportCost();
   receiver.close();
 }
 
+function printExportCost() {
+  const c = exportCost();
+  console.log(
+    `control thread, per exported request (SERVER + CLIENT span, 512 a batch, median of 25): build ${c.build.toFixed(1)} us, serialize ${c.serialize.toFixed(1)} us, ${Math.round(c.bytes)} bytes of OTLP`,
+  );
+}
+
 try {
-  if (process.argv.includes('--micro')) console.log(table(['case', 'without', 'with', 'added ns'], microBench()));
-  else await main();
+  if (process.argv.includes('--micro')) {
+    console.log(table(['case', 'without', 'with', 'added ns'], microBench()));
+    printExportCost();
+  } else await main();
 } finally {
   for (const p of procs.reverse()) await p.stop();
   rmSync(tmp, { recursive: true, force: true });
