@@ -1,59 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { deadPort, startServer, type TestServer } from '../helpers/origin.js';
+import { startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
 import { type Receiver, startReceiver as startHooks } from '../helpers/receiver.js';
+import { get, metric, routes, traceOrigin } from '../helpers/tracing.js';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
 /** OTLP's SpanKind values. */
 const SERVER = 2;
 const CLIENT = 3;
-
-/** An origin that answers with the trace headers it received; /fail answers 500. */
-function traceOrigin(): Promise<TestServer> {
-  return startServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const body = JSON.stringify({
-        traceparent: req.headers.traceparent ?? null,
-        tracestate: req.headers.tracestate ?? null,
-      });
-      res.writeHead(req.url?.includes('/fail') ? 500 : 200, { 'content-type': 'application/json' });
-      res.end(body);
-    });
-  });
-}
-
-async function get(url: string, headers: Record<string, string> = {}) {
-  const r = await fetch(url, { headers });
-  const text = await r.text();
-  return {
-    status: r.status,
-    wakeId: r.headers.get('x-wake-id'),
-    seen: (r.headers.get('content-type')?.includes('json') ? JSON.parse(text) : {}) as {
-      traceparent: string | null;
-      tracestate: string | null;
-    },
-  };
-}
-
-async function metric(opsUrl: string, line: string): Promise<number> {
-  const text = await (await fetch(`${opsUrl}/metrics`)).text();
-  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
-  return found === undefined ? Number.NaN : Number(found.slice(line.length + 1));
-}
-
-const routes = (origin: string) => [
-  { name: 'open', prefix: '/open', auth: 'none', origins: { production: origin } },
-  {
-    name: 'keyed',
-    prefix: '/keyed',
-    auth: 'required',
-    scopes: { read: 'keyed:read', write: 'keyed:write' },
-    origins: { production: origin },
-  },
-];
 
 describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', () => {
   let origin: TestServer;
@@ -288,72 +244,5 @@ describe('tracing: slow requests and webhook attempts', () => {
       'wakegate.attempt': 1,
     });
     expect(hook?.links).toEqual([{ traceId: trace, spanId: server?.spanId }]);
-  });
-});
-
-describe('tracing: a collector that is down or stuck never slows a request nor grows memory', () => {
-  let origin: TestServer;
-  beforeAll(async () => {
-    origin = await traceOrigin();
-  });
-  afterAll(() => origin.close());
-
-  it('a dead collector port: requests are served, the failed exports counted as dropped', async () => {
-    const port = await deadPort();
-    const t = await startGateway({
-      routes: routes(origin.url),
-      tracing: {
-        otlp_url: `http://127.0.0.1:${port}/v1/traces`,
-        sample_ratio: 1,
-        flush_interval_ms: 10,
-        max_retries: 0,
-      },
-    });
-    try {
-      for (let i = 0; i < 20; i++) expect((await get(`${t.url}/open/${i}`)).status).toBe(200);
-      let dropped = 0;
-      for (let i = 0; i < 200 && dropped < 40; i++) {
-        await new Promise((r) => setTimeout(r, 25));
-        dropped = await metric(t.opsUrl, 'wakegate_trace_spans_dropped_total{reason="export_failed"}');
-      }
-      expect(dropped).toBe(40);
-      expect(await metric(t.opsUrl, 'wakegate_trace_spans_exported_total')).toBe(0);
-    } finally {
-      await t.cleanup();
-    }
-  });
-
-  it('a collector that never answers: requests are served, the queue stays within queue_size, the stop does not wait', async () => {
-    const stuck = await startReceiver({ hang: true });
-    const t = await startGateway({
-      routes: routes(origin.url),
-      tracing: {
-        otlp_url: stuck.url,
-        sample_ratio: 1,
-        queue_size: 10,
-        batch_size: 4,
-        flush_interval_ms: 10,
-        // Longer than the test: the export is still hanging when the gateway stops.
-        export_timeout_ms: 30_000,
-      },
-    });
-    try {
-      const t0 = performance.now();
-      for (let i = 0; i < 60; i++) expect((await get(`${t.url}/open/${i}`)).status).toBe(200);
-      // 60 requests well within a second even on a loaded machine: nothing waited on the collector.
-      expect(performance.now() - t0).toBeLessThan(10_000);
-      expect(stuck.requests.length).toBe(1);
-      expect(await metric(t.opsUrl, 'wakegate_trace_spans_queued')).toBeLessThanOrEqual(10);
-      // 120 spans: 4 in the stuck request, at most 10 waiting, the rest dropped.
-      expect(await metric(t.opsUrl, 'wakegate_trace_spans_dropped_total{reason="queue_full"}')).toBeGreaterThanOrEqual(
-        120 - 4 - 10,
-      );
-      const s0 = performance.now();
-      await t.stop();
-      expect(performance.now() - s0).toBeLessThan(10_000);
-    } finally {
-      await t.cleanup();
-      await stuck.close();
-    }
   });
 });
