@@ -114,7 +114,8 @@ function microBench() {
           proto: 'http',
           originHost: 'origin',
           identity: null,
-          trace: { parent: traceparentOf(x), keepState: x.parentSpanId !== '' },
+          traceparent: traceparentOf(x),
+          keepTracestate: x.parentSpanId !== '',
         };
         sink += forwardRequestHeaders(r, o).length;
       },

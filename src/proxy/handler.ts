@@ -142,7 +142,8 @@ export class ProxyHandler {
       proto: 'http',
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
-      trace: { parent: traceparentOf(x), keepState: x.parentSpanId !== '' },
+      traceparent: traceparentOf(x),
+      keepTracestate: x.parentSpanId !== '',
     });
     let h = this.overhead.get(x.route);
     if (h === undefined) {

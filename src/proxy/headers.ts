@@ -33,11 +33,12 @@ export interface ForwardHeadersOptions {
   /** Identity of the checked key, as x-wakegate-* headers. */
   identity: [keyId: string, consumer: string, environment: string] | null;
   /**
-   * W3C Trace Context: the client's `traceparent` is replaced by `parent` (the gateway's
+   * W3C Trace Context: the client's `traceparent` is replaced by this one (the gateway's
    * span; null sends none), and its `tracestate` kept only with a valid traceparent
-   * (`keepState`). Absent: both pass as they came.
+   * (`keepTracestate`). Absent: both pass as they came.
    */
-  trace?: { parent: string | null; keepState: boolean };
+  traceparent?: string | null;
+  keepTracestate?: boolean;
 }
 
 /**
@@ -103,7 +104,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     }
     if (lower.startsWith('x-wakegate-')) continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
-    if (lower.length >= 10 && o.trace !== undefined && isTraceHeader(lower, o.trace.keepState)) continue;
+    if (lower.length >= 10 && o.traceparent !== undefined && isTraceHeader(lower, o.keepTracestate === true)) continue;
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
     if (carriesGatewayKey(value)) continue;
     out.push(name, value);
@@ -112,7 +113,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   out.push('X-Forwarded-For', xff === null ? o.clientIp : `${xff}, ${o.clientIp}`);
   out.push('X-Forwarded-Proto', xfp ?? o.proto);
   if (xfh !== null || host) out.push('X-Forwarded-Host', xfh ?? host);
-  if (o.trace !== undefined && o.trace.parent !== null) out.push('traceparent', o.trace.parent);
+  if (o.traceparent !== undefined && o.traceparent !== null) out.push('traceparent', o.traceparent);
   if (o.identity) {
     // Stored values: percent-encoded (header-value.ts), so none can fail the request or be read trimmed.
     out.push('x-wakegate-key-id', headerValue(o.identity[0]), 'x-wakegate-consumer', headerValue(o.identity[1]));

@@ -164,7 +164,8 @@ export class Replayer {
       proto: 'http',
       originHost: origin.host,
       identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
-      trace: { parent: traceparentOf(x), keepState: false },
+      traceparent: traceparentOf(x),
+      keepTracestate: false,
     });
     headers.push('x-wakegate-replay-of', headerValue(w.id), 'x-wakegate-replayed-by', headerValue(o.by));
     if (body) headers.push('content-length', String(body.length));

@@ -195,7 +195,8 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       proto: 'http',
       originHost: origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
-      trace: { parent: traceparentOf(x), keepState: x.parentSpanId !== '' },
+      traceparent: traceparentOf(x),
+      keepTracestate: x.parentSpanId !== '',
     });
     // Only the upgrade itself is hop-by-hop information the origin needs.
     headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);

@@ -123,14 +123,14 @@ describe('forwardRequestHeaders with trace context', () => {
   const raw = ['Traceparent', VALID, 'tracestate', 'vendor=1', 'accept', '*/*'];
 
   it('replaces the client’s traceparent by the gateway’s and keeps tracestate with a valid one', () => {
-    const out = forwardRequestHeaders(raw, { ...base, trace: { parent: 'ours', keepState: true } });
+    const out = forwardRequestHeaders(raw, { ...base, traceparent: 'ours', keepTracestate: true });
     expect(out.filter((v) => v.toLowerCase() === 'traceparent')).toEqual(['traceparent']);
     expect(out[out.indexOf('traceparent') + 1]).toBe('ours');
     expect(out).toContain('vendor=1');
   });
 
   it('drops tracestate when the trace was restarted, and sends no traceparent when there is none', () => {
-    const out = forwardRequestHeaders(raw, { ...base, trace: { parent: null, keepState: false } });
+    const out = forwardRequestHeaders(raw, { ...base, traceparent: null, keepTracestate: false });
     expect(out.map((v) => v.toLowerCase())).not.toContain('traceparent');
     expect(out).not.toContain('vendor=1');
   });
