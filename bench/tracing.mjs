@@ -3,11 +3,12 @@
 // (utime + stime of all its threads, /proc/<pid>/stat, before and after a load of fixed
 // duration at 50 connections)
 // with tracing off, at 1% and at 100% head sampling, side by side in one run
-// (the three loaded at once in each round, so a busy machine slows them alike; medians of three), each exporting to a local OTLP receiver
+// (all loaded at once in each round, so a busy machine slows them alike; medians of three), each exporting to a local OTLP receiver
 // that decodes every request with the OpenTelemetry project's generated definitions
 // and counts the spans; then the request thread's own added cost in ns (a micro-bench
 // of the id minting and the traceparent header). Targets: <= 3% more CPU at 1%,
 // <= 10% at 100%, <= 0.5 us on the request thread.
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
@@ -49,6 +50,12 @@ async function startReceiver() {
   return { url: `http://127.0.0.1:${server.address().port}/v1/traces`, counted, close: () => server.close() };
 }
 
+/** CPU time used by this process so far, ns. */
+function cpuNs() {
+  const u = process.cpuUsage();
+  return (u.user + u.system) * 1000;
+}
+
 /**
  * ns per call of `a` and of `b`, and what `b` adds: measured in 31 alternating runs of
  * `n` calls each, the median of each and of the pairs' differences, so a machine
@@ -58,10 +65,11 @@ function nsPair(a, b, n = 100_000) {
   const ra = [];
   const rb = [];
   const diff = [];
+  // CPU time of this process, not the clock's: time spent waiting for a core (other work on the machine) is not counted.
   const time = (fn) => {
-    const t0 = process.hrtime.bigint();
+    const t0 = cpuNs();
     for (let i = 0; i < n; i++) fn(i);
-    return Number(process.hrtime.bigint() - t0) / n;
+    return (cpuNs() - t0) / n;
   };
   for (let i = 0; i < 5; i++) time(a) + time(b); // warm both up (optimized before timing)
   for (let r = 0; r < 31; r++) {
@@ -158,15 +166,22 @@ function exportCost() {
   const z = [];
   let bytes = 0;
   for (let r = 0; r < 25; r++) {
-    const t0 = performance.now();
+    const t0 = cpuNs();
     const spans = [];
     for (const it of items) build(it, spans);
-    const t1 = performance.now();
+    const t1 = cpuNs();
     bytes = ProtobufTraceSerializer.serializeRequest(spans).length;
-    b.push(((t1 - t0) * 1000) / items.length);
-    z.push(((performance.now() - t1) * 1000) / items.length);
+    b.push((t1 - t0) / 1000 / items.length);
+    z.push((cpuNs() - t1) / 1000 / items.length);
   }
   return { build: median(b), serialize: median(z), bytes: bytes / items.length };
+}
+
+/** autocannon's setupRequest: a traceparent of a new random trace on each request. */
+function withTraceparent(req) {
+  const id = randomBytes(24).toString('hex');
+  req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-00` };
+  return req;
 }
 
 async function main() {
@@ -174,14 +189,18 @@ async function main() {
   procs.push(origin);
   const receiver = await startReceiver();
   const targets = [];
-  for (const [name, yaml] of [
-    ['off', ''],
-    ['1%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0.01 }\n`],
-    ['100%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 1 }\n`],
+  // `off, ids stored`: tracing off, but every request brings a traceparent of a new trace, so
+  // its wake stores trace_id and span_id: what storing them costs, apart from tracing's own work.
+  for (const [name, yaml, traced] of [
+    ['off', '', false],
+    ['off, ids stored', '', true],
+    ['1%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0.01 }\n`, false],
+    ['100%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 1 }\n`, false],
   ]) {
-    const g = await startBenchGateway(join(tmp, name.replace('%', 'pct')), origin.url, 'required', yaml, {}, 1);
+    const dir = join(tmp, name.replace(/[^a-z0-9]+/g, '-'));
+    const g = await startBenchGateway(dir, origin.url, 'required', yaml, {}, 1);
     procs.push(g.gateway);
-    targets.push({ name, ...g, pid: g.gateway.proc.pid, cpu: [], rps: [], served: 0 });
+    targets.push({ name, traced, ...g, pid: g.gateway.proc.pid, cpu: [], rps: [], served: 0 });
   }
   for (const t of targets) {
     process.stderr.write(`warm-up ${t.name}\n`);
@@ -190,7 +209,7 @@ async function main() {
   for (let round = 1; round <= ROUNDS; round++) {
     await settle(targets.map((x) => x.pid));
     process.stderr.write(`round ${round}\n`);
-    // The three at once, under the same load from this process: whatever else the
+    // All at once, under the same load from this process: whatever else the
     // machine runs slows them alike, so their CPU per request compares within a round.
     const c0 = targets.map((t) => treeCpuSeconds(t.pid));
     const rs = await Promise.all(
@@ -200,6 +219,7 @@ async function main() {
           connections: CONNECTIONS,
           duration: DURATION,
           headers: t.headers,
+          ...(t.traced ? { requests: [{ setupRequest: withTraceparent }] } : {}),
         }),
       ),
     );
@@ -229,12 +249,12 @@ async function main() {
       t.name === 'off' ? '—' : `${((ratio - 1) * 100).toFixed(1)}%`,
       t.cpu.map((c) => c.toFixed(1)).join(' / '),
       Math.round(median(t.rps)).toLocaleString('en-US'),
-      t.name === 'off' ? '—' : String(await metric(t, 'wakegate_trace_spans_exported_total')),
-      t.name === 'off' ? '—' : String(await metric(t, 'wakegate_trace_spans_dropped_total')),
+      t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_exported_total')),
+      t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_dropped_total')),
     ]);
   }
   console.log(
-    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each (the three at once), ${ROUNDS} rounds, keyed route (everything on), threads: 1\n`,
+    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each (all at once), ${ROUNDS} rounds, keyed route (everything on), threads: 1\n`,
   );
   console.log(
     table(
@@ -252,7 +272,7 @@ async function main() {
   );
   console.log(`\nreceiver: ${receiver.counted.spans} spans decoded in ${receiver.counted.requests} export requests\n`);
   console.log(
-    'request thread, ns per request (31 alternating runs of 100k, medians): header rules alone, with trace context, added',
+    'request thread, CPU ns per request (31 alternating runs of 100k, medians): header rules alone, with trace context, added',
   );
   console.log(`${table(['case', 'without', 'with', 'added ns'], microBench())}\n`);
   printExportCost();
