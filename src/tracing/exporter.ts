@@ -1,6 +1,8 @@
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { SpanLike } from './spans.js';
+
+/** What the serializer takes (the SDK's ReadableSpan[], named through it: the SDK is not a dependency of ours). */
+type SdkSpans = Parameters<typeof ProtobufTraceSerializer.serializeRequest>[0];
 
 /** Timers the exporter schedules with (tests pass their own). */
 export interface Timers {
@@ -105,7 +107,8 @@ export class SpanExporter<T> {
     this.waiting -= n;
     this.o.queued(this.waiting);
     const spans = this.o.build(items);
-    const body = ProtobufTraceSerializer.serializeRequest(spans as unknown as ReadableSpan[]);
+    // Our plain objects have every field of the SDK's ReadableSpan the serializer reads (tracing/spans.ts).
+    const body = ProtobufTraceSerializer.serializeRequest(spans as unknown as SdkSpans);
     if (body === undefined) throw new Error('the OTLP serializer returned nothing');
     return { body, n: spans.length };
   }
