@@ -63,6 +63,8 @@ export class SpanExporter<T> {
   private busy = false;
   private closed = false;
   private flushTimer: unknown = null;
+  /** The flush timer armed is the 0 ms one of a full batch. */
+  private soon = false;
   private retryTimer: unknown = null;
   private inflight: AbortController | null = null;
   private settle: (() => void) | null = null;
@@ -84,17 +86,23 @@ export class SpanExporter<T> {
     this.queue.push(item);
     this.waiting += n;
     this.o.queued(this.waiting);
-    if (this.waiting >= this.o.batchSize) this.start();
-    else if (!this.busy) this.arm();
+    if (this.busy) return;
+    // A full batch leaves on a turn of its own: never built on the turn of the request that
+    // filled it (with threads: 1 this thread serves requests too).
+    this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
   }
 
-  /** A batch leaves within flushIntervalMs of the first span waiting. */
-  private arm(): void {
-    if (this.flushTimer !== null) return;
+  /** A batch leaves within `ms` (flushIntervalMs of the first span waiting; 0 once a batch is full). */
+  private arm(ms: number): void {
+    if (this.flushTimer !== null) {
+      if (ms !== 0 || this.soon) return;
+      this.o.timers.clearTimeout(this.flushTimer);
+    }
+    this.soon = ms === 0;
     this.flushTimer = this.o.timers.setTimeout(() => {
       this.flushTimer = null;
       this.start();
-    }, this.o.flushIntervalMs);
+    }, ms);
   }
 
   /** The next batch: what is waiting, up to batchSize spans. */
@@ -160,8 +168,7 @@ export class SpanExporter<T> {
       const settle = this.settle;
       this.settle = null;
       if (settle !== null) return settle();
-      if (this.waiting >= this.o.batchSize) this.start();
-      else if (this.waiting > 0) this.arm();
+      if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
     };
     this.o.post(body, ac.signal).then(
       (status) => done(status, `the collector answered ${status}`),
