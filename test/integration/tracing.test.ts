@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
 import { call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
@@ -111,6 +112,33 @@ describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', (
     const bad = await call(t.url, t.admin, 'GET', '/v2/wakes?environment=production&trace_id=xyz');
     expect(bad.status).toBe(400);
     expect(bad.body.error.param).toBe('trace_id');
+  });
+
+  it('sends the trace on a WebSocket upgrade too', async () => {
+    const seen: (string | undefined)[] = [];
+    const wss = new WebSocketServer({ noServer: true });
+    origin.server.on('upgrade', (req, socket, head) => {
+      seen.push(req.headers.traceparent as string | undefined);
+      wss.handleUpgrade(req, socket, head, (ws) => ws.on('message', (m) => ws.send(m)));
+    });
+    const trace = 'f'.repeat(32);
+    const echo = await new Promise<string>((resolve, reject) => {
+      const ws = new WebSocket(`${t.url.replace('http:', 'ws:')}/open/socket`, {
+        headers: { traceparent: `00-${trace}-${PARENT}-01` },
+      });
+      ws.on('open', () => ws.send('hi'));
+      ws.on('message', (m) => {
+        ws.close();
+        resolve(m.toString());
+      });
+      ws.on('error', reject);
+    });
+    expect(echo).toBe('hi');
+    expect(seen[0]).toMatch(new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`));
+    // The tunnel's wake is its SERVER span, ended when the tunnel closed.
+    const [server] = (await waitTrace(trace, 1)).filter((s) => s.kind === SERVER);
+    expect(server?.spanId).toBe(seen[0]?.slice(36, 52));
+    wss.close();
   });
 
   it('ignores an invalid traceparent: a new trace, its tracestate not passed on', async () => {
