@@ -18,6 +18,7 @@ import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
+import { traceStart } from './tracing/context.js';
 
 /** A /v2 call whose body was not invited (Expect refused), as handed on. */
 const NO_BODY = Buffer.alloc(0);
@@ -131,6 +132,7 @@ export function createEdge(d: EdgeDeps): Edge {
       perClient: s.max_streaming_downloads_per_client,
       sendTimeoutMs: s.send_timeout_ms,
     },
+    trace: traceStart(cfg),
   };
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;

@@ -9,6 +9,7 @@ import type { Exchange, Recorder } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -25,6 +26,8 @@ export interface ProxyDeps {
   server: { bufferBytes: number; bufferTotal: number; streamsPerClient: number; connections: number };
   /** server.buffer_response_body_bytes, max_buffered_response_bytes, max_streaming_downloads_per_client, send_timeout_ms. */
   downloads: DownloadLimits;
+  /** W3C Trace Context: reads the client's traceparent, mints the gateway's span id. */
+  trace: TraceStart;
 }
 
 /** Placeholder of a request's origin headers until it is admitted. */
@@ -77,6 +80,7 @@ export class ProxyHandler {
     const { req, res, x } = fw;
     const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
+    x.errorType = e.type;
     if (!res.headersSent) {
       const h = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(body))];
       h.push('x-wake-id', x.id, 'cache-control', 'no-store');
@@ -99,6 +103,7 @@ export class ProxyHandler {
   handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
+    this.d.trace.begin(fw.x, req.headers.traceparent);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
@@ -137,6 +142,8 @@ export class ProxyHandler {
       proto: 'http',
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
+      traceparent: traceparentOf(x),
+      keepTracestate: x.parentSpanId !== '',
     });
     let h = this.overhead.get(x.route);
     if (h === undefined) {

@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { SharedBuckets, type SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import { StartError } from '../startup.js';
+import type { SpanInput } from '../tracing/span-input.js';
 import type { EdgeData, FromEdge, ToEdge } from './protocol.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -31,6 +32,8 @@ export interface PoolDeps {
   /** The SLO rules, kept here for every thread. */
   slo: RowListener<Wake>;
   usage: (id: string, sec: number) => void;
+  /** Span inputs of the edge threads (tracing on). */
+  spans: (s: SpanInput[]) => void;
 }
 
 interface Thread {
@@ -167,6 +170,9 @@ export class EdgePool {
         for (const [route, environment, captured_at, status, latency_ms] of m.rows)
           d.slo.row({ route, environment, captured_at, status, latency_ms } as Wake);
         d.slo.end();
+        return;
+      case 'spans':
+        d.spans(m.spans);
         return;
       case 'usage':
         for (const [id, sec] of m.used) d.usage(id, sec);
