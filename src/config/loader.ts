@@ -130,6 +130,12 @@ function crossCheck(cfg: Config): Problem[] {
       fail(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
     }
     if (r.auth === 'required' && !r.scopes) fail(`${at}.scopes`, 'a route with auth: required needs scopes');
+    const tls = cfg.server.tls;
+    if (r.auth === 'mtls' && (tls === null || tls.client_auth === 'none'))
+      fail(
+        `${at}.auth`,
+        'auth: mtls needs client certificates: server.tls with client_ca and client_auth optional or required',
+      );
   });
   for (const [name, p] of Object.entries(cfg.rate_limits)) {
     if (p.burst < 1 || p.limit < 1) fail(`rate_limits.${name}`, 'limit and burst must be positive');

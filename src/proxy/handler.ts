@@ -9,6 +9,7 @@ import type { Exchange, Recorder } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { noteClientCert } from '../tls/client-cert.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -99,6 +100,8 @@ export class ProxyHandler {
   handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
+    // Before admission: an auth: mtls route's key is the certificate's.
+    noteClientCert(req.socket, fw.x);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).

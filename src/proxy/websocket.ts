@@ -7,6 +7,7 @@ import { isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { type Origin, upstreamPath } from '../admission/routes.js';
 import { errorBody, GatewayError } from '../errors.js';
+import { noteClientCert } from '../tls/client-cert.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 
@@ -107,6 +108,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
+  noteClientCert(req.socket, x);
   const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the
