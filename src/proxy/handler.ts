@@ -10,6 +10,7 @@ import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { noteClientCert } from '../tls/client-cert.js';
+import { isVerifyError } from '../tls/origin-trust.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -337,6 +338,10 @@ export class ProxyHandler {
       return this.fail(fw, new GatewayError('upstream_unavailable', msg));
     }
     if (err.code === 'UND_ERR_INVALID_ARG') return this.fail(fw, HEADER_REFUSED);
+    if (isVerifyError(err.code)) {
+      const msg = `the origin's certificate did not verify (${err.code}); check routes[].tls (ca, servername) of route ${x.route}`;
+      return this.fail(fw, new GatewayError('upstream_unavailable', msg));
+    }
     this.d.log.debug('upstream error', { route: x.route, code: err.code });
     this.fail(fw, new GatewayError('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`));
   }

@@ -8,6 +8,7 @@ import { NONE, type Refusal } from '../admission/refusal.js';
 import { type Origin, upstreamPath } from '../admission/routes.js';
 import { errorBody, GatewayError } from '../errors.js';
 import { noteClientCert } from '../tls/client-cert.js';
+import { connectOptions } from '../tls/origin-trust.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 
@@ -82,6 +83,8 @@ function connector(o: Origin) {
           host: o.hostname,
           port: o.port,
           servername: o.hostname,
+          // The route's CAs and name (routes[].tls), as for its requests.
+          ...connectOptions(o.trust),
           allowHalfOpen: true,
         } as tls.ConnectionOptions)
     : () => net.connect({ host: o.hostname, port: o.port, allowHalfOpen: true });
