@@ -52,13 +52,14 @@ describe('https origins', () => {
 
   const get = async (path: string) => {
     const r = await fetch(`${t.url}${path}`);
-    return { status: r.status, body: (await r.json()) as Record<string, any> };
+    type Body = { sni?: string; url?: string; error: { type: string; message: string; wake_id: string } };
+    return { status: r.status, body: (await r.json()) as Body };
   };
 
   it('verifies against the route CA and sends its servername', async () => {
     const r = await get('/good/x');
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ sni: 'origin.test', url: '/good/x' });
+    expect(r.body).toEqual({ sni: 'origin.test', url: '/good/x' } as unknown);
   });
 
   it('answers 502 with the gateway error body when the certificate does not verify', async () => {
