@@ -225,8 +225,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       tlsPart({
         log,
         metrics,
-        listeners:
-          cfg.server.tls && mainTls
+        listeners: [
+          ...(cfg.server.tls && mainTls
             ? [
                 {
                   listener: 'main',
@@ -236,7 +236,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
                   apply: applyMain,
                 },
               ]
-            : [],
+            : []),
+          ...listeners.reloadable,
+        ],
         ...opts.tlsWatch,
       }),
     );

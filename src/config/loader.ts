@@ -147,6 +147,11 @@ function crossCheck(cfg: Config): Problem[] {
     if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
       fail('console.path', `${cp} is the ops listener's own`);
   }
+  if (cfg.management.tls !== null && cfg.management.listener !== 'separate')
+    fail(
+      'management.tls',
+      'applies to the separate management listener (management.listener: separate); the ops listener takes server.ops_tls',
+    );
   if (cfg.storage.cluster !== null && cfg.storage.clickhouse_url === null) {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
     fail('storage.cluster', 'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers');
