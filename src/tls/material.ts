@@ -82,6 +82,8 @@ export class SniTable {
 
   /** The context for `name`; null: the default (the first certificate). */
   pick(name: string): SecureContext | null {
+    // One certificate: nothing to choose, nothing to remember.
+    if (this.x509.length === 1) return null;
     const hit = this.seen.get(name);
     if (hit !== undefined) return hit;
     let found: SecureContext | null = null;
