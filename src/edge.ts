@@ -227,7 +227,6 @@ export function createEdge(d: EdgeDeps): Edge {
       clearInterval(idle);
       clearTimeout(force);
       if (front) {
-        front.close();
         // Its connection-check timer (started by the 'listening' above) ends with it.
         http.Server.prototype.close.call(server, () => {});
       }

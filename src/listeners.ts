@@ -109,7 +109,6 @@ export function listenersPart(d: ListenerDeps): Part & {
   const close = async (server: http.Server) => {
     const front = fronts.get(server);
     if (front) {
-      front.close();
       if (!front.server.listening) return;
       const closed = new Promise<void>((r) => front.server.close(() => r()));
       http.Server.prototype.close.call(server);

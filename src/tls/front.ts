@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../config/tls-schema.js';
 import { SniTable, type TlsMaterial } from './material.js';
 import type { TlsMetrics } from './metrics.js';
-import { dayOf, type TicketSource, ticketKeyFor, untilNextDay } from './tickets.js';
+import { dayOf, type TicketSource, ticketKeyFor } from './tickets.js';
 
 /** Takes a TLS connection whose client chose HTTP/2 by ALPN (the HTTP/2 module's); null: h2 is not offered. */
 export type AcceptH2 = ((socket: tls.TLSSocket) => void) | null;
@@ -32,8 +32,6 @@ export interface TlsFront {
   update(m: TlsMaterial): void;
   /** Ends every connection, handshaking or not (a stop's grace is over). */
   destroyAll(): void;
-  /** Stops the daily ticket-key rotation. */
-  close(): void;
 }
 
 /**
@@ -70,19 +68,13 @@ export function tlsFront(d: FrontDeps): TlsFront {
     server.setTicketKeys(ticketKeyFor(d.tickets, day));
   };
   keys();
-  let rotation: NodeJS.Timeout | null = null;
-  const rotate = () => {
-    // A timer may fire early against an injected clock: it only rotates once the day has turned.
-    if (dayOf(d.clock.now()) !== day) keys();
-    rotation = setTimeout(rotate, Math.max(1000, untilNextDay(d.clock.now())));
-    rotation.unref();
-  };
-  rotation = setTimeout(rotate, Math.max(1000, untilNextDay(d.clock.now())));
-  rotation.unref();
 
   // Every raw connection until it closes: a stop's grace ending ends handshakes too.
   const open = new Set<net.Socket>();
   server.on('connection', (raw: net.Socket) => {
+    // The day's ticket key, rotated by the first connection after UTC midnight (one
+    // compare a connection, and exact against the injected clock).
+    if (dayOf(d.clock.now()) !== day) keys();
     open.add(raw);
     raw.once('close', () => open.delete(raw));
   });
@@ -105,10 +97,6 @@ export function tlsFront(d: FrontDeps): TlsFront {
     },
     destroyAll() {
       for (const raw of open) raw.destroy();
-    },
-    close() {
-      if (rotation !== null) clearTimeout(rotation);
-      rotation = null;
     },
   };
 }

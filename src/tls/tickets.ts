@@ -19,8 +19,6 @@ export const TICKET_KEY_BYTES = 48;
 const DAY_MS = 86_400_000;
 
 export const dayOf = (ms: number): number => Math.floor(ms / DAY_MS);
-/** Milliseconds from `ms` to the next UTC midnight. */
-export const untilNextDay = (ms: number): number => (dayOf(ms) + 1) * DAY_MS - ms;
 
 export function processTickets(): TicketSource {
   return { kind: 'process', secret: new Uint8Array(randomBytes(32)) };
