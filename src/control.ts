@@ -50,6 +50,9 @@ import type { TlsMaterial } from './tls/material.js';
 import { insecureOrigins } from './tls/origin-trust.js';
 import { tlsPart } from './tls/part.js';
 import type { WatchFiles } from './tls/reloader.js';
+import { traceStart } from './tracing/context.js';
+import { createTracing, type Tracing } from './tracing/index.js';
+import { tracedSend } from './tracing/webhook-spans.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
@@ -111,7 +114,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     co?.authenticate(sealingKey);
     // The fleet's Redis connection closes last of what uses it.
     if (co) parts.add({ name: 'coordination', close: () => co.close() });
-    const webhooks = parts.add(await webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co }));
+    // Spans are built and exported here, for every thread; it closes after what feeds it.
+    const tracing = parts.add(createTracing({ cfg, log, metrics }));
+    const webhooks = parts.add(await webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing }));
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
     const announce = co ? await keyAnnouncer(co, ring, clock, log) : null;
@@ -136,6 +141,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         sink,
         redactionKey: redactionKey(sealingKey),
         ...(opts.spoolRetryMs === undefined ? {} : { retryMs: opts.spoolRetryMs }),
+        trace: tracing.hook,
       }),
     );
     for (const r of rules) capture.batcher.onRows(r);
@@ -153,6 +159,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           redactor: capture.redactor,
           events: bus,
           log,
+          trace: traceStart(cfg),
         }),
       ),
     );
@@ -274,6 +281,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           slo: rules[1],
           usage: (id, sec) => ring.used(id, sec),
           tls: mainTls,
+          spans: (s) => tracing.add(s),
         });
       }
       if (edge) metrics.edgeThreads.set(1);
@@ -445,10 +453,12 @@ interface WebhooksDeps {
   metrics: Metrics;
   /** The fleet's Redis (deliveries attempted under leases, one fan-out leader); null: alone. */
   co: Coordinator | null;
+  /** Each attempt's outcome becomes a CLIENT span (tracing on). */
+  tracing: Tracing;
 }
 
 /** Endpoints, deliveries, fan-out from the events table, and dispatch. */
-async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co }: WebhooksDeps) {
+async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing }: WebhooksDeps) {
   const endpointTable = new EndpointTable(store, new SecretBox(sealingKey), (id) =>
     log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
       endpoint_id: id,
@@ -484,7 +494,10 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
     cfg,
     queue,
     endpoints,
-    send: endpointSender(cfg, endpoints),
+    send:
+      tracing.hook === null
+        ? endpointSender(cfg, endpoints)
+        : tracedSend(endpointSender(cfg, endpoints), endpoints, tracing.webhook),
     clock,
     log,
     metrics,

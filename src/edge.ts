@@ -21,6 +21,7 @@ import { listenError } from './startup.js';
 import { type EdgeTls, mainTls } from './tls/edge-tls.js';
 import type { AcceptH2 } from './tls/front.js';
 import type { TlsMaterial } from './tls/material.js';
+import { traceStart } from './tracing/context.js';
 
 /** A /v2 call whose body was not invited (Expect refused), as handed on. */
 const NO_BODY = Buffer.alloc(0);
@@ -142,6 +143,7 @@ export function createEdge(d: EdgeDeps): Edge {
       perClient: s.max_streaming_downloads_per_client,
       sendTimeoutMs: s.send_timeout_ms,
     },
+    trace: traceStart(cfg),
   };
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;

@@ -155,7 +155,7 @@ export function listenersPart(d: ListenerDeps): Part & {
  */
 function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const cfg = d.cfg;
-  const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, d.mainPort) : null;
+  const consoleApp = cfg.console.enabled ? consoleHandler(cfg.console.path, d.mainPort, cfg.tracing.trace_url) : null;
   const crash = /^\/__test\/edges\/(\d+)\/crash$/;
   return (req, res) => {
     const url = req.url ?? '/';

@@ -99,6 +99,9 @@ export interface Wake {
   key_id: string | null;
   request_bytes: number;
   response_bytes: number;
+  /** W3C Trace Context: the request's trace and the gateway's span in it (null: none). */
+  trace_id?: string | null;
+  span_id?: string | null;
 }
 
 export interface Body {

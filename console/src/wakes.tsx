@@ -8,6 +8,7 @@ interface Filters {
   path: string;
   consumer: string;
   key_id: string;
+  trace_id: string;
   min_latency_ms: string;
   since: string;
   until: string;
@@ -17,6 +18,7 @@ const EMPTY: Filters = {
   path: '',
   consumer: '',
   key_id: '',
+  trace_id: '',
   min_latency_ms: '',
   since: '',
   until: '',
@@ -26,6 +28,27 @@ const EMPTY: Filters = {
 function proxyOrigin(): string {
   const port = document.querySelector('meta[name="wakegate-proxy-port"]')?.getAttribute('content');
   return port ? `${location.protocol}//${location.hostname}:${port}` : location.origin;
+}
+
+/** tracing.trace_url, from the page's meta tag: where a trace is shown ({trace_id} replaced), or null. */
+function traceLink(traceId: string): string | null {
+  const t = document.querySelector('meta[name="wakegate-trace-url"]')?.getAttribute('content');
+  return t ? t.replace('{trace_id}', encodeURIComponent(traceId)) : null;
+}
+
+function Trace({ id }: { id: string }) {
+  const href = traceLink(id);
+  return (
+    <dd class="mono">
+      {href ? (
+        <a href={href} target="_blank" rel="noopener noreferrer">
+          {id}
+        </a>
+      ) : (
+        id
+      )}
+    </dd>
+  );
 }
 
 const toIso = (local: string) => (local ? new Date(`${local}:00Z`).toISOString() : undefined);
@@ -48,6 +71,7 @@ export function Wakes({ env }: { env: string }) {
     path: f.path,
     consumer: f.consumer,
     key_id: f.key_id,
+    trace_id: f.trace_id,
     min_latency_ms: f.min_latency_ms,
     since: toIso(f.since),
     until: toIso(f.until),
@@ -136,6 +160,7 @@ export function Wakes({ env }: { env: string }) {
         {field('path', 'Path template', 'text', '/api/orders/{id}')}
         {field('consumer', 'Consumer')}
         {field('key_id', 'Key id', 'text', 'key_...')}
+        {field('trace_id', 'Trace id', 'text', '4bf92f35…')}
         {field('min_latency_ms', 'Slower than (ms)', 'number')}
         {field('since', 'Since (UTC)', 'datetime-local')}
         {field('until', 'Until (UTC)', 'datetime-local')}
@@ -344,6 +369,12 @@ export function WakePage({ id, env }: { id: string; env: string }) {
         <dd>{w.key_id ?? '—'}</dd>
         <dt>Wake</dt>
         <dd class="mono">{w.id}</dd>
+        {w.trace_id ? (
+          <>
+            <dt>Trace</dt>
+            <Trace id={w.trace_id} />
+          </>
+        ) : null}
         {w.replay_of ? (
           <>
             <dt>Replay of</dt>

@@ -41,6 +41,12 @@ export const listWakesQuery = z.strictObject({
     .optional(),
   consumer: z.string().min(1).max(256).optional(),
   key_id: z.string().min(1).max(64).optional(),
+  /** The wakes of one trace (W3C Trace Context); upper-case hex is read as lower. */
+  trace_id: z
+    .string()
+    .regex(/^[0-9a-fA-F]{32}$/, 'must be a trace id: 32 hex digits such as 4bf92f3577b34da6a3ce929d0e0e4736')
+    .transform((t) => t.toLowerCase())
+    .optional(),
   min_latency_ms: intParam(0, 2_147_483_647).optional(),
   limit: intParam(1, 100).optional(),
   cursor: z.string().min(1).max(512).optional(),
@@ -91,6 +97,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       }
       if (q.consumer !== undefined) filter.consumer = q.consumer;
       if (q.key_id !== undefined) filter.keyId = q.key_id;
+      if (q.trace_id !== undefined) filter.traceId = q.trace_id;
       if (q.min_latency_ms !== undefined) filter.minLatencyMs = q.min_latency_ms;
       const limit = q.limit ?? 20;
       const fp = filterFingerprint({ ...filter, pathPattern: q.path });

@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics/index.js';
 import { accessLog } from './access-log.js';
 import { Batcher, type Sink } from './batcher.js';
 import { DetailBudget, detailSize } from './detail.js';
-import { Recorder } from './recorder.js';
+import { type Exchange, Recorder } from './recorder.js';
 import { Redactor } from './redact.js';
 import type { Wake } from './wake.js';
 import { LOG_SEGMENT_TAG, wakeLogCodec } from './wake-log.js';
@@ -55,6 +55,8 @@ export interface CaptureDeps {
   redactionKey: Buffer;
   /** How often spooled batches are retried while storage is down. */
   retryMs?: number;
+  /** Tracing on: shown each finished wake of a trace (tracing/span-input.ts spanSelector). */
+  trace?: ((x: Exchange, w: Wake, end: number) => void) | null;
 }
 
 /** Capture: the recorder that turns exchanges into wakes, and the batcher that writes them through the log. */
@@ -118,6 +120,7 @@ export function createCapture(d: CaptureDeps): Capture {
       if (!batcher.push(w) && w.detail) budget.give(detailSize(w.detail));
     },
     detail: { redactor, budget, onSkip: (reason) => skipped[reason].inc() },
+    trace: d.trace ?? null,
   });
   const refreshGauges = () => {
     metrics.wakesBuffered.set(batcher.buffered);

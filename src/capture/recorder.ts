@@ -58,6 +58,12 @@ export interface Exchange {
   /** W3C Trace Context: the trace the request belongs to and the gateway's span in it (hex, '' when none). */
   traceId: string;
   spanId: string;
+  /** The caller's span ('' when the gateway began the trace), the flags sent on, and head sampling's choice. */
+  parentSpanId: string;
+  traceFlags: string;
+  traceSampled: boolean;
+  /** The gateway's error type when it answered with its own error body ('' otherwise): the span's error.type. */
+  errorType: string;
 }
 
 /**
@@ -95,20 +101,26 @@ export class Recorder {
   private readonly region: string;
   private readonly capture: (w: Wake) => void;
   private readonly detail: DetailDeps | null;
+  private readonly trace: ((x: Exchange, w: Wake, end: number) => void) | null;
 
-  /** `capture` takes each finished wake; `detail` null: no route keeps detail. */
+  /**
+   * `capture` takes each finished wake; `detail` null: no route keeps detail; `trace`
+   * (tracing on) is shown each finished wake of a trace, to hand on its span's inputs.
+   */
   constructor(o: {
     clock: Clock;
     metrics: Metrics;
     region: string;
     capture: (w: Wake) => void;
     detail?: DetailDeps | null;
+    trace?: ((x: Exchange, w: Wake, end: number) => void) | null;
   }) {
     this.clock = o.clock;
     this.metrics = o.metrics;
     this.region = o.region;
     this.capture = o.capture;
     this.detail = o.detail ?? null;
+    this.trace = o.trace ?? null;
   }
 
   /** Exchanges begun and not yet finished (requests in flight, tunnels open): a drain waits for them. */
@@ -141,6 +153,10 @@ export class Recorder {
       tlsFingerprint: '',
       traceId: '',
       spanId: '',
+      parentSpanId: '',
+      traceFlags: '00',
+      traceSampled: false,
+      errorType: '',
     };
   }
 
@@ -229,6 +245,7 @@ export class Recorder {
       w.span_id = x.spanId;
     }
     if (detail) w.detail = detail;
+    if (this.trace !== null && x.traceId !== '') this.trace(x, w, end);
     this.capture(w);
   }
 }

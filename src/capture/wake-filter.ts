@@ -13,6 +13,8 @@ export interface WakeFilter {
   consumer?: string;
   minLatencyMs?: number;
   keyId?: string;
+  /** W3C trace id (32 lowercase hex digits): the wakes of one trace. */
+  traceId?: string;
   /** Captured at or after (ms). */
   since?: number;
   /** Captured before (ms). */

@@ -31,6 +31,7 @@ const VALUE = new Set([
   'status-class',
   'path',
   'key-id',
+  'trace-id',
   'min-latency-ms',
   'since',
   'until',

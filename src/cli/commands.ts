@@ -79,6 +79,7 @@ Filters (those of GET /v2/wakes):
   --status 404 | --status-class 5xx   --method POST   --route NAME
   --path /v1/users/{id}/*   (a template: {name} is one segment, a trailing * any rest)
   --consumer C   --key-id KEY_ID   --min-latency-ms 500
+  --trace-id 4bf92f3577b34da6a3ce929d0e0e4736   (the wakes of one W3C trace)
   --since 2026-11-22T10:00:00Z   --until ...   (ISO 8601 with a zone)
   --management include|exclude   (the gateway's own /v2 and console traffic)
 

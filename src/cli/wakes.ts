@@ -10,6 +10,7 @@ export const WAKE_FILTERS: Record<string, string> = {
   path: 'path',
   consumer: 'consumer',
   'key-id': 'key_id',
+  'trace-id': 'trace_id',
   'min-latency-ms': 'min_latency_ms',
   since: 'since',
   until: 'until',

@@ -1,3 +1,5 @@
+import { tracingDefaults } from './tracing.js';
+
 /**
  * The defaults of DESIGN.md's configuration file. A config file names only what it
  * changes; each section it names is merged over these key by key, and a list
@@ -121,5 +123,6 @@ export const defaults = {
   management: { listener: 'ops', host: '127.0.0.1', port: 8082, on_main: true, tls: null },
   console: { enabled: true, path: '/console' },
   log: { level: 'info', access: false },
+  tracing: tracingDefaults,
   admin_key: null,
 } as const;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isAddressOrCidr } from '../proxy/trust.js';
 import { listenerTlsSchema, originTlsSchema } from './tls-schema.js';
+import { tracingSchema } from './tracing.js';
 
 /** Ports: 0 lets the OS choose (tests); otherwise a real TCP port. */
 const port = z.number().int().min(0).max(65535);
@@ -242,6 +243,8 @@ export const configSchema = z.strictObject({
     /** One JSON line per request on stdout. */
     access: z.boolean(),
   }),
+  /** OpenTelemetry: W3C Trace Context on every request, spans exported over OTLP/HTTP (config/tracing.ts). */
+  tracing: tracingSchema,
   /** Secret of the bootstrap admin key (WAKEGATE_ADMIN_KEY). Never logged. */
   admin_key: z.string().nullable(),
 });

@@ -20,6 +20,13 @@ const HEADERS = {
   'x-frame-options': 'DENY',
 };
 
+/** The trace URL template for the page, as an attribute value (escaped: it is config text). */
+function traceMeta(url: string | null): string {
+  if (url === null) return '';
+  const v = url.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return `<meta name="wakegate-trace-url" content="${v}">`;
+}
+
 /**
  * Serves the console under `base` (default /console): the app shell for the path
  * itself, its script and stylesheet. The console keeps its pages in the URL hash,
@@ -28,6 +35,8 @@ const HEADERS = {
 export function consoleHandler(
   base: string,
   proxyPort: () => number,
+  /** tracing.trace_url: a wake's trace is linked there ({trace_id} replaced); null: no link. */
+  traceUrl: string | null = null,
 ): {
   owns: (url: string) => boolean;
   handle: (req: IncomingMessage, res: ServerResponse, wakeId: string) => number;
@@ -76,7 +85,10 @@ export function consoleHandler(
         ? Buffer.from(
             body
               .toString('utf8')
-              .replace('</head>', `<meta name="wakegate-proxy-port" content="${proxyPort()}"></head>`),
+              .replace(
+                '</head>',
+                `<meta name="wakegate-proxy-port" content="${proxyPort()}">${traceMeta(traceUrl)}</head>`,
+              ),
           )
         : body;
     res.writeHead(200, {

@@ -212,6 +212,22 @@ export function createMetrics(opts: { process?: boolean } = {}) {
       labelNames: ['channel'] as const,
       registers: [],
     }),
+    traceSpansExported: new Counter({
+      name: 'wakegate_trace_spans_exported_total',
+      help: 'Spans the OTLP collector (tracing.otlp_url) accepted',
+      registers: [],
+    }),
+    traceSpansDropped: new Counter({
+      name: 'wakegate_trace_spans_dropped_total',
+      help: 'Spans not exported, by reason: queue_full (tracing.queue_size waiting), export_failed (the collector failed every retry), rejected (it refused them)',
+      labelNames: ['reason'] as const,
+      registers: [],
+    }),
+    traceQueued: new Gauge({
+      name: 'wakegate_trace_spans_queued',
+      help: 'Spans waiting for export',
+      registers: [],
+    }),
     edgeRestarts: new Counter({
       name: 'wakegate_edge_restarts_total',
       help: 'Edge threads that died and were started again',
@@ -254,4 +270,14 @@ export function registerCoordination(m: Metrics): void {
   ])
     m.registry.registerMetric(x as unknown as Metric);
   for (const o of ['admitted', 'refused']) m.coordinationUnavailable.labels(o).inc(0);
+}
+
+/** Why spans are dropped (tracing/exporter.ts). */
+export const SPAN_DROP_REASONS = ['queue_full', 'export_failed', 'rejected'] as const;
+
+/** The tracing series exist only with tracing on (tracing.otlp_url set). */
+export function registerTracing(m: Metrics): void {
+  for (const x of [m.traceSpansExported, m.traceSpansDropped, m.traceQueued])
+    m.registry.registerMetric(x as unknown as Metric);
+  for (const r of SPAN_DROP_REASONS) m.traceSpansDropped.labels(r).inc(0);
 }

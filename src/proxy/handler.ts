@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { isVerifyError } from '../tls/origin-trust.js';
+import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -27,6 +28,8 @@ export interface ProxyDeps {
   server: { bufferBytes: number; bufferTotal: number; streamsPerClient: number; connections: number };
   /** server.buffer_response_body_bytes, max_buffered_response_bytes, max_streaming_downloads_per_client, send_timeout_ms. */
   downloads: DownloadLimits;
+  /** W3C Trace Context: reads the client's traceparent, mints the gateway's span id. */
+  trace: TraceStart;
 }
 
 /** Placeholder of a request's origin headers until it is admitted. */
@@ -79,6 +82,7 @@ export class ProxyHandler {
     const { req, res, x } = fw;
     const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
+    x.errorType = e.type;
     if (!res.headersSent) {
       const h = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(body))];
       h.push('x-wake-id', x.id, 'cache-control', 'no-store');
@@ -103,6 +107,7 @@ export class ProxyHandler {
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
     noteClientCert(req.socket, fw.x);
+    this.d.trace.begin(fw.x, req.headers.traceparent);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
@@ -141,6 +146,8 @@ export class ProxyHandler {
       proto: (req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
+      traceparent: traceparentOf(x),
+      keepTracestate: x.parentSpanId !== '',
     });
     let h = this.overhead.get(x.route);
     if (h === undefined) {

@@ -32,6 +32,13 @@ export interface ForwardHeadersOptions {
   originHost: string;
   /** Identity of the checked key, as x-wakegate-* headers. */
   identity: [keyId: string, consumer: string, environment: string] | null;
+  /**
+   * W3C Trace Context: the client's `traceparent` is replaced by this one (the gateway's
+   * span; null sends none), and its `tracestate` kept only with a valid traceparent
+   * (`keepTracestate`). Absent: both pass as they came.
+   */
+  traceparent?: string | null;
+  keepTracestate?: boolean;
 }
 
 /**
@@ -97,6 +104,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     }
     if (lower.startsWith('x-wakegate-')) continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
+    if (lower.length >= 10 && o.traceparent !== undefined && isTraceHeader(lower, o.keepTracestate === true)) continue;
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
     if (carriesGatewayKey(value)) continue;
     out.push(name, value);
@@ -105,12 +113,18 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   out.push('X-Forwarded-For', xff === null ? o.clientIp : `${xff}, ${o.clientIp}`);
   out.push('X-Forwarded-Proto', xfp ?? o.proto);
   if (xfh !== null || host) out.push('X-Forwarded-Host', xfh ?? host);
+  if (o.traceparent !== undefined && o.traceparent !== null) out.push('traceparent', o.traceparent);
   if (o.identity) {
     // Stored values: percent-encoded (header-value.ts), so none can fail the request or be read trimmed.
     out.push('x-wakegate-key-id', headerValue(o.identity[0]), 'x-wakegate-consumer', headerValue(o.identity[1]));
     out.push('x-wakegate-environment', headerValue(o.identity[2]));
   }
   return out;
+}
+
+/** The client's traceparent (always replaced), or its tracestate when that is not to be kept. */
+function isTraceHeader(lower: string, keepState: boolean): boolean {
+  return lower === 'traceparent' || (!keepState && lower === 'tracestate');
 }
 
 /** undici's raw Buffer headers as strings (latin1, as on the wire). */

@@ -14,6 +14,7 @@ import { type Answer, diffAnswers } from '../replay/diff.js';
 import { type Filled, type FillRefusal, fillRedacted } from '../replay/fill.js';
 import { replaySalts } from '../replay/salts.js';
 import type { WakeQuerier } from '../store/wakes.js';
+import { TraceStart, traceparentOf } from '../tracing/context.js';
 import { headerValue, passedValue } from './header-value.js';
 import { forwardRequestHeaders } from './headers.js';
 import { Upstreams } from './upstream.js';
@@ -40,7 +41,11 @@ export interface ReplayDeps {
   redactor: Redactor;
   events: EventBus;
   log: Logger;
+  /** A replay is a request of its own: a new trace when tracing is on (the captured traceparent is not sent). */
+  trace?: TraceStart;
 }
+
+const NO_TRACE = new TraceStart({ enabled: false, sampleRatio: 0 });
 
 export interface ReplayOptions {
   allowUnsafe: boolean;
@@ -124,6 +129,7 @@ export class Replayer {
     x.key = original;
     x.path = w.path;
     x.replayOf = w.id;
+    (this.d.trace ?? NO_TRACE).begin(x, undefined);
     const salts = replaySalts(w.id, x.id, values);
     const p = this.send({ w, detail, filled, x, admitted: v, o: { ...o, by: caller.id, salts } })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
@@ -158,6 +164,8 @@ export class Replayer {
       proto: 'http',
       originHost: origin.host,
       identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
+      traceparent: traceparentOf(x),
+      keepTracestate: false,
     });
     headers.push('x-wakegate-replay-of', headerValue(w.id), 'x-wakegate-replayed-by', headerValue(o.by));
     if (body) headers.push('content-length', String(body.length));

@@ -9,6 +9,7 @@ import { type Origin, upstreamPath } from '../admission/routes.js';
 import { errorBody, GatewayError } from '../errors.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { connectOptions } from '../tls/origin-trust.js';
+import { traceparentOf } from '../tracing/context.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 
@@ -112,6 +113,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
   noteClientCert(req.socket, x);
+  d.trace.begin(x, req.headers.traceparent);
   const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the
@@ -146,6 +148,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   const fail = (e: GatewayError, headers: readonly string[] = NONE) => {
     const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
+    x.errorType = e.type;
     let more = '';
     for (let i = 0; i < headers.length; i += 2) more += `${headers[i]}: ${headers[i + 1]}\r\n`;
     if (socket.writable) {
@@ -197,6 +200,8 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       proto: 'http',
       originHost: origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
+      traceparent: traceparentOf(x),
+      keepTracestate: x.parentSpanId !== '',
     });
     // Only the upgrade itself is hop-by-hop information the origin needs.
     headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);

@@ -228,6 +228,11 @@ export class WakeQuerier {
       where.push('key_id = {key_id:String}');
       params.key_id = filter.keyId;
     }
+    if (filter.traceId !== undefined) {
+      // Read through the bloom index on trace_id (migration 16).
+      where.push('trace_id = {trace_id:String}');
+      params.trace_id = filter.traceId;
+    }
     if (filter.since !== undefined) {
       where.push("captured_at >= fromUnixTimestamp64Milli({f_since:Int64}, 'UTC')");
       params.f_since = filter.since;

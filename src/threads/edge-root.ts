@@ -10,7 +10,9 @@ import { hasObjective } from '../events/slo.js';
 import { wakeRules } from '../events/wake-rules.js';
 import { coordinatorFor, limiterPart } from '../fleet/limiter.js';
 import { createLogger, type Logger } from '../log.js';
-import { createMetrics } from '../metrics/index.js';
+import { createMetrics, type Metrics, registerTracing } from '../metrics/index.js';
+import { spansToControl } from '../tracing/hand-off.js';
+import { spanSelector } from '../tracing/span-input.js';
 import { HANDOVER_BUFFER_BYTES } from './answer-relay.js';
 import { handOver } from './handover.js';
 import type { EdgeData, EmittedEvent, FromEdge, SloRow, ToEdge } from './protocol.js';
@@ -58,6 +60,7 @@ export async function startEdgeThread(
     ...(data.buckets ? { layout: data.buckets } : {}),
   });
   const inserts = insertsByControl(send);
+  const spans = spansOfEdge(cfg, metrics, send);
   const capture = createCapture({
     cfg,
     clock,
@@ -67,6 +70,7 @@ export async function startEdgeThread(
     sink: inserts.sink,
     redactionKey: Buffer.from(data.redactionKey),
     ...(data.retryMs === undefined ? {} : { retryMs: data.retryMs }),
+    trace: spans?.hook ?? null,
   });
   capture.batcher.onRows(wakeRules(cfg, events));
   capture.batcher.onRows(sloRows(cfg.routes, send));
@@ -98,6 +102,7 @@ export async function startEdgeThread(
   const stop = async (graceMs: number): Promise<void> => {
     await edge.drain(graceMs);
     await capture.close();
+    spans?.handOff.close();
     clearInterval(usageTimer);
     sendUsage();
     await edge.close();
@@ -170,6 +175,18 @@ function eventsToControl(send: (m: FromEdge) => void): EventSink {
         });
     },
   };
+}
+
+/** With tracing on, the span inputs of this thread's finished requests go to the control thread in batches. */
+function spansOfEdge(cfg: EdgeData['config'], metrics: Metrics, send: (m: FromEdge) => void) {
+  if (cfg.tracing.otlp_url === null) return null;
+  registerTracing(metrics);
+  const handOff = spansToControl({
+    send: (s) => send({ type: 'spans', spans: s }),
+    max: cfg.tracing.queue_size,
+    dropped: (n) => metrics.traceSpansDropped.labels('queue_full').inc(n),
+  });
+  return { handOff, hook: spanSelector(cfg, handOff.push) };
 }
 
 /** Inserts are the control thread's: a sealed segment's file crosses, not its rows. */

@@ -11,6 +11,7 @@ import { SharedBuckets, type SharedBucketsLayout } from '../ratelimit/shared-buc
 import { StartError } from '../startup.js';
 import type { EdgeTls } from '../tls/edge-tls.js';
 import type { TlsMaterial } from '../tls/material.js';
+import type { SpanInput } from '../tracing/span-input.js';
 import type { EdgeData, FromEdge, ToEdge } from './protocol.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -35,6 +36,8 @@ export interface PoolDeps {
   usage: (id: string, sec: number) => void;
   /** server.tls as loaded at start (reloads come through publishTls). */
   tls: EdgeData['tls'];
+  /** Span inputs of the edge threads (tracing on). */
+  spans: (s: SpanInput[]) => void;
 }
 
 interface Thread {
@@ -177,6 +180,9 @@ export class EdgePool {
         for (const [route, environment, captured_at, status, latency_ms] of m.rows)
           d.slo.row({ route, environment, captured_at, status, latency_ms } as Wake);
         d.slo.end();
+        return;
+      case 'spans':
+        d.spans(m.spans);
         return;
       case 'usage':
         for (const [id, sec] of m.used) d.usage(id, sec);

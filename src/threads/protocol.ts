@@ -6,6 +6,7 @@ import type { EventType } from '../events/bus.js';
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import type { EdgeTls } from '../tls/edge-tls.js';
 import type { TlsMaterial } from '../tls/material.js';
+import type { SpanInput } from '../tracing/span-input.js';
 
 /**
  * The messages between the control thread and its edge threads: everything either
@@ -64,6 +65,8 @@ export type FromEdge =
   | { type: 'insert'; id: number; token: string; file: string | null; rows: Wake[] }
   | { type: 'events'; events: EmittedEvent[] }
   | { type: 'slo'; rows: SloRow[] }
+  /** Finished requests whose spans are exported (tracing on): built and exported by the control thread. */
+  | { type: 'spans'; spans: SpanInput[] }
   | { type: 'usage'; used: [id: string, sec: number][] }
   | { type: 'metrics'; seq: number; metrics: MetricObjectWithValues<MetricValue<string>>[] }
   | { type: 'stopped' };

@@ -1,0 +1,168 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * W3C Trace Context (https://www.w3.org/TR/trace-context/) on the request thread:
+ * an incoming `traceparent` read, ids minted, the origin's `traceparent` written.
+ * Nothing of the OpenTelemetry SDK is imported here (nor by anything a request
+ * thread runs): spans are built on the control thread, from the finished wake.
+ */
+
+/** What the request thread writes of a request's trace context (fields of its Exchange). */
+export interface TraceFields {
+  /** 32 lowercase hex digits, '' when the request takes part in no trace. */
+  traceId: string;
+  /** The gateway's span: 16 hex digits ('' with no trace). */
+  spanId: string;
+  /** The caller's span (its valid `traceparent`), '' when the gateway started the trace. */
+  parentSpanId: string;
+  /** The trace-flags sent on (2 hex digits): '01' when this request's spans are exported. */
+  traceFlags: string;
+  /** Head sampling chose the request (its spans are exported whatever its outcome). */
+  traceSampled: boolean;
+}
+
+const ZERO_TRACE = '00000000000000000000000000000000';
+const ZERO_SPAN = '0000000000000000';
+/** Ids are cut from a hex string of this many random bytes, refilled when used up (one crypto call per ~680 requests). */
+const POOL_BYTES = 16_384;
+
+/** Random hex digits, drawn from a pre-filled pool: no crypto call per id. */
+export class HexPool {
+  private hex = '';
+  private pos = 0;
+
+  constructor(private readonly bytes = POOL_BYTES) {}
+
+  take(n: number): string {
+    if (this.pos + n > this.hex.length) {
+      this.hex = randomBytes(this.bytes).toString('hex');
+      this.pos = 0;
+    }
+    const s = this.hex.slice(this.pos, this.pos + n);
+    this.pos += n;
+    return s;
+  }
+}
+
+/** Each UTF-16 code unit's value as a lowercase hex digit (the spec's HEXDIGLC), else -1: upper case is invalid. */
+const HEX = new Int8Array(65536).fill(-1);
+for (let i = 0; i < 16; i++) HEX['0123456789abcdef'.charCodeAt(i)] = i;
+
+/**
+ * Reads a `traceparent` into `x` (trace id and parent id) and returns its flags, or
+ * -1 when it is invalid (then `x` is untouched and the header is ignored). Version
+ * `ff` is invalid; version 00 is exactly 55 characters; a later version may carry
+ * more after a `-` (spec §3.2.4: read what version 00 defines). All-zero ids are
+ * invalid. One pass over the characters, no parse of numbers (measured in
+ * bench/tracing.mjs: this is most of the request thread's cost).
+ */
+export function readTraceparent(v: string, x: Pick<TraceFields, 'traceId' | 'parentSpanId'>): number {
+  const n = v.length;
+  if (n < 55 || v.charCodeAt(2) !== 45 || v.charCodeAt(35) !== 45 || v.charCodeAt(52) !== 45) return -1;
+  const v0 = HEX[v.charCodeAt(0)] as number;
+  const v1 = HEX[v.charCodeAt(1)] as number;
+  if ((v0 | v1) < 0 || (v0 === 15 && v1 === 15)) return -1;
+  if (v0 === 0 && v1 === 0 ? n !== 55 : n > 55 && v.charCodeAt(55) !== 45) return -1;
+  let bad = 0;
+  let trace = 0;
+  let parent = 0;
+  for (let i = 3; i < 35; i++) {
+    const h = HEX[v.charCodeAt(i)] as number;
+    bad |= h;
+    trace |= h;
+  }
+  for (let i = 36; i < 52; i++) {
+    const h = HEX[v.charCodeAt(i)] as number;
+    bad |= h;
+    parent |= h;
+  }
+  const f0 = HEX[v.charCodeAt(53)] as number;
+  const f1 = HEX[v.charCodeAt(54)] as number;
+  // A negative digit anywhere is a character that is not lowercase hex; 0 is an all-zero id.
+  if ((bad | f0 | f1) < 0 || trace === 0 || parent === 0) return -1;
+  x.traceId = v.slice(3, 35);
+  x.parentSpanId = v.slice(36, 52);
+  return (f0 << 4) | f1;
+}
+
+/** A valid `traceparent` as [traceId, parentId, flags], or null (ignored). */
+export function parseTraceparent(v: string): [traceId: string, parentId: string, flags: number] | null {
+  const x = { traceId: '', parentSpanId: '' };
+  const flags = readTraceparent(v, x);
+  return flags < 0 ? null : [x.traceId, x.parentSpanId, flags];
+}
+
+/** 2^56: the trace id's rightmost 7 bytes (random, Trace Context Level 2) read as a fraction of it. */
+const RANDOM_SPAN = 2 ** 56;
+
+/** What the request thread needs of `tracing` (config). */
+export interface TraceStartOptions {
+  /** Spans are exported (tracing.otlp_url is set): ids are minted for requests that bring none. */
+  enabled: boolean;
+  sampleRatio: number;
+}
+
+/**
+ * Starts a request's part in its trace. Head sampling is decided from the trace id
+ * alone (as OpenTelemetry's TraceIdRatioBased does, on the id's random rightmost 56
+ * bits), so every gateway and thread decides alike for a trace; a caller that says
+ * it sampled the trace (flag 01) is followed.
+ */
+export class TraceStart {
+  private readonly pool = new HexPool();
+  private readonly enabled: boolean;
+  /** The ratio as 14 hex digits: a trace id's last 14 below it (compared as text, the same order) is sampled. */
+  private readonly threshold: string;
+  /** Its first 4 digits as a number: most ids are decided on their first 4 random digits alone. */
+  private readonly high: number;
+
+  constructor(o: TraceStartOptions) {
+    this.enabled = o.enabled;
+    const t = Math.floor(o.sampleRatio * RANDOM_SPAN);
+    this.threshold = t >= RANDOM_SPAN ? 'g' : t.toString(16).padStart(14, '0');
+    this.high = t >= RANDOM_SPAN ? 0x10000 : Number.parseInt(this.threshold.slice(0, 4), 16);
+  }
+
+  /** Fills `x`'s trace fields from the request's `traceparent` header (or mints them). */
+  begin(x: TraceFields, traceparent: string | string[] | undefined): void {
+    const flags = typeof traceparent === 'string' ? readTraceparent(traceparent, x) : -1;
+    if (flags < 0) {
+      if (!this.enabled) return; // Off, and no (valid) trace came: nothing is minted or sent.
+      // All zeros is invalid (a 2^-128 chance, checked all the same).
+      let id = this.pool.take(32);
+      while (id === ZERO_TRACE) id = this.pool.take(32);
+      x.traceId = id;
+    }
+    let span = this.pool.take(16);
+    while (span === ZERO_SPAN) span = this.pool.take(16);
+    x.spanId = span;
+    if (this.enabled) {
+      x.traceSampled = (flags > 0 && (flags & 1) === 1) || this.sampled(x.traceId);
+      x.traceFlags = x.traceSampled ? '01' : '00';
+    } else {
+      // Not recording: the caller's decision passes through unchanged.
+      x.traceFlags = flags === 1 ? '01' : flags === 0 ? '00' : flags.toString(16).padStart(2, '0');
+    }
+  }
+
+  /** The trace id's digits 18..31 below the threshold: the first 4 read by table, the rest compared only on a tie. */
+  private sampled(id: string): boolean {
+    const h =
+      ((HEX[id.charCodeAt(18)] as number) << 12) |
+      ((HEX[id.charCodeAt(19)] as number) << 8) |
+      ((HEX[id.charCodeAt(20)] as number) << 4) |
+      (HEX[id.charCodeAt(21)] as number);
+    if (h !== this.high) return h < this.high;
+    return id.slice(18) < this.threshold;
+  }
+}
+
+/** The request thread's TraceStart of a config: ids minted only when spans are exported. */
+export function traceStart(cfg: { tracing: { otlp_url: string | null; sample_ratio: number } }): TraceStart {
+  return new TraceStart({ enabled: cfg.tracing.otlp_url !== null, sampleRatio: cfg.tracing.sample_ratio });
+}
+
+/** The `traceparent` the origin receives: the request's trace, the gateway's span as the parent. */
+export function traceparentOf(x: TraceFields): string | null {
+  return x.traceId === '' ? null : `00-${x.traceId}-${x.spanId}-${x.traceFlags}`;
+}

@@ -1,0 +1,231 @@
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import type { SpanLike } from './spans.js';
+
+/** What the serializer takes (the SDK's ReadableSpan[], named through it: the SDK is not a dependency of ours). */
+type SdkSpans = Parameters<typeof ProtobufTraceSerializer.serializeRequest>[0];
+
+/** Timers the exporter schedules with (tests pass their own). */
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export const realTimers: Timers = {
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    // An export waiting never keeps the process up.
+    t.unref();
+    return t;
+  },
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+/** One POST of an export request: resolves with the HTTP status, rejects when no answer came. */
+export type Post = (body: Uint8Array, signal: AbortSignal) => Promise<number>;
+
+export interface ExporterOptions<T> {
+  /** Spans waiting at most (queued items counted by the spans they become). */
+  queueSize: number;
+  batchSize: number;
+  flushIntervalMs: number;
+  timeoutMs: number;
+  maxRetries: number;
+  /** Spans an item becomes (counted before it is built). */
+  count: (item: T) => number;
+  /** Builds the queued items' spans: done at export time, never as an item is added. */
+  build: (items: T[]) => SpanLike[];
+  post: Post;
+  timers: Timers;
+  exported: (n: number) => void;
+  dropped: (reason: 'queue_full' | 'export_failed' | 'rejected', n: number) => void;
+  queued: (n: number) => void;
+  /** Told of an export that failed (once per batch, when its spans are dropped). */
+  failed: (why: string) => void;
+}
+
+/** Statuses worth asking again (OTLP/HTTP spec: 429, 502, 503, 504), and no answer at all (0). */
+const RETRYABLE = new Set([0, 429, 502, 503, 504]);
+/** The first retry waits this long, each later one twice the one before (1 s, 2 s, 4 s...). */
+const BACKOFF_MS = 1000;
+/** A stop's last export of what is left waits at most this long. */
+const LAST_EXPORT_MS = 2000;
+
+/**
+ * The export queue: bounded (past `queueSize` waiting spans, new ones are dropped and
+ * counted), one export request at a time, a batch every `flushIntervalMs` or as soon as
+ * `batchSize` spans wait, each request abandoned after `timeoutMs` and retried with
+ * backoff. A collector that is down or slow costs dropped spans, never memory past
+ * the bound nor time on a request.
+ */
+export class SpanExporter<T> {
+  private queue: T[] = [];
+  private waiting = 0;
+  private busy = false;
+  private closed = false;
+  private flushTimer: unknown = null;
+  /** The flush timer armed is the 0 ms one of a full batch. */
+  private soon = false;
+  private retryTimer: unknown = null;
+  private inflight: AbortController | null = null;
+  private settle: (() => void) | null = null;
+  /** Export requests that succeeded (a stop asks again only while they do). */
+  private succeeded = 0;
+  /** Spans of the batch waiting for its retry. */
+  private retrying = 0;
+
+  constructor(private readonly o: ExporterOptions<T>) {}
+
+  /** Spans waiting (not yet in an export request). */
+  get queuedSpans(): number {
+    return this.waiting;
+  }
+
+  add(item: T): void {
+    const n = this.o.count(item);
+    if (this.closed || this.waiting + n > this.o.queueSize) return this.o.dropped('queue_full', n);
+    this.queue.push(item);
+    this.waiting += n;
+    this.o.queued(this.waiting);
+    if (this.busy) return;
+    // A full batch leaves on a turn of its own: never built on the turn of the request that
+    // filled it (with threads: 1 this thread serves requests too).
+    this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
+  }
+
+  /** A batch leaves within `ms` (flushIntervalMs of the first span waiting; 0 once a batch is full). */
+  private arm(ms: number): void {
+    if (this.flushTimer !== null) {
+      if (ms !== 0 || this.soon) return;
+      this.o.timers.clearTimeout(this.flushTimer);
+    }
+    this.soon = ms === 0;
+    this.flushTimer = this.o.timers.setTimeout(() => {
+      this.flushTimer = null;
+      this.start();
+    }, ms);
+  }
+
+  /** The next batch: what is waiting, up to batchSize spans. */
+  private take(): { body: Uint8Array; n: number } | null {
+    if (this.queue.length === 0) return null;
+    let i = 0;
+    let n = 0;
+    while (i < this.queue.length && n < this.o.batchSize) n += this.o.count(this.queue[i++] as T);
+    const items = this.queue.splice(0, i);
+    this.waiting -= n;
+    this.o.queued(this.waiting);
+    const spans = this.o.build(items);
+    // Our plain objects have every field of the SDK's ReadableSpan the serializer reads (tracing/spans.ts).
+    const body = ProtobufTraceSerializer.serializeRequest(spans as unknown as SdkSpans);
+    if (body === undefined) throw new Error('the OTLP serializer returned nothing');
+    return { body, n: spans.length };
+  }
+
+  private start(): void {
+    if (this.busy || this.closed) return;
+    if (this.flushTimer !== null) {
+      this.o.timers.clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+    }
+    let batch: { body: Uint8Array; n: number } | null;
+    try {
+      batch = this.take();
+    } catch (e) {
+      this.o.failed((e as Error).message);
+      return;
+    }
+    if (batch === null) return;
+    this.busy = true;
+    this.attempt(batch.body, batch.n, 0, this.o.timeoutMs);
+  }
+
+  private attempt(body: Uint8Array, n: number, tries: number, timeoutMs: number): void {
+    const ac = new AbortController();
+    this.inflight = ac;
+    const timer = this.o.timers.setTimeout(() => ac.abort(new Error('timed out')), timeoutMs);
+    const done = (status: number, why: string) => {
+      this.o.timers.clearTimeout(timer);
+      this.inflight = null;
+      if (status >= 200 && status < 300) {
+        this.o.exported(n);
+        this.succeeded++;
+      } else if (RETRYABLE.has(status) && tries < this.o.maxRetries && !this.closed) {
+        this.retrying = n;
+        this.retryTimer = this.o.timers.setTimeout(
+          () => {
+            this.retryTimer = null;
+            this.retrying = 0;
+            this.attempt(body, n, tries + 1, timeoutMs);
+          },
+          BACKOFF_MS * 2 ** tries,
+        );
+        return;
+      } else {
+        this.o.dropped(RETRYABLE.has(status) ? 'export_failed' : 'rejected', n);
+        this.o.failed(why);
+      }
+      this.busy = false;
+      const settle = this.settle;
+      this.settle = null;
+      if (settle !== null) return settle();
+      if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
+    };
+    this.o.post(body, ac.signal).then(
+      (status) => done(status, `the collector answered ${status}`),
+      (e: Error) => done(0, `the collector could not be reached (${(e as { code?: string }).code ?? e.message})`),
+    );
+  }
+
+  /** Stops: what is in flight is abandoned, and what waits gets one short last export (no retry). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of [this.flushTimer, this.retryTimer]) if (t !== null) this.o.timers.clearTimeout(t);
+    this.flushTimer = null;
+    if (this.retryTimer !== null) {
+      // A batch waiting for its retry: dropped now (the collector was failing).
+      this.retryTimer = null;
+      this.o.dropped('export_failed', this.retrying);
+      this.retrying = 0;
+      this.busy = false;
+    }
+    let healthy = true;
+    if (this.busy) {
+      // An export still waiting on the collector at the stop: it is slow or stuck, so it is not asked again.
+      healthy = false;
+      const settled = new Promise<void>((r) => {
+        this.settle = r;
+      });
+      this.inflight?.abort(new Error('stopping'));
+      await settled;
+    }
+    const deadline = performance.now() + LAST_EXPORT_MS;
+    while (healthy && this.waiting > 0 && performance.now() < deadline) {
+      let batch: { body: Uint8Array; n: number } | null;
+      try {
+        batch = this.take();
+      } catch {
+        break;
+      }
+      if (batch === null) break;
+      const b = batch;
+      const before = this.succeeded;
+      this.busy = true;
+      await new Promise<void>((r) => {
+        this.settle = r;
+        this.attempt(
+          b.body,
+          b.n,
+          this.o.maxRetries,
+          Math.max(1, Math.min(this.o.timeoutMs, deadline - performance.now())),
+        );
+      });
+      healthy = this.succeeded > before;
+    }
+    // What could not leave in time is dropped, and counted.
+    if (this.waiting > 0) this.o.dropped('export_failed', this.waiting);
+    this.queue = [];
+    this.waiting = 0;
+    this.o.queued(0);
+  }
+}

@@ -1,0 +1,118 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Agent, request } from 'undici';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import { type Metrics, registerTracing } from '../metrics/index.js';
+import { type Post, realTimers, SpanExporter, type Timers } from './exporter.js';
+import { type SpanInput, spanSelector, spansOf, type TraceHook } from './span-input.js';
+import { type SpanLike, spanFactory, wakeSpans } from './spans.js';
+import { type WebhookAttempt, webhookSpan } from './webhook-spans.js';
+
+/**
+ * Tracing on the control thread: the span inputs of every thread (from the edge
+ * threads in batches through the thread protocol, from this thread's own proxy by a
+ * direct call) wait in one bounded queue; spans are built from them when a batch
+ * leaves, and exported over OTLP/HTTP (protobuf). Off (`tracing.otlp_url` null): a
+ * part that does nothing, and no hook on the recorder.
+ */
+export interface Tracing {
+  readonly name: 'tracing';
+  /** The recorder's hook of this thread's proxy (threads: 1); null when tracing is off. */
+  readonly hook: TraceHook | null;
+  /** Span inputs an edge thread handed over. */
+  add(inputs: SpanInput[]): void;
+  /** A webhook attempt's outcome (tracing/webhook-spans.ts tracedSend). */
+  webhook(a: WebhookAttempt): void;
+  readonly exporter: SpanExporter<Item> | null;
+  close(): Promise<void>;
+}
+
+type Item = SpanInput | WebhookAttempt;
+
+export interface TracingDeps {
+  cfg: Pick<Config, 'tracing' | 'routes'>;
+  log: Logger;
+  metrics: Metrics;
+  /** Tests: their own timers and POST. */
+  timers?: Timers;
+  post?: Post;
+}
+
+const VERSION = (() => {
+  try {
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'package.json'), 'utf8'));
+    return String(pkg.version);
+  } catch {
+    return '';
+  }
+})();
+
+export function createTracing(d: TracingDeps): Tracing {
+  const t = d.cfg.tracing;
+  if (t.otlp_url === null) {
+    return { name: 'tracing', hook: null, add() {}, webhook() {}, exporter: null, close: async () => {} };
+  }
+  const { metrics, log } = d;
+  registerTracing(metrics);
+  const factory = spanFactory(t.service_name, VERSION);
+  const ofWake = wakeSpans(d.cfg, factory);
+  const agent = d.post ? null : new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+  const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
+  let warned = 0;
+  const exporter = new SpanExporter<Item>({
+    queueSize: t.queue_size,
+    batchSize: t.batch_size,
+    flushIntervalMs: t.flush_interval_ms,
+    timeoutMs: t.export_timeout_ms,
+    maxRetries: t.max_retries,
+    count: (i) => (i.kind === 'wake' ? spansOf(i) : 1),
+    build: (items) => {
+      const spans: SpanLike[] = [];
+      for (const i of items) {
+        if (i.kind === 'wake') ofWake(i, spans);
+        else spans.push(webhookSpan(i, factory));
+      }
+      return spans;
+    },
+    post,
+    timers: d.timers ?? realTimers,
+    exported: (n) => metrics.traceSpansExported.inc(n),
+    dropped: (reason, n) => metrics.traceSpansDropped.labels(reason).inc(n),
+    queued: (n) => metrics.traceQueued.set(n),
+    failed: (why) => {
+      // One line a minute at most: a collector that is down fails every batch.
+      const now = Date.now();
+      if (now - warned < 60_000) return;
+      warned = now;
+      log.warn('trace export failed; its spans are dropped (wakegate_trace_spans_dropped_total)', {
+        otlp_url: t.otlp_url,
+        why,
+      });
+    },
+  });
+  return {
+    name: 'tracing',
+    hook: spanSelector(d.cfg, (s) => exporter.add(s)),
+    add(inputs) {
+      for (const s of inputs) exporter.add(s);
+    },
+    webhook: (a) => exporter.add(a),
+    exporter,
+    async close() {
+      await exporter.close();
+      await agent?.close();
+    },
+  };
+}
+
+/** POSTs an export request (OTLP/HTTP, protobuf) with the configured headers. */
+function otlpPost(url: string, headers: Record<string, string>, agent: Agent): Post {
+  const h = { ...headers, 'content-type': 'application/x-protobuf' };
+  return async (body, signal) => {
+    const res = await request(url, { method: 'POST', headers: h, body, signal, dispatcher: agent });
+    // Read to the end (a partial success says what was rejected; counted as sent here).
+    await res.body.dump();
+    return res.statusCode;
+  };
+}

@@ -1,0 +1,83 @@
+import type { Exchange } from '../capture/recorder.js';
+import type { Wake } from '../capture/wake.js';
+import type { Config } from '../config/index.js';
+
+/**
+ * What a request thread hands the control thread of a finished request whose spans
+ * are exported: the wake's summary and a few numbers the wake does not keep (the
+ * caller's span, the upstream's start, the gateway's error type). Plain data: it
+ * crosses threads by structured clone, and no OpenTelemetry code runs to make it.
+ */
+export interface SpanInput {
+  kind: 'wake';
+  traceId: string;
+  spanId: string;
+  /** The caller's span ('' when the gateway began the trace). */
+  parentSpanId: string;
+  wakeId: string;
+  method: string;
+  route: string;
+  path: string;
+  status: number;
+  clientIp: string;
+  userAgent: string;
+  /** 'http/1.1' or 'h2'. */
+  protocol: string;
+  keyId: string;
+  environment: string;
+  /** Arrival, ms since the epoch. */
+  start: number;
+  /** Arrival to end, ms (fractional). */
+  durationMs: number;
+  /** Arrival to the request going upstream, ms; -1 when it never went (refused). */
+  upstreamAtMs: number;
+  /** The gateway's own error type ('' when the answer was the origin's). */
+  errorType: string;
+}
+
+/** The recorder's hook: called with every finished exchange that takes part in a trace. */
+export type TraceHook = (x: Exchange, w: Wake, end: number) => void;
+
+/**
+ * Picks the requests whose spans are exported: head-sampled ones (x.traceSampled),
+ * and with `always_sample` every one that raised wake.error (a 5xx) or wake.slow
+ * (slower than its route's latency_objective_ms), the same tests as events/wake-rules.ts.
+ * The rest cost a few comparisons.
+ */
+export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: SpanInput) => void): TraceHook {
+  const errors = cfg.tracing.always_sample.includes('errors');
+  const objectives = new Map<string, number>();
+  if (cfg.tracing.always_sample.includes('slow'))
+    for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
+  const slow = objectives.size > 0;
+  return (x, w, end) => {
+    if (!x.traceSampled && !(errors && w.status >= 500 && w.status < 600)) {
+      if (!slow) return;
+      const objective = objectives.get(w.route);
+      if (objective === undefined || w.latency_ms <= objective) return;
+    }
+    push({
+      kind: 'wake',
+      traceId: x.traceId,
+      spanId: x.spanId,
+      parentSpanId: x.parentSpanId,
+      wakeId: w.id,
+      method: w.method,
+      route: w.route,
+      path: w.path,
+      status: w.status,
+      clientIp: w.client_ip,
+      userAgent: w.user_agent,
+      protocol: x.protocol,
+      keyId: w.key_id,
+      environment: w.environment,
+      start: x.start,
+      durationMs: end - x.t0,
+      upstreamAtMs: x.tUp > 0 ? x.tUp - x.t0 : -1,
+      errorType: x.errorType,
+    });
+  };
+}
+
+/** Spans one input becomes: the SERVER span, and a CLIENT span when it went upstream. */
+export const spansOf = (s: SpanInput): number => (s.upstreamAtMs >= 0 ? 2 : 1);

@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { SpanExporter, type Timers } from '../../src/tracing/exporter.js';
+import { type SpanLike, spanFactory } from '../../src/tracing/spans.js';
+import { decodeSpans } from '../helpers/otlp-receiver.js';
+
+/** Timers run by hand: `advance(ms)` fires what falls due, in order. */
+function fakeTimers() {
+  let now = 0;
+  let seq = 0;
+  const due = new Map<number, { at: number; fn: () => void }>();
+  const timers: Timers = {
+    setTimeout(fn, ms) {
+      const id = ++seq;
+      due.set(id, { at: now + ms, fn });
+      return id;
+    },
+    clearTimeout(h) {
+      due.delete(h as number);
+    },
+  };
+  const advance = async (ms: number) => {
+    const until = now + ms;
+    for (;;) {
+      // What the last step started (a POST's answer) settles first.
+      await new Promise((r) => setImmediate(r));
+      const next = [...due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
+      if (next === undefined || next[1].at > until) break;
+      due.delete(next[0]);
+      now = next[1].at;
+      next[1].fn();
+      await new Promise((r) => setImmediate(r));
+    }
+    now = until;
+  };
+  return { timers, advance, pending: () => [...due.values()].map((d) => d.at - now) };
+}
+
+const factory = spanFactory('svc', '1');
+const span = (i: number): SpanLike =>
+  factory.span({
+    name: `s${i}`,
+    kind: 1,
+    traceId: 'ab'.repeat(16),
+    spanId: String(i).padStart(16, '0'),
+    parentSpanId: '',
+    remoteParent: false,
+    startMs: 1_700_000_000_000,
+    endMs: 1_700_000_000_001,
+    attributes: {},
+    error: '',
+  });
+
+function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number; maxRetries?: number }) {
+  const t = fakeTimers();
+  const counts = { exported: 0, queue_full: 0, export_failed: 0, rejected: 0 };
+  const bodies: Uint8Array[] = [];
+  const answers = [...o.answers];
+  const e = new SpanExporter<number>({
+    queueSize: o.queueSize ?? 100,
+    batchSize: o.batchSize ?? 10,
+    flushIntervalMs: 100,
+    timeoutMs: 1000,
+    maxRetries: o.maxRetries ?? 2,
+    count: () => 1,
+    build: (items) => items.map(span),
+    post: async (body) => {
+      bodies.push(body);
+      const a = answers.shift() ?? 200;
+      if (a === 0) throw Object.assign(new Error('refused'), { code: 'ECONNREFUSED' });
+      return a;
+    },
+    timers: t.timers,
+    exported: (n) => {
+      counts.exported += n;
+    },
+    dropped: (reason, n) => {
+      counts[reason] += n;
+    },
+    queued: () => {},
+    failed: () => {},
+  });
+  return { e, t, counts, bodies };
+}
+
+describe('SpanExporter', () => {
+  it('sends a batch after the flush interval, encoded as OTLP protobuf', async () => {
+    const { e, t, counts, bodies } = exporter({ answers: [] });
+    for (let i = 0; i < 3; i++) e.add(i);
+    expect(bodies).toHaveLength(0);
+    await t.advance(100);
+    expect(bodies).toHaveLength(1);
+    expect(decodeSpans(bodies[0] as Uint8Array).map((s) => s.name)).toEqual(['s0', 's1', 's2']);
+    expect(counts.exported).toBe(3);
+  });
+
+  it('sends as soon as a batch is full (on a turn of its own), one request at a time', async () => {
+    const { e, t, bodies } = exporter({ answers: [], batchSize: 2 });
+    for (let i = 0; i < 5; i++) e.add(i);
+    // Not on the turn of the add that filled it.
+    expect(bodies).toHaveLength(0);
+    expect(t.pending()).toEqual([0]);
+    await t.advance(0);
+    expect(bodies.length).toBeGreaterThanOrEqual(1);
+    await t.advance(0);
+    expect(bodies.length).toBeGreaterThanOrEqual(2);
+    await t.advance(100);
+    expect(bodies.map((b) => decodeSpans(b).length)).toEqual([2, 2, 1]);
+  });
+
+  it('retries a failed export with backoff (1 s, 2 s), then drops it, counted', async () => {
+    const { e, t, counts, bodies } = exporter({ answers: [503, 0, 503], maxRetries: 2 });
+    e.add(1);
+    await t.advance(100);
+    expect(bodies).toHaveLength(1);
+    await t.advance(999);
+    expect(bodies).toHaveLength(1);
+    await t.advance(1);
+    expect(bodies).toHaveLength(2);
+    await t.advance(2000);
+    expect(bodies).toHaveLength(3);
+    expect(counts).toMatchObject({ exported: 0, export_failed: 1 });
+    // The same bytes each time.
+    expect(bodies[2]).toEqual(bodies[0]);
+  });
+
+  it('does not retry a refusal (400): rejected', async () => {
+    const { e, t, counts, bodies } = exporter({ answers: [400] });
+    e.add(1);
+    await t.advance(5000);
+    expect(bodies).toHaveLength(1);
+    expect(counts.rejected).toBe(1);
+  });
+
+  it('bounds what waits: past queueSize new spans are dropped as queue_full', async () => {
+    const { e, t, counts } = exporter({ answers: [503, 503, 503], queueSize: 5, batchSize: 100, maxRetries: 2 });
+    for (let i = 0; i < 5; i++) e.add(i);
+    await t.advance(100); // in flight, then waiting for its retry
+    for (let i = 0; i < 20; i++) e.add(i);
+    expect(e.queuedSpans).toBe(5);
+    expect(counts.queue_full).toBe(15);
+    // The stop: the batch waiting for its retry, and the one last try of what waits (refused again).
+    await e.close();
+    expect(counts.export_failed).toBe(10);
+  });
+});
