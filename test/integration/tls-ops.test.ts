@@ -36,6 +36,10 @@ describe('TLS on the ops and management listeners', () => {
     await expect(fetch(`${ops.opsUrl}/healthz`)).rejects.toThrow();
     const after = await httpsGet(`${base}/metrics`, { ca: certs.caPem });
     expect(after.body).toMatch(/wakegate_tls_handshake_failures_total\{listener="ops"\} [1-9]/);
+    // SIGHUP's reload covers the ops listener too.
+    expect(ops.gw.reloadTls()).toBe(true);
+    const reloaded = await httpsGet(`${base}/metrics`, { ca: certs.caPem });
+    expect(reloaded.body).toContain('wakegate_tls_reloads_total{listener="ops"} 1');
     // The main listener stays plain.
     expect((await fetch(`${ops.url}/v2/api-keys`, { headers: auth(ops) })).status).toBe(200);
   });
