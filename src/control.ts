@@ -45,6 +45,11 @@ import { WakeInserter, WakeQuerier } from './store/wakes.js';
 import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
 import { EdgePool } from './threads/pool.js';
+import { loadEdgeTls } from './tls/edge-tls.js';
+import type { TlsMaterial } from './tls/material.js';
+import { insecureOrigins } from './tls/origin-trust.js';
+import { tlsPart } from './tls/part.js';
+import type { WatchFiles } from './tls/reloader.js';
 import { traceStart } from './tracing/context.js';
 import { createTracing, type Tracing } from './tracing/index.js';
 import { tracedSend } from './tracing/webhook-spans.js';
@@ -67,6 +72,8 @@ export interface ControlOptions {
   source?: { file: string | null; dropIn: string | null };
   /** Test hooks (WAKEGATE_TEST_HOOKS=1): the serving thread in a header, and a way to crash an edge thread. */
   testHooks?: boolean;
+  /** How certificate files are watched for changes (tests trigger reloads themselves); and their debounce. */
+  tlsWatch?: { watch?: WatchFiles; debounceMs?: number };
 }
 
 /**
@@ -84,6 +91,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
   const parts = new Parts();
   const state = { stopping: false, generatedAdminSecret: null as string | null };
   try {
+    // The certificates and ticket keys first: a file that does not load stops the start before anything opens.
+    let mainTls = loadEdgeTls(cfg);
     const storage = parts.add(await openStorage(cfg, log));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
@@ -209,10 +218,37 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               },
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
+              tls: mainTls,
             }),
           )
         : null;
     if (edges) parts.add(edges);
+    const applyMain = (material: TlsMaterial) => {
+      if (mainTls) mainTls = { ...mainTls, material };
+      edge?.setTls(material);
+      edges?.running?.publishTls(material);
+    };
+    const tls = parts.add(
+      tlsPart({
+        log,
+        metrics,
+        listeners: [
+          ...(cfg.server.tls && mainTls
+            ? [
+                {
+                  listener: 'main',
+                  at: 'server.tls',
+                  settings: cfg.server.tls,
+                  initial: mainTls.material,
+                  apply: applyMain,
+                },
+              ]
+            : []),
+          ...listeners.reloadable,
+        ],
+        ...opts.tlsWatch,
+      }),
+    );
 
     ring.start(cfg.storage.key_poll_interval_ms);
     keys.keys.start();
@@ -244,6 +280,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           events: bus,
           slo: rules[1],
           usage: (id, sec) => ring.used(id, sec),
+          tls: mainTls,
           spans: (s) => tracing.add(s),
         });
       }
@@ -262,6 +299,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       } else if (boot.created) log.info('bootstrap admin key installed', { key_id: boot.created.id });
       const fds = descriptorWarning(cfg.server);
       if (fds) log.warn(fds);
+      const insecure = insecureOrigins(cfg);
+      if (insecure) log.warn(insecure);
       beforeAnnounce?.();
       if (why) log.info(why);
       log.info(
@@ -297,6 +336,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       edge,
       listen,
       state,
+      /** Reads every TLS listener's certificates again now (SIGHUP); true when all load. */
+      reloadTls: () => tls.reload(),
       /** Drains the edges, then closes every subsystem, last built first. */
       async close(graceMs: number): Promise<void> {
         state.stopping = true;

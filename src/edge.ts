@@ -18,6 +18,9 @@ import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
+import { type EdgeTls, mainTls } from './tls/edge-tls.js';
+import type { AcceptH2 } from './tls/front.js';
+import type { TlsMaterial } from './tls/material.js';
 import { traceStart } from './tracing/context.js';
 
 /** A /v2 call whose body was not invited (Expect refused), as handed on. */
@@ -78,6 +81,10 @@ export interface EdgeDeps {
   reusePort: boolean;
   /** Tests only: every answer says which edge thread served it (x-wakegate-thread). */
   threadLabel: string | null;
+  /** TLS on the main listener (server.tls): its certificates and session-ticket keys; absent or null: plain HTTP. */
+  tls?: EdgeTls | null;
+  /** Takes the TLS connections that chose h2 by ALPN (the HTTP/2 module's); absent or null: h2 is not offered. */
+  acceptH2?: AcceptH2;
 }
 
 /**
@@ -88,12 +95,16 @@ export interface EdgeDeps {
 export interface Edge {
   readonly name: 'edge';
   readonly server: http.Server;
+  /** The listening socket: `server` itself, or the TLS listener in front of it. */
+  readonly listener: net.Server;
   readonly proxy: ProxyHandler;
   readonly tunnels: TunnelSet;
   readonly routes: RouteTable;
   listen(port: number): Promise<number>;
   /** Stops accepting, serves what comes on open connections with Connection: close, then closes them. */
   drain(graceMs: number): Promise<void>;
+  /** New certificates for the TLS listener (a reload); open connections keep theirs. */
+  setTls(m: TlsMaterial): void;
   close(): Promise<void>;
 }
 
@@ -168,25 +179,41 @@ export function createEdge(d: EdgeDeps): Edge {
   const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   server.on('clientError', answerMalformed);
+  const front = mainTls({
+    http: server,
+    cfg,
+    clock: d.clock,
+    tls: d.tls ?? null,
+    acceptH2: d.acceptH2 ?? null,
+    metrics: d.metrics,
+  });
+  const listener: net.Server = front?.server ?? server;
+  if (front) listener.maxConnections = s.max_connections;
 
   return {
     name: 'edge',
     server,
+    listener,
     proxy,
     tunnels,
     routes,
     listen: (port) =>
       new Promise<number>((resolve, reject) => {
-        server.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
+        listener.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
         const opts: net.ListenOptions & { reusePort?: boolean } = { port, host: s.host };
         if (d.reusePort) opts.reusePort = true;
-        server.listen(opts, () => resolve((server.address() as AddressInfo).port));
+        listener.listen(opts, () => {
+          // Behind TLS the HTTP server never listens itself: this starts its connection
+          // tracking (headers and request timeouts, closeIdleConnections), as listening would.
+          if (front) server.emit('listening');
+          resolve((listener.address() as AddressInfo).port);
+        });
       }),
     async drain(graceMs) {
       draining = true;
       // net.Server's close: stop accepting; http.Server's would also drop idle keep-alive
       // connections at once, racing clients that are sending on them.
-      const closed = new Promise<void>((r) => net.Server.prototype.close.call(server, () => r()));
+      const closed = new Promise<void>((r) => net.Server.prototype.close.call(listener, () => r()));
       let quietSince = performance.now();
       const idle = setInterval(() => {
         if (d.capture.recorder.open - tunnels.size > 0) quietSince = performance.now();
@@ -194,13 +221,19 @@ export function createEdge(d: EdgeDeps): Edge {
       }, 25);
       const force = setTimeout(() => {
         server.closeAllConnections();
-        // Upgraded sockets are no longer the HTTP server's to close.
+        // Upgraded sockets are no longer the HTTP server's to close; handshakes were never its.
         tunnels.destroyAll();
+        front?.destroyAll();
       }, graceMs);
       await closed;
       clearInterval(idle);
       clearTimeout(force);
+      if (front) {
+        // Its connection-check timer (started by the 'listening' above) ends with it.
+        http.Server.prototype.close.call(server, () => {});
+      }
     },
+    setTls: (m) => front?.update(m),
     close: () => proxy.close(),
   };
 }

@@ -10,8 +10,8 @@ export type EntryKind = 'proxy' | 'api' | 'replay';
  */
 export interface Gate {
   readonly name: string;
-  /** required: a live key; optional: checked when one is sent; none: never read. */
-  readonly auth: 'required' | 'optional' | 'none';
+  /** required: a live key; optional: checked when one is sent; none: never read; mtls: the client certificate's key. */
+  readonly auth: 'required' | 'optional' | 'none' | 'mtls';
   /** The scope a key needs: `read` for GET, HEAD and OPTIONS, `write` otherwise; null for none. */
   readonly scopes: { readonly read: string; readonly write: string } | null;
   /** A policy drawn from as well as the key's bucket (null: the key's bucket only). */
@@ -50,6 +50,8 @@ export interface Ask {
   query: string;
   /** The Authorization header (proxy and /v2). */
   authorization: string | undefined;
+  /** The SHA-256 of the connection's verified client certificate ('' for none): the key of an auth: mtls route. */
+  fingerprint: string;
   /** x-consumer-id, the consumer of a request no key names (proxy). */
   consumer: string | undefined;
   /** The client's address ('' for a replay: it is charged to its caller's key alone). */

@@ -88,6 +88,7 @@ export async function startEdgeThread(
     }),
     reusePort: true,
     threadLabel: data.testHooks ? String(data.index) : null,
+    tls: data.tls ?? null,
   });
 
   /** Key uses go back to the control thread, which writes them (last_used_at) with its own. */
@@ -125,6 +126,9 @@ export async function startEdgeThread(
         return;
       case 'stop':
         void stop(m.graceMs);
+        return;
+      case 'tls':
+        edge.setTls(m.material);
         return;
       case 'crash':
         setImmediate(() => {
