@@ -9,6 +9,8 @@ import type { Capture } from './capture/pipeline.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
+import { createH2Edge, type H2Edge } from './h2/edge.js';
+import { choosePerConnection } from './h2/preface.js';
 import type { Logger } from './log.js';
 import { readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
@@ -90,6 +92,8 @@ export interface Edge {
   readonly proxy: ProxyHandler;
   readonly tunnels: TunnelSet;
   readonly routes: RouteTable;
+  /** HTTP/2 (server.http2): hand it a connection that chose h2 (ALPN on TLS); null when off. */
+  readonly h2: H2Edge | null;
   listen(port: number): Promise<number>;
   /** Stops accepting, serves what comes on open connections with Connection: close, then closes them. */
   drain(graceMs: number): Promise<void>;
@@ -166,6 +170,9 @@ export function createEdge(d: EdgeDeps): Edge {
   const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   server.on('clientError', answerMalformed);
+  const h2 = s.http2 === false ? null : h2Edge(d, proxy);
+  // h2c: prior-knowledge HTTP/2 on the plain listener, chosen per connection by its first bytes.
+  if (h2 !== null && s.http2 === 'h2c') choosePerConnection(server, h2.accept, s.headers_timeout_ms);
 
   return {
     name: 'edge',
@@ -173,6 +180,7 @@ export function createEdge(d: EdgeDeps): Edge {
     proxy,
     tunnels,
     routes,
+    h2,
     listen: (port) =>
       new Promise<number>((resolve, reject) => {
         server.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
@@ -190,17 +198,40 @@ export function createEdge(d: EdgeDeps): Edge {
         if (d.capture.recorder.open - tunnels.size > 0) quietSince = performance.now();
         else if (performance.now() - quietSince >= DRAIN_QUIET_MS) server.closeIdleConnections();
       }, 25);
+      // HTTP/2 sessions are told GOAWAY now, and cut at the grace like the rest.
+      const h2Drained = h2?.drain(graceMs);
       const force = setTimeout(() => {
         server.closeAllConnections();
         // Upgraded sockets are no longer the HTTP server's to close.
         tunnels.destroyAll();
       }, graceMs);
       await closed;
+      await h2Drained;
       clearInterval(idle);
       clearTimeout(force);
     },
-    close: () => proxy.close(),
+    close: () => {
+      h2?.close();
+      return proxy.close();
+    },
   };
+}
+
+/** The edge's HTTP/2 side: streams go to the same proxy; /v2 stays on HTTP/1.1. */
+function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
+  const s = d.cfg.server;
+  const onMain = d.cfg.management.on_main;
+  return createH2Edge({
+    limits: s.http2_limits,
+    idleTimeoutMs: s.keep_alive_timeout_ms,
+    requestTimeoutMs: s.request_timeout_ms,
+    handle: (req, res, expectsContinue) => proxy.handle(req, res, expectsContinue),
+    http1Only: (url) => onMain && isManagementPath(url) && !holdsGatewayKey(url),
+    goaway: d.metrics.h2Goaway,
+    log: d.log,
+    now: () => d.clock.now(),
+    threadLabel: d.threadLabel,
+  });
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -9,6 +8,7 @@ import type { Exchange, Recorder } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import type { ClientRequest, ClientResponse } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -96,7 +96,7 @@ export class ProxyHandler {
    * Handles one proxied request end to end. `expectsContinue`: the client sent
    * Expect: 100-continue, answered only once admission has passed.
    */
-  handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
+  handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     const v = this.d.admission.request(req, fw.x);
@@ -410,10 +410,11 @@ class Forwarding {
 
   constructor(
     private readonly p: ProxyHandler,
-    readonly req: IncomingMessage,
-    readonly res: ServerResponse,
+    readonly req: ClientRequest,
+    readonly res: ClientResponse,
   ) {
     this.x = p.begin();
+    if (req.httpVersionMajor === 2) this.x.protocol = 'h2';
   }
 
   readonly onClose = (): void => {
