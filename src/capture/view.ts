@@ -4,7 +4,10 @@ import type { Wake } from './wake.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** The public shape of a wake: SPEC.md's fields plus environment, route, key_id and what was measured. */
+/**
+ * The public shape of a wake: SPEC.md's fields plus environment, route, key_id, what
+ * was measured, the client's protocol and certificate, and the trace context.
+ */
 export function wakeView(w: Wake) {
   return {
     id: w.id,
@@ -24,6 +27,11 @@ export function wakeView(w: Wake) {
     response_bytes: w.response_bytes,
     client_ip: w.client_ip,
     user_agent: w.user_agent,
+    protocol: w.protocol ?? 'http/1.1',
+    tls_subject: w.tls_subject ?? null,
+    tls_fingerprint: w.tls_fingerprint ?? null,
+    trace_id: w.trace_id ?? null,
+    span_id: w.span_id ?? null,
   };
 }
 

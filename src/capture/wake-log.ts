@@ -36,6 +36,11 @@ export const LOG_FIELDS: readonly string[] = [
   'retention_days',
   'path_truncated',
   'replay_of',
+  'protocol',
+  'tls_subject',
+  'tls_fingerprint',
+  'trace_id',
+  'span_id',
   'refused',
   'has_detail',
   // The detail's 12 cells.
@@ -56,6 +61,11 @@ const FIELD_COUNT = LOG_FIELDS.length;
 const at = (name: string): number => LOG_FIELDS.indexOf(name);
 const HAS_DETAIL = at('has_detail');
 const DETAIL_AT = at('query');
+/** The fields a line had before the protocol, certificate and trace fields (migration 16): read, then rewritten. */
+const ADDED_AT = at('protocol');
+const ADDED = at('refused') - ADDED_AT;
+const FIELD_COUNT_15 = FIELD_COUNT - ADDED;
+const HTTP1 = 'http/1.1';
 
 const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
 const TSV_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
@@ -196,7 +206,9 @@ export const wakeLogCodec = (
       `${tsvEscape(w.path)}\t${tsvEscape(w.route)}\t${w.status}\t${w.latency_ms}\t${tsvEscape(w.consumer)}\t` +
       `${tsvEscape(w.key_id)}\t${tsvEscape(w.region)}\t${w.request_bytes}\t${w.response_bytes}\t` +
       `${tsvEscape(w.client_ip)}\t${tsvEscape(w.user_agent)}\t${w.retention_days ?? retentionDays(w.environment)}\t` +
-      `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
+      `${w.path_truncated ? 1 : 0}\t${tsvEscape(w.replay_of ?? '')}\t${tsvEscape(w.protocol ?? HTTP1)}\t` +
+      `${w.tls_subject === undefined ? '' : tsvEscape(w.tls_subject)}\t${tsvEscape(w.tls_fingerprint ?? '')}\t` +
+      `${tsvEscape(w.trace_id ?? '')}\t${tsvEscape(w.span_id ?? '')}\t${w.refused ? 1 : 0}\t${d ? 1 : 0}\t`;
     if (!d) return head + NO_DETAIL;
     // Strings between the bodies are joined, so a bodyless request makes one part fewer.
     const parts: (string | Buffer)[] = [];
@@ -217,6 +229,8 @@ export const wakeLogCodec = (
   decode(line: string): Wake {
     if (line.startsWith('[')) return legacyDecode(line);
     const c = line.split('\t');
+    // A line of the format before migration 16 has none of its fields: they are empty.
+    if (c.length === FIELD_COUNT_15) c.splice(ADDED_AT, 0, HTTP1, '', '', '', '');
     if (c.length !== FIELD_COUNT) throw new Error(`a wake log line has ${c.length} fields, not ${FIELD_COUNT}`);
     const s = (i: number) => tsvUnescape(c[i] as string);
     const n = (i: number) => {
@@ -244,16 +258,28 @@ export const wakeLogCodec = (
       user_agent: s(14),
       retention_days: n(15),
       path_truncated: c[16] === '1',
-      refused: c[18] === '1',
+      refused: c[ADDED_AT + ADDED] === '1',
     };
     const replayOf = s(17);
     if (replayOf) w.replay_of = replayOf;
+    const protocol = s(ADDED_AT);
+    if (protocol !== HTTP1 && protocol !== '') w.protocol = protocol;
+    const fingerprint = s(ADDED_AT + 2);
+    if (fingerprint) {
+      w.tls_subject = s(ADDED_AT + 1);
+      w.tls_fingerprint = fingerprint;
+    }
+    const traceId = s(ADDED_AT + 3);
+    if (traceId) {
+      w.trace_id = traceId;
+      w.span_id = s(ADDED_AT + 4);
+    }
     if (c[HAS_DETAIL] === '1') w.detail = detailFrom(c.slice(DETAIL_AT).map(tsvUnescape));
     return w;
   },
 
   /** False for a line an earlier version wrote (its segment is rewritten before it is inserted). */
-  isCurrent: (line: string): boolean => !line.startsWith('['),
+  isCurrent: (line: string): boolean => !line.startsWith('[') && fieldCount(line) === FIELD_COUNT,
 });
 
 /** A detail from its 12 cells (LOG_FIELDS from query on), unescaped: read back from the log, both formats. */
@@ -301,4 +327,11 @@ function legacyDecode(line: string): Wake {
     if (rest.length > 1) w.detail = detailFrom(rest.slice(2).split('\t').map(tsvUnescape));
   }
   return w;
+}
+
+/** The fields of a line (its tabs, plus one): read only when a segment is read back after a stop. */
+function fieldCount(line: string): number {
+  let n = 1;
+  for (let i = line.indexOf('\t'); i !== -1; i = line.indexOf('\t', i + 1)) n++;
+  return n;
 }

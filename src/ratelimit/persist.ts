@@ -17,7 +17,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
-import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
+import { allocateBuckets, claimsOf, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
 /** How often the table is written while serving. */
@@ -178,9 +178,18 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
   // Every few seconds the write and its fsync run off the event loop (this may be the
   // thread serving requests, with threads: 1); one at a time.
   let writing: Promise<void> | null = null;
+  // The claim count when an empty table was last written: no bucket has entered since
+  // (nor a debt, which only an eviction makes), so an idle gateway writes nothing.
+  let emptyAt = -1;
   const saveSoon = () => {
     if (writing) return;
-    writing = writeAtomicAsync(o.dir, BUCKETS_FILE, encodeBuckets(o.layout, o.now()))
+    const claims = claimsOf(o.layout);
+    if (claims === emptyAt) return;
+    const bytes = encodeBuckets(o.layout, o.now());
+    writing = writeAtomicAsync(o.dir, BUCKETS_FILE, bytes)
+      .then(() => {
+        emptyAt = bytes.length === HEAD ? claims : -1;
+      })
       .catch((e: Error) => o.log.warn('rate-limit buckets not saved', { err: e }))
       .finally(() => {
         writing = null;

@@ -44,10 +44,14 @@ const SLOT_F64 = 8;
 const PASS_WAITS = 20;
 /** Slots searched from a bucket's home. */
 export const WINDOW = 16;
-/** The header: the claim lock (Int32 0), the hash seed (Int32 1 and 2), padding up to one slot. */
+/**
+ * The header: the claim lock (Int32 0), the hash seed (Int32 1 and 2), the count of
+ * buckets ever put in a slot (Int32 3), padding up to one slot.
+ */
 const HEADER = 1;
 const SEED0 = 1;
 const SEED1 = 2;
+const CLAIMS = 3;
 
 export interface SharedBucketsLayout {
   buffer: SharedArrayBuffer;
@@ -83,6 +87,14 @@ export function allocateBuckets(
     head[SEED1] = seed[1] | 0;
   } else randomFillSync(head.subarray(SEED0, SEED1 + 1));
   return { buffer, slots, sketchCells };
+}
+
+/**
+ * Buckets ever put in a slot (wrapping): unchanged since a look that found the table
+ * empty, it is empty still, and its sweep and its saving have nothing to do.
+ */
+export function claimsOf(layout: SharedBucketsLayout): number {
+  return Atomics.load(new Int32Array(layout.buffer, 0, SLOT_I32), CLAIMS);
 }
 
 /** The hash seed of a table. */
@@ -281,6 +293,7 @@ export class SharedBuckets {
       const owed = this.sketch[this.cell(b)] as number;
       Atomics.store(i, x + H1, a);
       Atomics.store(i, x + H2, b);
+      Atomics.add(i, CLAIMS, 1);
       i[x + Q_LEVEL] = 0;
       i[x + Q_COUNT] = 0;
       f[this.f(s, TOKENS)] = owed > now ? Math.max(0, r.burst - (owed - now) * r.rate) : r.burst;
@@ -381,25 +394,43 @@ export class SharedBuckets {
     return n;
   }
 
-  /** Empties every slot whose bucket is full by `now` (the same as no bucket). */
+  /** The claim count when this table's sweep last left it empty (-1: it did not). */
+  private emptyAt = -1;
+
+  /**
+   * Empties every slot whose bucket is full by `now` (the same as no bucket). A table
+   * no bucket has entered since a sweep left it empty is not scanned again (idle).
+   */
   sweep(now: number): number {
+    const claims = Atomics.load(this.i32, CLAIMS);
+    if (claims === this.emptyAt) return 0;
     let removed = 0;
+    let left = 0;
     for (let s = 0; s < this.slots; s++) {
       const x = this.base(s);
-      if (Atomics.load(this.i32, x + H2) === 0 || this.fullAt(s) > now) continue;
-      if (!tryLock(this.i32, 0, PASS_WAITS)) continue;
+      if (Atomics.load(this.i32, x + H2) === 0) continue;
+      if (this.fullAt(s) > now) {
+        left++;
+        continue;
+      }
+      if (!tryLock(this.i32, 0, PASS_WAITS)) {
+        left++;
+        continue;
+      }
       if (!tryLock(this.i32, x + LOCK, PASS_WAITS)) {
         unlock(this.i32, 0);
+        left++;
         continue;
       }
       if (this.i32[x + H2] !== 0 && this.fullAt(s) <= now) {
         Atomics.store(this.i32, x + H1, 0);
         Atomics.store(this.i32, x + H2, 0);
         removed++;
-      }
+      } else left++;
       unlock(this.i32, x + LOCK);
       unlock(this.i32, 0);
     }
+    this.emptyAt = left === 0 ? claims : -1;
     return removed;
   }
 
@@ -447,6 +478,7 @@ export class SharedBuckets {
       if (this.i32[x + H2] !== 0) continue;
       this.i32[x + H1] = a;
       this.i32[x + H2] = b;
+      Atomics.add(this.i32, CLAIMS, 1);
       this.i32[x + Q_LEVEL] = i32In[2] as number;
       this.i32[x + Q_COUNT] = i32In[3] as number;
       for (let c = 0; c < 5; c++) this.f64[this.f(s, TOKENS + c)] = f64In[c] as number;
@@ -454,5 +486,6 @@ export class SharedBuckets {
     }
     const full = (f64In[1] as number) + ((f64In[2] as number) - (f64In[0] as number)) / (f64In[3] as number);
     if (!Number.isNaN(full)) this.foldIntoSketch(b, full);
+    Atomics.add(this.i32, CLAIMS, 1);
   }
 }

@@ -26,7 +26,7 @@ export const CLUSTER_SETTINGS = {
 /** Today's schema on a cluster: every table, then the log table and its views. */
 export const clusterSchema = (cluster: string): string[] => [
   ...TABLES.flatMap((t) => clusterTableSql(t, cluster)),
-  ...logTableStatements('{db}', cluster),
+  ...logTableStatements('{db}', { cluster }),
 ];
 
 /** The migration ledger of a cluster: one replicated table every node shares (no shard in its path). */

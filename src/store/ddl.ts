@@ -20,6 +20,8 @@ export interface Index {
   expr: string;
   type: string;
   granularity: number;
+  /** The migration that added it to a table made before (absent: made with the table). */
+  since?: number;
   /** The migration that dropped it (absent: the table has it today). */
   until?: number;
 }
@@ -81,7 +83,9 @@ const indexSql = (i: Index): string => `INDEX ${i.name} ${i.expr} TYPE ${i.type}
 export function tableBody(t: TableSpec, asOf?: number): string[] {
   const columns = t.columns.filter((c) => present(c.since, asOf)).map(columnSql);
   const indexes = (t.indexes ?? [])
-    .filter((i) => (asOf === undefined ? i.until === undefined : i.until === undefined || i.until > asOf))
+    .filter((i) =>
+      asOf === undefined ? i.until === undefined : present(i.since, asOf) && (i.until === undefined || i.until > asOf),
+    )
     .map(indexSql);
   return [...columns, ...indexes];
 }
@@ -122,6 +126,15 @@ export const addColumnsSql = (t: TableSpec, version: number): string[] =>
   t.columns
     .filter((c) => c.since === version)
     .map((c) => `ALTER TABLE {db}.${t.name} ADD COLUMN IF NOT EXISTS ${columnSql(c)}`);
+
+/** The migration `version`'s ALTERs that add the indexes it added (parts written before have none). */
+export const addIndexesSql = (t: TableSpec, version: number): string[] =>
+  (t.indexes ?? [])
+    .filter((i) => i.since === version)
+    .map(
+      (i) =>
+        `ALTER TABLE {db}.${t.name} ADD INDEX IF NOT EXISTS ${i.name} ${i.expr} TYPE ${i.type} GRANULARITY ${i.granularity}`,
+    );
 
 /** The migration `version`'s ALTERs that drop the indexes it dropped. */
 export const dropIndexesSql = (t: TableSpec, version: number): string[] =>

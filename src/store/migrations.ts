@@ -1,5 +1,5 @@
 import { clusterLedger, clusterSchema } from './cluster.js';
-import { addColumnsSql, createTableSql, dropIndexesSql, modifySettingsSql } from './ddl.js';
+import { addColumnsSql, addIndexesSql, createTableSql, dropIndexesSql, modifySettingsSql } from './ddl.js';
 import { remakeDetailTable } from './detail-table.js';
 import {
   API_KEYS,
@@ -14,7 +14,7 @@ import {
   WEBHOOK_FANOUT_CURSOR,
 } from './schema.js';
 import { isUnknownSetting, type Store } from './store.js';
-import { logTableStatements } from './wake-log-table.js';
+import { logTableStatements, remakeLogTableStatements } from './wake-log-table.js';
 
 export interface Migration {
   version: number;
@@ -148,7 +148,7 @@ export const MIGRATIONS: Migration[] = [
     // A segment of the wake log is one insert into a Null table whose two views fill
     // wakes and wake_details, where it was an insert into each: the file is read and
     // parsed once, and the engine's fixed cost of an insert (about 3 ms) is paid once.
-    statements: logTableStatements('{db}'),
+    statements: logTableStatements('{db}', { asOf: 13 }),
   },
   {
     version: 14,
@@ -171,6 +171,15 @@ export const MIGRATIONS: Migration[] = [
     // Marks the bootstrap admin key, so a start with another WAKEGATE_ADMIN_KEY knows
     // which key the new one replaces (one bootstrap admin key at a time).
     statements: addColumnsSql(API_KEYS, 15),
+  },
+  {
+    version: 16,
+    name: 'wakes_protocol_tls_trace',
+    // The client's protocol (http/1.1, h2), its certificate's subject and fingerprint
+    // (mTLS), and the request's W3C trace context, with an index that finds a trace's
+    // wakes. The log table holds nothing (Null): it and its views are made again with
+    // the new fields (a running version's segment is rewritten before it is inserted).
+    statements: [...addColumnsSql(WAKES, 16), ...addIndexesSql(WAKES, 16), ...remakeLogTableStatements('{db}')],
   },
 ];
 

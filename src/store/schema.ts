@@ -40,12 +40,20 @@ export const WAKES: TableSpec = {
     col('path_truncated', 'UInt8', { default: '0', since: 6 }),
     // A replay's wake names the original.
     col('replay_of', 'String', { default: "''", since: 9 }),
+    // The client's protocol, its certificate (mTLS), and the request's W3C trace context.
+    col('protocol', LOW, { default: "'http/1.1'", since: 16 }),
+    col('tls_subject', 'String', { default: "''", since: 16 }),
+    col('tls_fingerprint', 'String', { default: "''", since: 16 }),
+    col('trace_id', 'String', { default: "''", since: 16 }),
+    col('span_id', 'String', { default: "''", since: 16 }),
   ],
   indexes: [
     { name: 'idx_status', expr: 'status', type: 'minmax', granularity: 4 },
     { name: 'idx_latency', expr: 'latency_ms', type: 'minmax', granularity: 4 },
     { name: 'idx_key', expr: 'key_id', type: 'bloom_filter', granularity: 4 },
     { name: 'idx_consumer', expr: 'consumer', type: 'bloom_filter', granularity: 4 },
+    // GET /v2/wakes?trace_id= reads only the granules that may hold the trace.
+    { name: 'idx_trace', expr: 'trace_id', type: 'bloom_filter', granularity: 4, since: 16 },
     // Cost about a third of the CPU of every insert and merge (bench/RESULTS.md) and
     // cannot serve the anchored regex a path template becomes: dropped by migration 5.
     { name: 'idx_path', expr: 'path', type: 'ngrambf_v1(3, 4096, 2, 0)', granularity: 4, until: 5 },
@@ -257,9 +265,14 @@ export const TABLES: readonly TableSpec[] = [
  * its fields are these). The wakes' columns first, then what the table does not
  * hold, then the detail's cells.
  */
-export const WAKE_LOG_COLUMNS: readonly Column[] = [
-  ...WAKES.columns.map((c) => col(c.name, c.type === LOW ? 'String' : c.type)),
+export const wakeLogColumns = (asOf?: number): readonly Column[] => [
+  ...WAKES.columns
+    .filter((c) => asOf === undefined || c.since === undefined || c.since <= asOf)
+    .map((c) => col(c.name, c.type === LOW ? 'String' : c.type)),
   col('refused', 'UInt8'),
   col('has_detail', 'UInt8'),
   ...WAKE_DETAILS.columns.slice(3, -1).map((c) => col(c.name, c.type === LOW ? 'String' : c.type)),
 ];
+
+/** Today's fields of a wake log line (the log table as migration `asOf` made it: wakeLogColumns(asOf)). */
+export const WAKE_LOG_COLUMNS: readonly Column[] = wakeLogColumns();

@@ -1,4 +1,4 @@
-import { WAKE_DETAILS, WAKE_LOG_COLUMNS, WAKES } from './schema.js';
+import { WAKE_DETAILS, WAKE_LOG_COLUMNS, WAKES, wakeLogColumns } from './schema.js';
 
 /**
  * How the write-ahead log's sealed segments reach storage (capture/wake-log.ts
@@ -63,14 +63,25 @@ export function segmentInserts(db: string, file: string): { wakes: string; detai
  * migration that alters this table and makes the views again, and so does a table
  * remade under them (a view points at its table's identity, not its name). On a
  * cluster (`cluster`) each is made on every node, the views writing through the
- * Distributed tables.
+ * Distributed tables. `asOf`: as the migration of that version made them.
  */
-export function logTableStatements(db: string, cluster?: string): string[] {
-  const on = cluster === undefined ? '' : ` ON CLUSTER ${cluster}`;
+
+/** Migration `version`'s remaking of the log table and its views with today's fields (nothing is kept in them). */
+export const remakeLogTableStatements = (db: string): string[] => [
+  `DROP VIEW IF EXISTS ${db}.wake_log_wakes`,
+  `DROP VIEW IF EXISTS ${db}.wake_log_details`,
+  `DROP TABLE IF EXISTS ${db}.wake_log`,
+  ...logTableStatements(db),
+];
+export function logTableStatements(db: string, o: { cluster?: string; asOf?: number } = {}): string[] {
+  const on = o.cluster === undefined ? '' : ` ON CLUSTER ${o.cluster}`;
+  const columns = wakeLogColumns(o.asOf);
+  const structure = columns.map((c) => `${c.name} ${c.type}`).join(', ');
+  const wakes = WAKES.columns.filter((c) => columns.some((l) => l.name === c.name)).map((c) => c.name);
   return [
-    `CREATE TABLE IF NOT EXISTS ${db}.wake_log${on} (${STRUCTURE}) ENGINE = Null`,
+    `CREATE TABLE IF NOT EXISTS ${db}.wake_log${on} (${structure}) ENGINE = Null`,
     `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_wakes${on} TO ${db}.wakes
-    AS SELECT ${WAKE_COLUMNS.join(', ')} FROM ${db}.wake_log`,
+    AS SELECT ${wakes.join(', ')} FROM ${db}.wake_log`,
     `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.wake_log_details${on} TO ${db}.wake_details
     AS SELECT ${DETAIL_COLUMNS.join(', ')} FROM ${db}.wake_log WHERE has_detail = 1`,
   ];

@@ -130,7 +130,7 @@ interface WakeRowOut
 
 const SELECT = `SELECT id, method, path, route, status, latency_ms, consumer, key_id, environment, region,
   toUnixTimestamp64Milli(captured_at) AS captured_ms, request_bytes, response_bytes, client_ip, user_agent,
-  path_truncated, replay_of`;
+  path_truncated, replay_of, protocol, tls_subject, tls_fingerprint, trace_id, span_id`;
 
 const fromRow = (r: WakeRowOut): Wake => ({
   id: r.id,
@@ -138,6 +138,9 @@ const fromRow = (r: WakeRowOut): Wake => ({
   path: r.path,
   path_truncated: Number(r.path_truncated) === 1,
   ...(r.replay_of ? { replay_of: r.replay_of } : {}),
+  ...(r.protocol && r.protocol !== 'http/1.1' ? { protocol: r.protocol } : {}),
+  ...(r.tls_fingerprint ? { tls_subject: r.tls_subject ?? '', tls_fingerprint: r.tls_fingerprint } : {}),
+  ...(r.trace_id ? { trace_id: r.trace_id, span_id: r.span_id ?? '' } : {}),
   route: r.route,
   status: Number(r.status),
   latency_ms: Number(r.latency_ms),

@@ -389,4 +389,97 @@ describe('wakes table', () => {
     expect(await q.get('f', a.id, a.captured_at)).toEqual({ ...a, path_truncated: false });
     expect(await q.get('production', a.id, a.captured_at)).toBeNull();
   });
+
+  it('keeps the protocol, the client certificate and the trace context, through the log table and from lines', async () => {
+    const { Wal } = await import('../../src/capture/wal.js');
+    const { silentLogger } = await import('../../src/log.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const codec = wakeLogCodec(() => 30);
+    const ins = new WakeInserter(store, codec);
+    const q = new WakeQuerier(store);
+    const more = {
+      protocol: 'h2',
+      tls_subject: "CN=client 'one',O=Acme",
+      tls_fingerprint: 'ab'.repeat(32),
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+      span_id: '00f067aa0ba902b7',
+    };
+    for (const env of ['trace-seg', 'trace-lines']) {
+      const a = wake(1, { environment: env, ...more });
+      const b = wake(2, { environment: env });
+      if (env === 'trace-seg') {
+        const wal = new Wal<Wake>(
+          mkdtempSync(join(tmpdir(), 'wg-trace-')),
+          1_000_000,
+          { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000, tag: LOG_SEGMENT_TAG },
+          silentLogger,
+          codec,
+        );
+        wal.append(a);
+        wal.append(b);
+        const sealed = wal.seal();
+        wal.close();
+        await ins.insert([], sealed?.token as string, sealed?.file as string);
+      } else await ins.insert([a, b], env);
+      expect(await q.get(env, a.id, a.captured_at)).toEqual({ ...a, path_truncated: false });
+      // A wake without them reads back without them (the columns' defaults).
+      expect(await q.get(env, b.id, b.captured_at)).toEqual({ ...b, path_truncated: false });
+    }
+  });
+
+  it('upgrades a version-15 store: its wakes read back with the new fields absent, and new ones go through the remade log table', async () => {
+    // The same engine, another database (the log table's insert names it).
+    const old: Store = { ...store, db: `${store.db}_v15` };
+    await store.client.command({ query: `CREATE DATABASE IF NOT EXISTS ${old.db}` });
+    await migrate(
+      old,
+      MIGRATIONS.filter((m) => m.version <= 15),
+    );
+    const before = wake(1, { environment: 'upgrade' });
+    await store.client.insert({
+      table: `${old.db}.wakes`,
+      values: [
+        {
+          ...before,
+          captured_at: new Date(before.captured_at).toISOString().slice(0, 23).replace('T', ' '),
+          retention_days: 30,
+          path_truncated: 0,
+          replay_of: '',
+        },
+      ],
+      format: 'JSONEachRow',
+    });
+    expect(await migrate(old)).toEqual([16]);
+    const q = new WakeQuerier(old);
+    expect(await q.get('upgrade', before.id, before.captured_at)).toEqual({ ...before, path_truncated: false });
+    const after = wake(2, {
+      environment: 'upgrade',
+      protocol: 'h2',
+      trace_id: 'a'.repeat(32),
+      span_id: 'b'.repeat(16),
+    });
+    // Through the remade log table, as the capture batcher hands a segment over.
+    const { Wal } = await import('../../src/capture/wal.js');
+    const { silentLogger } = await import('../../src/log.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const wal = new Wal<Wake>(
+      mkdtempSync(join(tmpdir(), 'wg-upgrade-')),
+      1_000_000,
+      { syncIntervalMs: 60_000, fsyncIntervalMs: 60_000, tag: LOG_SEGMENT_TAG },
+      silentLogger,
+      wakeLogCodec(() => 30),
+    );
+    wal.append(after);
+    const sealed = wal.seal();
+    wal.close();
+    await new WakeInserter(
+      old,
+      wakeLogCodec(() => 30),
+    ).insert([], sealed?.token as string, sealed?.file as string);
+    expect(await q.get('upgrade', after.id, after.captured_at)).toEqual({ ...after, path_truncated: false });
+  });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
+import { allocateBuckets, claimsOf, SharedBuckets } from '../../src/ratelimit/shared-buckets.js';
 import type { LimitDecision } from '../../src/ratelimit/types.js';
 import { keyRecord } from '../helpers/keys.js';
 
@@ -167,5 +168,30 @@ describe('bounded memory', () => {
     // A full bucket is swept away: it is the same as none.
     l.sweep(T0 + 3_600_000);
     expect(l.size).toBe(0);
+  });
+  it('an idle table is not scanned again: only a bucket entering a slot makes the next sweep look', () => {
+    const layout = allocateBuckets(64, 1024);
+    const l = new RateLimiter(loadConfig({ values: {} }), layout);
+    const table = new SharedBuckets(layout);
+    const k = key('idle', 'production', { limit: 60, burst: 10, window: 'minute' });
+    expect(claimsOf(layout)).toBe(0);
+    drain(l, k, 3, T0);
+    const claimed = claimsOf(layout);
+    expect(claimed).toBeGreaterThan(0);
+    // Drawing again from buckets already in their slots claims none.
+    drain(l, k, 3, T0);
+    expect(claimsOf(layout)).toBe(claimed);
+    expect(table.sweep(T0 + 3_600_000)).toBe(claimed);
+    // A slot filled behind the claim count's back (never done by the gateway) shows the
+    // next sweep of the emptied table does not scan it.
+    const raw = new Int32Array(layout.buffer);
+    raw[16 + 1] = 7;
+    raw[16 + 2] = 9;
+    // Slot 0's tokens, last refill, burst and rate: a bucket full since T0.
+    new Float64Array(layout.buffer).set([1, T0, 1, 1], 8 + 3);
+    expect(table.sweep(T0 + 3_600_000)).toBe(0);
+    // A new bucket is a claim: the sweep after it looks at every slot again.
+    drain(l, key('new', 'production', { limit: 60, burst: 10, window: 'minute' }), 1, T0 + 3_600_000);
+    expect(table.sweep(T0 + 7_200_000)).toBeGreaterThanOrEqual(2);
   });
 });

@@ -56,7 +56,20 @@ describe('the table descriptions', () => {
     expect(steps(5)).toEqual(['ALTER TABLE {db}.wakes DROP INDEX IF EXISTS idx_path']);
     expect(steps(6)).toEqual(['ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS path_truncated UInt8 DEFAULT 0']);
     expect(steps(11)).toEqual(['ALTER TABLE {db}.wake_details MODIFY SETTING merge_selector_base = 20']);
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+    expect(first).not.toContain('idx_trace');
+    expect(createTableSql(wakes, { asOf: 15 })).not.toContain('trace_id');
+    expect(createTableSql(wakes)).toContain('INDEX idx_trace trace_id TYPE bloom_filter GRANULARITY 4');
+    const v16 = steps(16) ?? [];
+    expect(v16).toContain(
+      "ALTER TABLE {db}.wakes ADD COLUMN IF NOT EXISTS protocol LowCardinality(String) DEFAULT 'http/1.1'",
+    );
+    expect(v16).toContain(
+      'ALTER TABLE {db}.wakes ADD INDEX IF NOT EXISTS idx_trace trace_id TYPE bloom_filter GRANULARITY 4',
+    );
+    // The log table as migration 13 made it has none of 16's fields; 16 makes it again with them.
+    expect(steps(13)?.join('\n')).not.toContain('trace_id');
+    expect(v16.find((q) => q.includes('wake_log (') && q.startsWith('CREATE TABLE'))).toContain('trace_id String');
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
   });
 
   it("give the log table a column for each field of capture's log line, in order", () => {

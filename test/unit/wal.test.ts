@@ -154,11 +154,11 @@ describe('the wake log line', () => {
     ).toBe(true);
     const line = Buffer.concat((parts as (string | Buffer)[]).map((p) => Buffer.from(p))).toString();
     expect(line.endsWith('\n')).toBe(true);
-    // 18 table columns, refused, has_detail, 12 detail cells; raw tabs inside values are escaped.
+    // 23 table columns, refused, has_detail, 12 detail cells; raw tabs inside values are escaped.
     const cells = line.slice(0, -1).split('\t');
-    expect(cells).toHaveLength(32);
+    expect(cells).toHaveLength(37);
     expect(line.slice(0, -1).includes('\n')).toBe(false);
-    expect(cells.slice(0, 20)).toEqual([
+    expect(cells.slice(0, 25)).toEqual([
       'wk_1',
       'production',
       '2026-11-18 11:06:40.123',
@@ -177,12 +177,17 @@ describe('the wake log line', () => {
       '7',
       '0',
       'wk_0',
+      'http/1.1',
+      '',
+      '',
+      '',
+      '',
       '1',
       '1',
     ]);
     expect(codec.decode(line.slice(0, -1))).toEqual({ ...w, retention_days: 7, path_truncated: false });
     const plain = codec.encode({ ...w, detail: undefined, refused: false }) as string;
-    expect(plain.split('\t')).toHaveLength(32);
+    expect(plain.split('\t')).toHaveLength(37);
     expect(codec.decode(plain)).toEqual({
       ...w,
       detail: undefined,
@@ -254,8 +259,44 @@ describe('the wake log line', () => {
     expect(seg?.rows).toEqual([{ ...w, retention_days: 7, path_truncated: false }]);
     const text = readFileSync(seg?.file as string, 'utf8');
     expect(text.endsWith('\n')).toBe(true);
-    expect(text.slice(0, -1).split('\t')).toHaveLength(32);
+    expect(text.slice(0, -1).split('\t')).toHaveLength(37);
     expect(codec.decode(text.slice(0, -1))).toEqual({ ...w, retention_days: 7, path_truncated: false });
+    wal.close();
+  });
+
+  it('keeps the protocol, the client certificate and the trace context, and rewrites a line written before them', async () => {
+    const { wakeLogCodec } = await import('../../src/capture/wake-log.js');
+    const codec = wakeLogCodec(() => 7);
+    const more = {
+      ...w,
+      detail: undefined,
+      retention_days: 7,
+      path_truncated: false,
+      protocol: 'h2',
+      tls_subject: 'CN=client one,O=Acme\tTab',
+      tls_fingerprint: 'ab'.repeat(32),
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+      span_id: '00f067aa0ba902b7',
+    };
+    const line = codec.encode(more) as string;
+    expect(codec.isCurrent(line)).toBe(true);
+    expect(codec.decode(line)).toEqual(more);
+    // The same wake as the version before these fields wrote it: 32 fields, read without them.
+    const cells = line.split('\t');
+    const before = [...cells.slice(0, 18), ...cells.slice(23)].join('\t');
+    expect(before.split('\t')).toHaveLength(32);
+    expect(codec.isCurrent(before)).toBe(false);
+    const { protocol, tls_subject, tls_fingerprint, trace_id, span_id, ...older } = more;
+    expect(codec.decode(before)).toEqual(older);
+    // Such a segment is rewritten in today's form before an insert reads its file.
+    const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    writeFileSync(join(dir, '00000000000001-old-0.l.wal'), `${before}\n`);
+    const wal = new Wal(dir, 1_000_000, OPTS, silentLogger, codec);
+    const seg = wal.peek();
+    expect(seg?.rows).toEqual([older]);
+    const text = readFileSync(seg?.file as string, 'utf8');
+    expect(text.slice(0, -1).split('\t')).toHaveLength(37);
+    expect(codec.isCurrent(text.slice(0, -1))).toBe(true);
     wal.close();
   });
 });

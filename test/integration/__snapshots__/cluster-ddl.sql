@@ -24,10 +24,16 @@ CREATE TABLE IF NOT EXISTS {db}.wakes_local ON CLUSTER wg_cluster (
   retention_days UInt16,
   path_truncated UInt8 DEFAULT 0,
   replay_of String DEFAULT '',
+  protocol LowCardinality(String) DEFAULT 'http/1.1',
+  tls_subject String DEFAULT '',
+  tls_fingerprint String DEFAULT '',
+  trace_id String DEFAULT '',
+  span_id String DEFAULT '',
   INDEX idx_status status TYPE minmax GRANULARITY 4,
   INDEX idx_latency latency_ms TYPE minmax GRANULARITY 4,
   INDEX idx_key key_id TYPE bloom_filter GRANULARITY 4,
-  INDEX idx_consumer consumer TYPE bloom_filter GRANULARITY 4
+  INDEX idx_consumer consumer TYPE bloom_filter GRANULARITY 4,
+  INDEX idx_trace trace_id TYPE bloom_filter GRANULARITY 4
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/wakegate/wakes', '{replica}')
   PARTITION BY toDate(captured_at)
   ORDER BY (environment, captured_at, id)
@@ -175,10 +181,10 @@ CREATE TABLE IF NOT EXISTS {db}.wake_details_local ON CLUSTER wg_cluster (
 CREATE TABLE IF NOT EXISTS {db}.wake_details ON CLUSTER wg_cluster AS {db}.wake_details_local
   ENGINE = Distributed(wg_cluster, {db}, wake_details_local, cityHash64(id));
 
-CREATE TABLE IF NOT EXISTS {db}.wake_log ON CLUSTER wg_cluster (id String, environment String, captured_at DateTime64(3, 'UTC'), method String, path String, route String, status UInt16, latency_ms UInt32, consumer String, key_id String, region String, request_bytes UInt64, response_bytes UInt64, client_ip String, user_agent String, retention_days UInt16, path_truncated UInt8, replay_of String, refused UInt8, has_detail UInt8, query String, request_headers String, response_headers String, request_body String, request_body_bytes UInt64, request_body_state Int8, request_body_encoding String, response_body String, response_body_bytes UInt64, response_body_state Int8, response_body_encoding String, diff String) ENGINE = Null;
+CREATE TABLE IF NOT EXISTS {db}.wake_log ON CLUSTER wg_cluster (id String, environment String, captured_at DateTime64(3, 'UTC'), method String, path String, route String, status UInt16, latency_ms UInt32, consumer String, key_id String, region String, request_bytes UInt64, response_bytes UInt64, client_ip String, user_agent String, retention_days UInt16, path_truncated UInt8, replay_of String, protocol String, tls_subject String, tls_fingerprint String, trace_id String, span_id String, refused UInt8, has_detail UInt8, query String, request_headers String, response_headers String, request_body String, request_body_bytes UInt64, request_body_state Int8, request_body_encoding String, response_body String, response_body_bytes UInt64, response_body_state Int8, response_body_encoding String, diff String) ENGINE = Null;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.wake_log_wakes ON CLUSTER wg_cluster TO {db}.wakes
-    AS SELECT id, environment, captured_at, method, path, route, status, latency_ms, consumer, key_id, region, request_bytes, response_bytes, client_ip, user_agent, retention_days, path_truncated, replay_of FROM {db}.wake_log;
+    AS SELECT id, environment, captured_at, method, path, route, status, latency_ms, consumer, key_id, region, request_bytes, response_bytes, client_ip, user_agent, retention_days, path_truncated, replay_of, protocol, tls_subject, tls_fingerprint, trace_id, span_id FROM {db}.wake_log;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.wake_log_details ON CLUSTER wg_cluster TO {db}.wake_details
     AS SELECT id, environment, captured_at, query, request_headers, response_headers, request_body, request_body_bytes, request_body_state, request_body_encoding, response_body, response_body_bytes, response_body_state, response_body_encoding, diff, retention_days FROM {db}.wake_log WHERE has_detail = 1;
