@@ -1,9 +1,4 @@
-import http2, {
-  type Http2Session,
-  type IncomingHttpHeaders,
-  type ServerHttp2Session,
-  type ServerHttp2Stream,
-} from 'node:http2';
+import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Logger } from '../log.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
@@ -54,9 +49,8 @@ interface SessionState {
   open: number;
 }
 
-const STATE: unique symbol = Symbol('wakegate.h2');
-type Tracked = Http2Session & { [STATE]?: SessionState };
 const ignore = (): void => {};
+const RAPID_RESET = new Error('the client reset streams past server.http2_limits.max_resets_per_10s');
 
 /**
  * HTTP/2 on Node's core stream API (no compatibility layer: it measured 2.6x the
@@ -91,12 +85,16 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       resets: new ResetWindow(l.max_resets_per_10s),
       open: 0,
     };
-    (session as Tracked)[STATE] = st;
     sessions.add(session);
     session.on('error', ignore);
+    session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _f: number, raw: string[]) =>
+      onStream(session, st, stream, headers, raw),
+    );
     session.on('close', () => sessions.delete(session));
+    // Idle (no stream open): closed. This also ends a session nghttp2 has sent GOAWAY for a
+    // bad frame (FRAME_SIZE_ERROR, garbage), whose socket Node would otherwise keep open.
     session.setTimeout(d.idleTimeoutMs, () => {
-      if (st.open === 0) session.close();
+      if (st.open === 0) session.destroy();
     });
     if (draining) goaway(session, 'drain');
   });
@@ -104,49 +102,58 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
   server.on('sessionError', (e: Error) => d.log.debug('h2 session error', { err: e.message }));
 
   const onResetPast = (session: ServerHttp2Session) => {
+    if (session.destroyed) return;
     d.goaway.labels('rapid_reset').inc();
     d.log.debug('h2 session reset too many streams: GOAWAY');
-    session.destroy(undefined, NGHTTP2_ENHANCE_YOUR_CALM);
+    // With an error given (Node's destroy(undefined, code) would send NO_ERROR); the session's 'error' is ignored.
+    session.destroy(RAPID_RESET, NGHTTP2_ENHANCE_YOUR_CALM);
   };
 
-  server.on(
-    'stream',
-    (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, raw: string[]): void => {
-      // A write on a stream the client has reset is not the process's concern.
-      stream.on('error', ignore);
-      const session = stream.session as Tracked;
-      const st = session[STATE] as SessionState;
-      const path = headers[':path'];
-      if (path === undefined || headers[':method'] === 'CONNECT' || d.http1Only(path)) {
-        stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
-        return;
+  /** One stream: handed to the proxy as a request, its reset counted if the client cancels it. */
+  const onStream = (
+    session: ServerHttp2Session,
+    st: SessionState,
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    raw: string[],
+  ): void => {
+    // A write on a stream the client has reset is not the process's concern.
+    stream.on('error', ignore);
+    if (stream.destroyed) {
+      // Reset in the same read as its HEADERS (rapid reset's pattern): counted, never served.
+      if (stream.rstCode !== NGHTTP2_NO_ERROR && st.resets.reset(d.now())) onResetPast(session);
+      return;
+    }
+    const path = headers[':path'];
+    if (path === undefined || headers[':method'] === 'CONNECT' || d.http1Only(path)) {
+      stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
+      return;
+    }
+    st.open++;
+    const req = new H2Request(stream, headers, raw, st.socket);
+    const res = new H2Response(stream, headers[':method'] === 'HEAD');
+    let timer: NodeJS.Timeout | null = null;
+    stream.once('close', () => {
+      st.open--;
+      if (timer !== null) clearTimeout(timer);
+      // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset limit.
+      if (res.cut || session.destroyed) return;
+      if (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished) {
+        if (st.resets.reset(d.now())) onResetPast(session);
       }
-      st.open++;
-      const req = new H2Request(stream, headers, raw, st.socket);
-      const res = new H2Response(stream, headers[':method'] === 'HEAD');
-      let timer: NodeJS.Timeout | null = null;
-      stream.once('close', () => {
-        st.open--;
-        if (timer !== null) clearTimeout(timer);
-        // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset limit.
-        if (res.cut || session.destroyed) return;
-        if (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished) {
-          if (st.resets.reset(d.now())) onResetPast(session as ServerHttp2Session);
-        }
-      });
-      if (d.requestTimeoutMs > 0 && !stream.endAfterHeaders) {
-        // HTTP/1.1's request_timeout_ms, per stream: a body that never ends holds nothing for long.
-        timer = setTimeout(() => {
-          timer = null;
-          if (stream.readableEnded || stream.destroyed) return;
-          res.cut = true;
-          stream.close(NGHTTP2_CANCEL);
-        }, d.requestTimeoutMs);
-      }
-      if (d.threadLabel !== null) res.setHeader('x-wakegate-thread', d.threadLabel);
-      d.handle(req, res, headers.expect === '100-continue');
-    },
-  );
+    });
+    if (d.requestTimeoutMs > 0 && !stream.endAfterHeaders) {
+      // HTTP/1.1's request_timeout_ms, per stream: a body that never ends holds nothing for long.
+      timer = setTimeout(() => {
+        timer = null;
+        if (stream.readableEnded || stream.destroyed) return;
+        res.cut = true;
+        stream.close(NGHTTP2_CANCEL);
+      }, d.requestTimeoutMs);
+    }
+    if (d.threadLabel !== null) res.setHeader('x-wakegate-thread', d.threadLabel);
+    d.handle(req, res, headers.expect === '100-continue');
+  };
 
   const goaway = (session: ServerHttp2Session, reason: string) => {
     if (session.closed || session.destroyed) return;
