@@ -83,6 +83,10 @@ export class Gateway {
     if (!e) throw new Error('tunnels are the edge threads’ (threads > 1)');
     return e.tunnels;
   }
+  /** Reads the TLS certificates again (SIGHUP): true when the new ones serve, false when the old ones stay. */
+  reloadTls(): boolean {
+    return this.c.reloadTls();
+  }
   /** Secret of a bootstrap admin key generated on this start (printed once by main). */
   get generatedAdminSecret(): string | null {
     return this.control?.state.generatedAdminSecret ?? null;

@@ -45,6 +45,10 @@ import { WakeInserter, WakeQuerier } from './store/wakes.js';
 import { applyDeliveryRetention, DeliveryTable, EndpointTable, FanoutCursorTable } from './store/webhooks.js';
 import { cutWhenStalled } from './threads/answer-relay.js';
 import { EdgePool } from './threads/pool.js';
+import { loadEdgeTls } from './tls/edge-tls.js';
+import type { TlsMaterial } from './tls/material.js';
+import { tlsPart } from './tls/part.js';
+import type { WatchFiles } from './tls/reloader.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
@@ -64,6 +68,8 @@ export interface ControlOptions {
   source?: { file: string | null; dropIn: string | null };
   /** Test hooks (WAKEGATE_TEST_HOOKS=1): the serving thread in a header, and a way to crash an edge thread. */
   testHooks?: boolean;
+  /** How certificate files are watched for changes (tests trigger reloads themselves); and their debounce. */
+  tlsWatch?: { watch?: WatchFiles; debounceMs?: number };
 }
 
 /**
@@ -81,6 +87,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
   const parts = new Parts();
   const state = { stopping: false, generatedAdminSecret: null as string | null };
   try {
+    // The certificates and ticket keys first: a file that does not load stops the start before anything opens.
+    let mainTls = loadEdgeTls(cfg);
     const storage = parts.add(await openStorage(cfg, log));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
@@ -202,10 +210,35 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               },
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
+              tls: mainTls,
             }),
           )
         : null;
     if (edges) parts.add(edges);
+    const applyMain = (material: TlsMaterial) => {
+      if (mainTls) mainTls = { ...mainTls, material };
+      edge?.setTls(material);
+      edges?.running?.publishTls(material);
+    };
+    const tls = parts.add(
+      tlsPart({
+        log,
+        metrics,
+        listeners:
+          cfg.server.tls && mainTls
+            ? [
+                {
+                  listener: 'main',
+                  at: 'server.tls',
+                  settings: cfg.server.tls,
+                  initial: mainTls.material,
+                  apply: applyMain,
+                },
+              ]
+            : [],
+        ...opts.tlsWatch,
+      }),
+    );
 
     ring.start(cfg.storage.key_poll_interval_ms);
     keys.keys.start();
@@ -237,6 +270,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           events: bus,
           slo: rules[1],
           usage: (id, sec) => ring.used(id, sec),
+          tls: mainTls,
         });
       }
       if (edge) metrics.edgeThreads.set(1);
@@ -289,6 +323,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       edge,
       listen,
       state,
+      /** Reads every TLS listener's certificates again now (SIGHUP); true when all load. */
+      reloadTls: () => tls.reload(),
       /** Drains the edges, then closes every subsystem, last built first. */
       async close(graceMs: number): Promise<void> {
         state.stopping = true;

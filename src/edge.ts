@@ -20,6 +20,8 @@ import { trustedProxies } from './proxy/trust.js';
 import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
+import { type EdgeTls, mainTls } from './tls/edge-tls.js';
+import type { TlsMaterial } from './tls/material.js';
 
 /** A /v2 call whose body was not invited (Expect refused), as handed on. */
 const NO_BODY = Buffer.alloc(0);
@@ -79,6 +81,8 @@ export interface EdgeDeps {
   reusePort: boolean;
   /** Tests only: every answer says which edge thread served it (x-wakegate-thread). */
   threadLabel: string | null;
+  /** TLS on the main listener (server.tls): its certificates and session-ticket keys; absent or null: plain HTTP. */
+  tls?: EdgeTls | null;
 }
 
 /**
@@ -89,6 +93,8 @@ export interface EdgeDeps {
 export interface Edge {
   readonly name: 'edge';
   readonly server: http.Server;
+  /** The listening socket: `server` itself, or the TLS listener in front of it. */
+  readonly listener: net.Server;
   readonly proxy: ProxyHandler;
   readonly tunnels: TunnelSet;
   readonly routes: RouteTable;
@@ -97,6 +103,8 @@ export interface Edge {
   listen(port: number): Promise<number>;
   /** Stops accepting, serves what comes on open connections with Connection: close, then closes them. */
   drain(graceMs: number): Promise<void>;
+  /** New certificates for the TLS listener (a reload); open connections keep theirs. */
+  setTls(m: TlsMaterial): void;
   close(): Promise<void>;
 }
 
@@ -171,28 +179,45 @@ export function createEdge(d: EdgeDeps): Edge {
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   server.on('clientError', answerMalformed);
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
+  const front = mainTls({
+    http: server,
+    cfg,
+    clock: d.clock,
+    tls: d.tls ?? null,
+    // ALPN offers h2 beside http/1.1 unless server.http2 is false.
+    acceptH2: h2?.accept ?? null,
+    metrics: d.metrics,
+  });
+  const listener: net.Server = front?.server ?? server;
+  if (front) listener.maxConnections = s.max_connections;
   // h2c: prior-knowledge HTTP/2 on the plain listener, chosen per connection by its first bytes.
-  if (h2 !== null && s.http2 === 'h2c') choosePerConnection(server, h2.accept, s.headers_timeout_ms);
+  if (h2 !== null && s.http2 === 'h2c' && front === null) choosePerConnection(server, h2.accept, s.headers_timeout_ms);
 
   return {
     name: 'edge',
     server,
+    listener,
     proxy,
     tunnels,
     routes,
     h2,
     listen: (port) =>
       new Promise<number>((resolve, reject) => {
-        server.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
+        listener.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
         const opts: net.ListenOptions & { reusePort?: boolean } = { port, host: s.host };
         if (d.reusePort) opts.reusePort = true;
-        server.listen(opts, () => resolve((server.address() as AddressInfo).port));
+        listener.listen(opts, () => {
+          // Behind TLS the HTTP server never listens itself: this starts its connection
+          // tracking (headers and request timeouts, closeIdleConnections), as listening would.
+          if (front) server.emit('listening');
+          resolve((listener.address() as AddressInfo).port);
+        });
       }),
     async drain(graceMs) {
       draining = true;
       // net.Server's close: stop accepting; http.Server's would also drop idle keep-alive
       // connections at once, racing clients that are sending on them.
-      const closed = new Promise<void>((r) => net.Server.prototype.close.call(server, () => r()));
+      const closed = new Promise<void>((r) => net.Server.prototype.close.call(listener, () => r()));
       let quietSince = performance.now();
       const idle = setInterval(() => {
         if (d.capture.recorder.open - tunnels.size > 0) quietSince = performance.now();
@@ -202,14 +227,21 @@ export function createEdge(d: EdgeDeps): Edge {
       const h2Drained = h2?.drain(graceMs);
       const force = setTimeout(() => {
         server.closeAllConnections();
-        // Upgraded sockets are no longer the HTTP server's to close.
+        // Upgraded sockets are no longer the HTTP server's to close; handshakes were never its.
         tunnels.destroyAll();
+        front?.destroyAll();
       }, graceMs);
       await closed;
       await h2Drained;
       clearInterval(idle);
       clearTimeout(force);
+      if (front) {
+        front.close();
+        // Its connection-check timer (started by the 'listening' above) ends with it.
+        http.Server.prototype.close.call(server, () => {});
+      }
     },
+    setTls: (m) => front?.update(m),
     close: () => {
       h2?.close();
       return proxy.close();

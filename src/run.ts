@@ -98,6 +98,15 @@ async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  // SIGHUP reloads the TLS certificates (every thread; a file that does not load leaves the old ones serving).
+  process.on(
+    'SIGHUP',
+    () =>
+      void started.then(
+        () => gw.reloadTls(),
+        () => {},
+      ),
+  );
   started = gw.start(() => {
     if (!gw.generatedAdminSecret) return;
     // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.

@@ -10,8 +10,8 @@ export type EntryKind = 'proxy' | 'api' | 'replay';
  */
 export interface Gate {
   readonly name: string;
-  /** required: a live key; optional: checked when one is sent; none: never read. */
-  readonly auth: 'required' | 'optional' | 'none';
+  /** required: a live key; optional: checked when one is sent; none: never read; mtls: the client certificate's key. */
+  readonly auth: 'required' | 'optional' | 'none' | 'mtls';
   /** The scope a key needs: `read` for GET, HEAD and OPTIONS, `write` otherwise; null for none. */
   readonly scopes: { readonly read: string; readonly write: string } | null;
   /** A policy drawn from as well as the key's bucket (null: the key's bucket only). */

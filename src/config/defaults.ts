@@ -33,6 +33,8 @@ export const defaults = {
     trusted_proxies: [],
     http2: true,
     http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 200 },
+    tls: null,
+    ops_tls: null,
   },
   storage: {
     data_dir: './data',
@@ -118,7 +120,7 @@ export const defaults = {
   coordination: { redis_url: null, prefix: 'wakegate:', timeout_ms: 50, on_unavailable: 'local' },
   ratelimit: { max_buckets: 200_000, sketch_cells: 65_536 },
   wal: { sync_interval_ms: 10, fsync_interval_ms: 1000 },
-  management: { listener: 'ops', host: '127.0.0.1', port: 8082, on_main: true },
+  management: { listener: 'ops', host: '127.0.0.1', port: 8082, on_main: true, tls: null },
   console: { enabled: true, path: '/console' },
   log: { level: 'info', access: false },
   admin_key: null,

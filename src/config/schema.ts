@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isAddressOrCidr } from '../proxy/trust.js';
+import { listenerTlsSchema, originTlsSchema } from './tls-schema.js';
 
 /** Ports: 0 lets the OS choose (tests); otherwise a real TCP port. */
 const port = z.number().int().min(0).max(65535);
@@ -37,7 +38,8 @@ export const routeSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only (1-64)'),
   prefix: z.string().startsWith('/', 'must start with /'),
   strip_prefix: z.boolean().default(false),
-  auth: z.enum(['required', 'optional', 'none']).default('required'),
+  /** `mtls`: the client certificate's fingerprint names the key (keys' tls_fingerprint). */
+  auth: z.enum(['required', 'optional', 'none', 'mtls']).default('required'),
   scopes: z.strictObject({ read: scopeName, write: scopeName }).nullable().default(null),
   origins: z.record(z.string(), httpUrl).refine((o) => Object.keys(o).length > 0, 'needs at least one origin'),
   timeout_ms: positiveInt.default(30_000),
@@ -57,6 +59,8 @@ export const routeSchema = z.strictObject({
     .default(['websocket']),
   /** Narrows or widens `capture.detail` for this route. */
   capture: z.strictObject({ detail: detailSchema.partial().default({}) }).default({ detail: {} }),
+  /** Trust for this route's https:// origins (default: the system CAs, the origin's host name). */
+  tls: originTlsSchema.nullable().optional(),
 });
 
 export const environmentSchema = z.strictObject({
@@ -124,6 +128,10 @@ export const configSchema = z.strictObject({
       /** HTTP/2: true offers h2 by ALPN on TLS; 'h2c' also serves prior-knowledge h2 on the plain listener. */
       http2: z.union([z.boolean(), z.literal('h2c')]),
       http2_limits: http2LimitsSchema,
+      /** TLS on the main listener; null: plain HTTP. */
+      tls: listenerTlsSchema.nullable(),
+      /** TLS on the ops listener (metrics, health, and the console and /v2 when they share it); null: plain HTTP. */
+      ops_tls: listenerTlsSchema.nullable(),
     })
     .superRefine((s, ctx) => {
       // The header block is part of the request: Node refuses a header timeout longer than the request's.
@@ -229,6 +237,8 @@ export const configSchema = z.strictObject({
     host: z.string().min(1),
     port,
     on_main: z.boolean(),
+    /** TLS on the separate management listener (listener: separate); null: plain HTTP. */
+    tls: listenerTlsSchema.nullable(),
   }),
   /** The web console, on the management listener (never on the main one, whose pages are the apps'). */
   console: z.strictObject({

@@ -134,7 +134,7 @@ export class ProxyHandler {
       dropAuthorization: key !== null,
       clientIp: ip,
       clientTrusted: this.d.trusted(ip),
-      proto: 'http',
+      proto: (req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
     });

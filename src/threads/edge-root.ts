@@ -84,6 +84,7 @@ export async function startEdgeThread(
     }),
     reusePort: true,
     threadLabel: data.testHooks ? String(data.index) : null,
+    tls: data.tls ?? null,
   });
 
   /** Key uses go back to the control thread, which writes them (last_used_at) with its own. */
@@ -120,6 +121,9 @@ export async function startEdgeThread(
         return;
       case 'stop':
         void stop(m.graceMs);
+        return;
+      case 'tls':
+        edge.setTls(m.material);
         return;
       case 'crash':
         setImmediate(() => {

@@ -9,6 +9,8 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { SharedBuckets, type SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import { StartError } from '../startup.js';
+import type { EdgeTls } from '../tls/edge-tls.js';
+import type { TlsMaterial } from '../tls/material.js';
 import type { EdgeData, FromEdge, ToEdge } from './protocol.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -31,6 +33,8 @@ export interface PoolDeps {
   /** The SLO rules, kept here for every thread. */
   slo: RowListener<Wake>;
   usage: (id: string, sec: number) => void;
+  /** server.tls as loaded at start (reloads come through publishTls). */
+  tls: EdgeData['tls'];
 }
 
 interface Thread {
@@ -65,7 +69,12 @@ export class EdgePool {
    */
   private readonly retired: MetricsJson[] = [];
 
-  constructor(private readonly d: PoolDeps) {}
+  /** The certificates as last reloaded: a thread started again serves these. */
+  private tls: EdgeTls | null;
+
+  constructor(private readonly d: PoolDeps) {
+    this.tls = d.tls ?? null;
+  }
 
   /** Starts every edge thread: the first picks the port (when it is 0), the others join it. */
   async start(port: number): Promise<number> {
@@ -88,6 +97,7 @@ export class EdgePool {
       internal: d.internal,
       retryMs: d.retryMs,
       testHooks: d.testHooks,
+      tls: this.tls,
     };
     const worker = new Worker(new URL('./edge-main.js', import.meta.url), { workerData: data });
     // Its slot-lock owner number (slot-lock.ts: OWNER), to release what it held if it dies.
@@ -228,6 +238,13 @@ export class EdgePool {
       });
     }
     return AggregatorRegistry.aggregate(got).metrics();
+  }
+
+  /** Reloaded certificates for every edge thread (and any started again later). */
+  publishTls(material: TlsMaterial): void {
+    if (this.tls === null) return;
+    this.tls = { ...this.tls, material };
+    for (const t of this.threads.values()) this.post(t, { type: 'tls', material });
   }
 
   /** Tests only: edge thread `index` throws. */

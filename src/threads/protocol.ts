@@ -4,6 +4,8 @@ import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
 import type { EventType } from '../events/bus.js';
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
+import type { EdgeTls } from '../tls/edge-tls.js';
+import type { TlsMaterial } from '../tls/material.js';
 
 /**
  * The messages between the control thread and its edge threads: everything either
@@ -26,6 +28,8 @@ export interface EdgeData {
   internal: { port: number; token: string };
   retryMs: number | undefined;
   testHooks: boolean;
+  /** server.tls: the certificates as last loaded, and the process's session-ticket keys (the same on every thread). */
+  tls?: EdgeTls | null;
 }
 
 /** A wake's share of the SLO rules, which the control thread keeps for every thread at once. */
@@ -46,6 +50,8 @@ export type ToEdge =
   | { type: 'inserted'; id: number; error: string | null }
   | { type: 'metrics'; seq: number }
   | { type: 'stop'; graceMs: number }
+  /** Certificates reloaded (and checked) by the control thread: for new handshakes. */
+  | { type: 'tls'; material: TlsMaterial }
   /** Tests only: the edge thread throws, as a bug would. */
   | { type: 'crash' };
 

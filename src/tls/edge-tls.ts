@@ -1,0 +1,52 @@
+import type http from 'node:http';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/index.js';
+import type { Metrics } from '../metrics/index.js';
+import { type AcceptH2, type TlsFront, tlsFront } from './front.js';
+import { readMaterial, type TlsMaterial } from './material.js';
+import { tlsMetrics } from './metrics.js';
+import { processTickets, readTicketFile, type TicketSource } from './tickets.js';
+
+/** What an edge needs to terminate TLS: the certificates as last loaded, and the process's ticket keys. */
+export interface EdgeTls {
+  material: TlsMaterial;
+  tickets: TicketSource;
+}
+
+/** The main listener's TLS front (server.tls), or null for plain HTTP. */
+export function mainTls(d: {
+  http: http.Server;
+  cfg: Readonly<Config>;
+  clock: Clock;
+  tls: EdgeTls | null;
+  acceptH2: AcceptH2;
+  metrics: Metrics;
+}): TlsFront | null {
+  const settings = d.cfg.server.tls;
+  if (settings === null || d.tls === null) return null;
+  return tlsFront({
+    http: d.http,
+    settings,
+    material: d.tls.material,
+    tickets: d.tls.tickets,
+    clock: d.clock,
+    // The handshake is part of the header block's time (the slowloris guard).
+    handshakeTimeoutMs: d.cfg.server.headers_timeout_ms,
+    acceptH2: d.acceptH2,
+    metrics: tlsMetrics(d.metrics.registry),
+    listener: 'main',
+  });
+}
+
+/** Reads server.tls's files and the ticket keys at start (a ConfigError names what does not load); null without TLS. */
+export function loadEdgeTls(cfg: Readonly<Config>): EdgeTls | null {
+  const t = cfg.server.tls;
+  if (t === null) return null;
+  return {
+    material: readMaterial(t, 'server.tls'),
+    tickets:
+      t.ticket_keys_file === null
+        ? processTickets()
+        : readTicketFile(t.ticket_keys_file, 'server.tls.ticket_keys_file'),
+  };
+}

@@ -1,0 +1,98 @@
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createSecureContext, type SecureContext } from 'node:tls';
+import { ConfigError } from '../config/index.js';
+import type { ListenerTls } from '../config/tls-schema.js';
+
+/**
+ * What a TLS listener serves, read from its files: each certificate chain and key
+ * (PEM text, so it crosses to the edge threads as it is) and the client CAs. Read
+ * whole and checked before anything serves it, at start and on every reload.
+ */
+export interface TlsMaterial {
+  certs: { cert: string; key: string }[];
+  ca: string | null;
+  /** Each certificate's notAfter (ms since the epoch), by index. */
+  expiries: number[];
+}
+
+/** Reads and checks every file of a `tls` block; a problem is a ConfigError naming its key (`at` is the block's path). */
+export function readMaterial(t: ListenerTls, at: string): TlsMaterial {
+  const expiries: number[] = [];
+  const certs = t.certificates.map((c, i) => {
+    const where = `${at}.certificates[${i}]`;
+    const pair = { cert: readText(c.cert, `${where}.cert`), key: readText(c.key, `${where}.key`) };
+    try {
+      expiries.push(Date.parse(new X509Certificate(pair.cert).validTo));
+    } catch (e) {
+      throw new ConfigError(`${where}.cert`, `${c.cert} is not a PEM certificate: ${firstLine(e)}`);
+    }
+    try {
+      // Loads both and checks that the key is the certificate's (OpenSSL: "key values mismatch").
+      createSecureContext(pair);
+    } catch (e) {
+      throw new ConfigError(`${where}.key`, `${c.key} does not load with ${c.cert}: ${firstLine(e)}`);
+    }
+    return pair;
+  });
+  let ca: string | null = null;
+  if (t.client_ca !== null) {
+    ca = readText(t.client_ca, `${at}.client_ca`);
+    try {
+      createSecureContext({ ca });
+      new X509Certificate(ca);
+    } catch (e) {
+      throw new ConfigError(`${at}.client_ca`, `${t.client_ca} is not a PEM certificate: ${firstLine(e)}`);
+    }
+  }
+  return { certs, ca, expiries };
+}
+
+/** The files a reload watches. */
+export function filesOf(t: ListenerTls): string[] {
+  const out = t.certificates.flatMap((c) => [c.cert, c.key]);
+  if (t.client_ca !== null) out.push(t.client_ca);
+  return out;
+}
+
+function readText(file: string, path: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
+  }
+}
+
+const firstLine = (e: unknown) => String((e as Error)?.message ?? e).split('\n')[0];
+
+/**
+ * The contexts a handshake picks from by SNI: the certificate whose names match the
+ * server name the client sent (wildcards as RFC 6125 has them), else the first.
+ * Answers are remembered per name (a bounded map: names are the client's to choose).
+ */
+export class SniTable {
+  private readonly contexts: SecureContext[];
+  private readonly x509: X509Certificate[];
+  private readonly seen = new Map<string, SecureContext | null>();
+
+  constructor(m: TlsMaterial, extra: { ca?: string }) {
+    this.contexts = m.certs.map((c) => createSecureContext({ ...c, ...extra }));
+    this.x509 = m.certs.map((c) => new X509Certificate(c.cert));
+  }
+
+  /** The context for `name`; null: the default (the first certificate). */
+  pick(name: string): SecureContext | null {
+    const hit = this.seen.get(name);
+    if (hit !== undefined) return hit;
+    let found: SecureContext | null = null;
+    for (let i = 1; i < this.x509.length; i++) {
+      if ((this.x509[i] as X509Certificate).checkHost(name) !== undefined) {
+        found = this.contexts[i] as SecureContext;
+        break;
+      }
+    }
+    if (this.seen.size >= 1024) this.seen.clear();
+    this.seen.set(name, found);
+    return found;
+  }
+}

@@ -1,0 +1,58 @@
+import { hkdfSync, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { ConfigError } from '../config/index.js';
+
+/**
+ * Session-ticket keys: the same on every edge thread (a ticket made on one resumes
+ * on another) and, from `ticket_keys_file`, on every instance of a fleet. Node takes
+ * one 48-byte key at a time (tls.Server#setTicketKeys), so the key in force is a
+ * function of the UTC day: every thread and instance computes the same one, and
+ * they rotate together at midnight with nothing sent between them.
+ */
+export type TicketSource =
+  /** One set per process: a secret made on the control thread; the day's key is derived from it. */
+  | { kind: 'process'; secret: Uint8Array }
+  /** A fleet's: the file's keys, the day's chosen in turn (day number modulo their count). */
+  | { kind: 'file'; keys: Uint8Array[] };
+
+export const TICKET_KEY_BYTES = 48;
+const DAY_MS = 86_400_000;
+
+export const dayOf = (ms: number): number => Math.floor(ms / DAY_MS);
+/** Milliseconds from `ms` to the next UTC midnight. */
+export const untilNextDay = (ms: number): number => (dayOf(ms) + 1) * DAY_MS - ms;
+
+export function processTickets(): TicketSource {
+  return { kind: 'process', secret: new Uint8Array(randomBytes(32)) };
+}
+
+/**
+ * A ticket keys file: 48 bytes per key, raw (`openssl rand 144 > tickets.key`) or
+ * base64 text of the same bytes (`openssl rand -base64 144`); at least one key.
+ */
+export function readTicketFile(file: string, path: string): TicketSource {
+  let raw: Buffer;
+  try {
+    raw = readFileSync(file);
+  } catch (e) {
+    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  const text = raw.toString('latin1').replace(/\s+/g, '');
+  const bytes =
+    raw.length % TICKET_KEY_BYTES !== 0 && /^[A-Za-z0-9+/]+=*$/.test(text) ? Buffer.from(text, 'base64') : raw;
+  if (bytes.length === 0 || bytes.length % TICKET_KEY_BYTES !== 0)
+    throw new ConfigError(
+      path,
+      `${file} must hold one or more 48-byte keys (raw, or base64 of them), such as made by: openssl rand 144 > ${file}`,
+    );
+  const keys: Uint8Array[] = [];
+  for (let i = 0; i < bytes.length; i += TICKET_KEY_BYTES)
+    keys.push(new Uint8Array(bytes.subarray(i, i + TICKET_KEY_BYTES)));
+  return { kind: 'file', keys };
+}
+
+/** The 48-byte key in force on `day` (dayOf). */
+export function ticketKeyFor(src: TicketSource, day: number): Buffer {
+  if (src.kind === 'file') return Buffer.from(src.keys[day % src.keys.length] as Uint8Array);
+  return Buffer.from(hkdfSync('sha256', src.secret, 'wakegate session tickets', `day ${day}`, TICKET_KEY_BYTES));
+}
