@@ -47,6 +47,7 @@ describe('HTTP/2 (h2c) through the proxy', () => {
           res.writeHead(200, { 'content-type': 'application/json' });
           return void res.end(JSON.stringify({ body: Buffer.concat(chunks).length, trailers: req.rawTrailers }));
         }
+        if (req.url === '/x/slow') return void setTimeout(() => res.end('late'), 300);
         if (req.url === '/x/big') {
           res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': BIG });
           return void res.end(Buffer.alloc(BIG, 7));
@@ -224,5 +225,21 @@ describe('HTTP/2 (h2c) through the proxy', () => {
     } finally {
       s.close();
     }
+  });
+
+  it('a stop sends GOAWAY: the stream in flight finishes, the session takes no new one (last: it stops the gateway)', async () => {
+    const s = await h2connect(t.url);
+    const goaway = new Promise<number>((res) => s.once('goaway', (code: number) => res(code)));
+    const slow = h2request(s, { ':path': '/x/slow' });
+    await new Promise((r) => setTimeout(r, 50));
+    const stopped = t.stop();
+    expect(await goaway).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    const r = await slow;
+    expect(r.status).toBe(200);
+    expect(r.text).toBe('late');
+    await stopped;
+    const metrics = await t.gw.metrics.registry.getSingleMetricAsString('wakegate_h2_goaway_total');
+    expect(metrics).toMatch(/reason="drain"} [1-9]/);
+    s.destroy();
   });
 });
