@@ -36,6 +36,8 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
         http2: 'h2c',
         send_timeout_ms: 500,
         keep_alive_timeout_ms: 1000,
+        headers_timeout_ms: 500,
+        request_timeout_ms: 1000,
         buffer_response_body_bytes: 65_536,
         http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 200 },
       },
@@ -174,6 +176,27 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     expect(await near.closedWithin(2000)).toBe(true);
     expect(Buffer.concat(got).toString('latin1')).toMatch(/^HTTP\/1\.1 400/);
     await othersServed();
+  });
+
+  it('a request body that never ends is reset at request_timeout_ms, per stream', async () => {
+    const c = await RawH2.connect(port);
+    const t0 = Date.now();
+    // HEADERS without END_STREAM, then a little body, then nothing.
+    c.write(frame(T.HEADERS, F.END_HEADERS, 1, hpack(request('/open/upload', 'POST'))));
+    c.write(frame(T.DATA, 0, 1, Buffer.from('part')));
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1))
+      await new Promise((r) => setTimeout(r, 50));
+    const rst = c.frames.find((f) => f.type === T.RST_STREAM && f.stream === 1);
+    expect(rst?.payload.readUInt32BE(0)).toBe(C.NGHTTP2_CANCEL);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    // The session itself lives on: a new stream on it is served.
+    c.write(frame(T.HEADERS, F.END_STREAM | F.END_HEADERS, 3, hpack(request('/open/after'))));
+    const until = Date.now() + 3000;
+    while (Date.now() < until && !c.frames.some((f) => f.type === T.HEADERS && f.stream === 3))
+      await new Promise((r) => setTimeout(r, 20));
+    expect(c.frames.some((f) => f.type === T.HEADERS && f.stream === 3)).toBe(true);
+    c.destroy();
   });
 
   it('memory stays bounded through all of it', () => {

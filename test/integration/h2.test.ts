@@ -227,6 +227,37 @@ describe('HTTP/2 (h2c) through the proxy', () => {
     }
   });
 
+  it('Expect: 100-continue: the body is invited only once admission passed', async () => {
+    const s = await h2connect(t.url);
+    try {
+      const ask = (path: string, headers: Record<string, string>) =>
+        new Promise<{ continued: boolean; status: number; text: string }>((resolve, reject) => {
+          const r = s.request({ ':method': 'POST', ':path': path, expect: '100-continue', ...headers });
+          let continued = false;
+          let status = 0;
+          const chunks: Buffer[] = [];
+          r.on('continue', () => {
+            continued = true;
+            r.end('hello');
+          });
+          r.on('response', (h) => {
+            status = Number(h[':status']);
+            if (!continued) r.close();
+          });
+          r.on('data', (c: Buffer) => chunks.push(c));
+          r.on('close', () => resolve({ continued, status, text: Buffer.concat(chunks).toString() }));
+          r.on('error', reject);
+        });
+      const ok = await ask('/x/body', {});
+      expect(ok).toMatchObject({ continued: true, status: 200, text: '5' });
+      const refused = await ask('/pay/x', {});
+      expect(refused.continued).toBe(false);
+      expect(refused.status).toBe(401);
+    } finally {
+      s.close();
+    }
+  });
+
   it('a stop sends GOAWAY: the stream in flight finishes, the session takes no new one (last: it stops the gateway)', async () => {
     const s = await h2connect(t.url);
     const goaway = new Promise<number>((res) => s.once('goaway', (code: number) => res(code)));
