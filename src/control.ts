@@ -47,6 +47,7 @@ import { cutWhenStalled } from './threads/answer-relay.js';
 import { EdgePool } from './threads/pool.js';
 import { loadEdgeTls } from './tls/edge-tls.js';
 import type { TlsMaterial } from './tls/material.js';
+import { insecureOrigins } from './tls/origin-trust.js';
 import { tlsPart } from './tls/part.js';
 import type { WatchFiles } from './tls/reloader.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
@@ -224,8 +225,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       tlsPart({
         log,
         metrics,
-        listeners:
-          cfg.server.tls && mainTls
+        listeners: [
+          ...(cfg.server.tls && mainTls
             ? [
                 {
                   listener: 'main',
@@ -235,7 +236,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
                   apply: applyMain,
                 },
               ]
-            : [],
+            : []),
+          ...listeners.reloadable,
+        ],
         ...opts.tlsWatch,
       }),
     );
@@ -288,6 +291,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       } else if (boot.created) log.info('bootstrap admin key installed', { key_id: boot.created.id });
       const fds = descriptorWarning(cfg.server);
       if (fds) log.warn(fds);
+      const insecure = insecureOrigins(cfg);
+      if (insecure) log.warn(insecure);
       beforeAnnounce?.();
       if (why) log.info(why);
       log.info(

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import type http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import http from 'node:http';
+import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KEY_IN_URL } from './admission/refusal.js';
 import { PEER, type Recorder, type WithPeer } from './capture/recorder.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Config } from './config/index.js';
+import type { ListenerTls } from './config/tls-schema.js';
 import { consoleHandler } from './console/serve.js';
 import { isManagementPath } from './edge.js';
 import { errorBody } from './errors.js';
@@ -15,6 +17,9 @@ import type { Part } from './root.js';
 import { listenError } from './startup.js';
 import { internalListener } from './threads/internal-listener.js';
 import type { EdgePool } from './threads/pool.js';
+import { listenerTls } from './tls/edge-tls.js';
+import type { TlsFront } from './tls/front.js';
+import type { Reloadable } from './tls/part.js';
 
 export interface ListenerDeps {
   cfg: Readonly<Config>;
@@ -39,6 +44,8 @@ export interface ListenerDeps {
  */
 export function listenersPart(d: ListenerDeps): Part & {
   ops: http.Server;
+  /** The TLS listeners here (server.ops_tls, management.tls), for certificate reloads. */
+  reloadable: Reloadable[];
   management: http.Server;
   internal: (needed: boolean) => Promise<void>;
   internalAddress: () => { port: number; token: string };
@@ -57,6 +64,21 @@ export function listenersPart(d: ListenerDeps): Part & {
     // The ops listener's other paths are the management listener's, unless that has its own port.
     other: separate ? null : (req, res) => d.management.emit('request', req, res),
   });
+  // TLS in front of the ops listener (server.ops_tls) and of a separate management listener (management.tls).
+  const tlsOf = (http: http.Server, settings: ListenerTls | null, at: string, listener: string) =>
+    listenerTls({
+      http,
+      settings,
+      at,
+      listener,
+      metrics: d.metrics,
+      handshakeTimeoutMs: cfg.server.headers_timeout_ms,
+    });
+  const opsTls = tlsOf(ops, cfg.server.ops_tls, 'server.ops_tls', 'ops');
+  const managementTls = separate ? tlsOf(d.management, cfg.management.tls, 'management.tls', 'management') : null;
+  const fronts = new Map<http.Server, TlsFront>();
+  if (opsTls) fronts.set(ops, opsTls.front);
+  if (managementTls) fronts.set(d.management, managementTls.front);
   const serve = managementHandler(d);
   d.management.on('request', serve);
   d.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
@@ -75,10 +97,26 @@ export function listenersPart(d: ListenerDeps): Part & {
   });
   const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
     new Promise<number>((resolve, reject) => {
-      server.once('error', (e) => reject(listenError(e, { name, setting, port })));
-      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+      const front = fronts.get(server);
+      const l: net.Server = front?.server ?? server;
+      l.once('error', (e) => reject(listenError(e, { name, setting, port })));
+      l.listen(port, host, () => {
+        // Behind TLS the HTTP server never listens itself: this starts its connection tracking.
+        if (front) server.emit('listening');
+        resolve((l.address() as AddressInfo).port);
+      });
     });
   const close = async (server: http.Server) => {
+    const front = fronts.get(server);
+    if (front) {
+      front.close();
+      if (!front.server.listening) return;
+      const closed = new Promise<void>((r) => front.server.close(() => r()));
+      http.Server.prototype.close.call(server);
+      server.closeAllConnections();
+      front.destroyAll();
+      return closed;
+    }
     if (!server.listening) return;
     await new Promise<void>((r) => server.close(() => r()));
     server.closeAllConnections();
@@ -86,6 +124,7 @@ export function listenersPart(d: ListenerDeps): Part & {
   return {
     name: 'listeners',
     ops,
+    reloadable: [opsTls?.reloadable, managementTls?.reloadable].filter((r) => r !== undefined),
     management: d.management,
     /** With edge threads: the loopback listener they hand /v2 calls to. */
     internal: async (needed: boolean) => {

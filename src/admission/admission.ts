@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { authenticate, hasScope, isRevoked } from '../auth/authorize.js';
+import { authenticate, byCertificate, hasScope, isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
 import { type Exchange, PEER, type RequestInfo, type WithPeer } from '../capture/recorder.js';
@@ -91,6 +91,7 @@ export class Admission {
       path: q === -1 ? url : url.slice(0, q),
       query: q === -1 ? '' : url.slice(q),
       authorization: req.headers.authorization,
+      fingerprint: x.tlsFingerprint,
       consumer: typeof c === 'string' ? c : undefined,
       ip: req.socket.remoteAddress ?? '',
       now: x.start,
@@ -114,6 +115,7 @@ export class Admission {
       path: '',
       query: '',
       authorization: req.headers.authorization,
+      fingerprint: '',
       consumer: undefined,
       ip: (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '',
       now: this.d.clock.now(),
@@ -139,6 +141,7 @@ export class Admission {
       path: wake.path,
       query: '',
       authorization: undefined,
+      fingerprint: '',
       consumer: undefined,
       ip: '',
       now: this.d.clock.now(),
@@ -178,8 +181,16 @@ export class Admission {
         key = this.d.ring.get(a.keyId) ?? null;
         if (key === null || isRevoked(key, a.now)) return refusal(senderRevoked(a.keyId));
       }
-    } else if (gate.auth === 'required' || (gate.auth === 'optional' && a.authorization !== undefined)) {
-      const found = authenticate(this.d.ring, a.authorization, a.now);
+    } else if (
+      gate.auth === 'required' ||
+      gate.auth === 'mtls' ||
+      (gate.auth === 'optional' && a.authorization !== undefined)
+    ) {
+      // mtls: the key the client certificate names (keys' tls_fingerprint), never a header.
+      const found =
+        gate.auth === 'mtls'
+          ? byCertificate(this.d.ring, a.fingerprint, a.now)
+          : authenticate(this.d.ring, a.authorization, a.now);
       if (found.key !== null && x !== null) {
         // Known even when refused (revoked, missing scope): the wake names the key.
         x.key = found.key;

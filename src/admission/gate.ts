@@ -50,6 +50,8 @@ export interface Ask {
   query: string;
   /** The Authorization header (proxy and /v2). */
   authorization: string | undefined;
+  /** The SHA-256 of the connection's verified client certificate ('' for none): the key of an auth: mtls route. */
+  fingerprint: string;
   /** x-consumer-id, the consumer of a request no key names (proxy). */
   consumer: string | undefined;
   /** The client's address ('' for a replay: it is charged to its caller's key alone). */

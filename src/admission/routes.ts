@@ -1,5 +1,6 @@
 import { DetailRate, type DetailSettings, detailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
+import { type OriginTrust, originTrust } from '../tls/origin-trust.js';
 import type { Gate } from './gate.js';
 
 export interface Origin {
@@ -11,6 +12,8 @@ export interface Origin {
   basePath: string;
   /** host[:port] as the Host header should carry it. */
   host: string;
+  /** How an https:// origin is verified (the route's tls block); null: the system CAs and the URL's host. */
+  trust: OriginTrust | null;
 }
 
 /** A proxied route: what admission asks of its requests (Gate), and how the proxy forwards them. */
@@ -27,7 +30,7 @@ export interface Route extends Gate {
   upgrades: ReadonlySet<string>;
 }
 
-function parseOrigin(environment: string, url: string): Origin {
+function parseOrigin(environment: string, url: string, trust: OriginTrust | null): Origin {
   const u = new URL(url);
   const protocol = u.protocol === 'https:' ? 'https:' : 'http:';
   const port = u.port ? Number(u.port) : protocol === 'https:' ? 443 : 80;
@@ -38,6 +41,7 @@ function parseOrigin(environment: string, url: string): Origin {
     port,
     basePath: u.pathname.replace(/\/+$/, ''),
     host: u.host,
+    trust: protocol === 'https:' ? trust : null,
   };
 }
 
@@ -56,8 +60,9 @@ export class RouteTable {
     this.fallbackEnvironment =
       Object.entries(environments).find(([, e]) => e.class === 'live')?.[0] ?? (Object.keys(environments)[0] as string);
     this.routes = routes
-      .map((cfg) => {
-        const origins = new Map(Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url)]));
+      .map((cfg, i) => {
+        const trust = originTrust(cfg.tls, `routes[${i}].tls`);
+        const origins = new Map(Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url, trust)]));
         const d = capture ? { ...capture.detail, ...cfg.capture.detail } : null;
         return {
           cfg,

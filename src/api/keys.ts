@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
-import { missing } from '../errors.js';
+import { GatewayError, missing } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
@@ -55,6 +55,36 @@ export const createKeyBody = z.strictObject({
     )
     .optional(),
   replaces: z.string().min(1).max(64).optional(),
+  tls_fingerprint: z.string().max(128).nullable().optional().meta({
+    description:
+      'the SHA-256 fingerprint of the client certificate that names this key on routes with auth: mtls (hex, colons and case ignored)',
+  }),
+});
+
+/** A certificate's SHA-256 as stored: lower-case hex, no colons; null when it is not one. */
+export function fingerprintOf(v: string): string | null {
+  const hex = v.replaceAll(':', '').toLowerCase();
+  return /^[0-9a-f]{64}$/.test(hex) ? hex : null;
+}
+
+const fingerprintParam = (v: string | null | undefined): string | null | undefined => {
+  if (v === undefined || v === null) return v;
+  const fp = fingerprintOf(v);
+  if (fp === null)
+    throw new GatewayError(
+      'invalid_request',
+      'tls_fingerprint must be a SHA-256 fingerprint: 64 hex digits, colons allowed (openssl x509 -noout -fingerprint -sha256)',
+      'tls_fingerprint',
+    );
+  return fp;
+};
+
+export const changeKeyBody = z.strictObject({
+  tls_fingerprint: z
+    .string()
+    .max(128)
+    .nullable()
+    .meta({ description: 'the client certificate that names this key on auth: mtls routes; null clears it' }),
 });
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$/;
@@ -95,8 +125,12 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request, reply) => {
       const body = parseInput(createKeyBody, request.body, 'body');
-      const { rate_limit, ...rest } = body;
-      const input = { ...rest, ...(rate_limit !== undefined ? { rate_limit: deps.keys.ratePolicy(rate_limit) } : {}) };
+      const { rate_limit, tls_fingerprint, ...rest } = body;
+      const input = {
+        ...rest,
+        ...(rate_limit !== undefined ? { rate_limit: deps.keys.ratePolicy(rate_limit) } : {}),
+        tls_fingerprint: fingerprintParam(tls_fingerprint) ?? null,
+      };
       const { key, secret } = await deps.keys.create(input, request.key.environment, request.key);
       reply.code(201).header('cache-control', 'no-store');
       return deps.keys.view(key, secret);
@@ -169,6 +203,34 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const { key_id } = parseInput(keyIdParams, request.params, 'query');
       const { environment } = parseInput(keyByIdQuery, request.query, 'query');
       const k = deps.keys.get(key_id, actingEnvironment(deps, request, environment));
+      const [view] = await deps.keys.views([k]);
+      return view;
+    },
+  );
+
+  app.patch(
+    '/v2/api-keys/:key_id',
+    {
+      config: {
+        auth: { scope: 'keys:write' },
+        doc: {
+          summary: 'Set or clear the client certificate that names a key (tls_fingerprint, for auth: mtls routes)',
+          query: keyByIdQuery,
+          body: changeKeyBody,
+          success: 200,
+          object: 'api_key',
+          errors: [400, 401, 403, 404, 409],
+        },
+      },
+    },
+    async (request) => {
+      const { key_id } = parseInput(keyIdParams, request.params, 'query');
+      const { environment } = parseInput(keyByIdQuery, request.query, 'query');
+      const body = parseInput(changeKeyBody, request.body, 'body');
+      const env = actingEnvironment(deps, request, environment);
+      if (!key_id.startsWith('key_')) throw missing('key');
+      const fp = fingerprintParam(body.tls_fingerprint) ?? null;
+      const k = await deps.keys.setCertificate(key_id, env, fp, request.key);
       const [view] = await deps.keys.views([k]);
       return view;
     },

@@ -34,6 +34,19 @@ export function authenticate(ring: KeyRing, header: string | undefined, now: num
   return { key, error: null };
 }
 
+const NO_CERTIFICATE = new GatewayError(
+  'authentication_required',
+  "this route needs a client certificate that names a key (the key's tls_fingerprint)",
+);
+
+/** The key a verified client certificate names (auth: mtls routes), by its SHA-256 fingerprint ('' for none). */
+export function byCertificate(ring: KeyRing, fingerprint: string, now: number): AuthOutcome {
+  const key = fingerprint === '' ? undefined : ring.byCertificate(fingerprint);
+  if (!key) return { key: null, error: NO_CERTIFICATE };
+  if (isRevoked(key, now)) return { key, error: REVOKED };
+  return { key, error: null };
+}
+
 /** Explicit scopes only: no wildcard, no inheritance. */
 export function hasScope(key: KeyRecord, scope: string): boolean {
   return key.scopes.includes(scope);

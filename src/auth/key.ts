@@ -18,6 +18,8 @@ export interface KeyRecord {
   updated_at: number;
   /** The bootstrap admin key (WAKEGATE_ADMIN_KEY or generated): one is active at a time. */
   bootstrap?: boolean;
+  /** The SHA-256 fingerprint (64 lower-case hex) of the client certificate that names this key on auth: mtls routes. */
+  tls_fingerprint?: string;
 }
 
 /** Most characters (code points, after NFC) of a key's label or consumer. */

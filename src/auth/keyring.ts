@@ -29,6 +29,8 @@ export class KeyRing {
   private publishing: Promise<void> | null = null;
   private readonly byHash = new Map<string, KeyRecord>();
   private readonly byId = new Map<string, KeyRecord>();
+  /** Keys a client certificate names (auth: mtls), by its fingerprint. */
+  private readonly byFingerprint = new Map<string, KeyRecord>();
   private readonly usage = new Map<string, number>();
   private readonly dirtyUsage = new Map<string, number>();
   private maxUpdated = 0;
@@ -70,8 +72,13 @@ export class KeyRing {
     // stale read racing an announced revocation (applied at the old time): refused.
     if (held && held.updated_at === k.updated_at && held.revoked_at !== null && k.revoked_at === null) return;
     if (held && held.secret_hash !== k.secret_hash) this.byHash.delete(held.secret_hash);
+    if (held?.tls_fingerprint && this.byFingerprint.get(held.tls_fingerprint)?.id === k.id)
+      this.byFingerprint.delete(held.tls_fingerprint);
     this.byId.set(k.id, k);
     this.byHash.set(k.secret_hash, k);
+    // A revoked key gives its certificate up: it never hides a live key that took it since.
+    if (k.tls_fingerprint && (k.revoked_at === null || !this.byFingerprint.has(k.tls_fingerprint)))
+      this.byFingerprint.set(k.tls_fingerprint, k);
     if (!fromPeer && k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
     if (this.publisher) {
       this.unpublished.push(k);
@@ -169,6 +176,11 @@ export class KeyRing {
 
   bySecret(secret: string): KeyRecord | undefined {
     return this.byHash.get(hashSecret(secret));
+  }
+
+  /** The key a client certificate names: its SHA-256 fingerprint, lower-case hex. */
+  byCertificate(fingerprint: string): KeyRecord | undefined {
+    return this.byFingerprint.get(fingerprint);
   }
 
   byHashValue(hash: string): KeyRecord | undefined {

@@ -19,6 +19,8 @@ export interface CreateKeyInput {
   consumer?: string;
   rate_limit?: KeyRateLimit;
   replaces?: string;
+  /** The client certificate (SHA-256, lower-case hex) that names the key on auth: mtls routes. */
+  tls_fingerprint?: string | null;
 }
 
 /** The public shape of a key (DESIGN.md), with `secret` only on creation. */
@@ -35,6 +37,8 @@ export interface KeyView {
   revoke_at: string | null;
   revoked_at: string | null;
   last_used_at: string | null;
+  /** The client certificate that names the key on auth: mtls routes (SHA-256, lower-case hex), or null. */
+  tls_fingerprint: string | null;
   secret?: string;
 }
 
@@ -118,6 +122,7 @@ export class KeyService {
       revoke_at: iso(k.revoke_at),
       revoked_at: iso(k.revoked_at ?? (k.revoke_at !== null && k.revoke_at <= this.clock.now() ? k.revoke_at : null)),
       last_used_at: iso(mem ?? null),
+      tls_fingerprint: k.tls_fingerprint ?? null,
     };
     if (secret !== undefined) v.secret = secret;
     return v;
@@ -210,6 +215,8 @@ export class KeyService {
         );
       }
     }
+    const fingerprint = input.tls_fingerprint ?? null;
+    if (fingerprint !== null) this.certificateFree(fingerprint, null);
     const now = this.clock.now();
     const secret = newKeySecret(cls);
     const key: KeyRecord = {
@@ -226,6 +233,7 @@ export class KeyService {
       revoke_at: null,
       revoked_at: null,
       updated_at: now,
+      ...(fingerprint !== null ? { tls_fingerprint: fingerprint } : {}),
     };
     await this.save(key);
     if (replaced) {
@@ -357,6 +365,32 @@ export class KeyService {
   }
 
   /** Stores a key version and puts it in force: in the ring, and held by every edge thread. */
+  /** Sets (or with null clears) the client certificate that names a key on auth: mtls routes. */
+  async setCertificate(id: string, env: string, fingerprint: string | null, caller?: KeyRecord): Promise<KeyRecord> {
+    const k = this.get(id, env);
+    if (caller && caller.id !== k.id) this.mustManage(caller, k, 'change', 'key_id');
+    const now = this.clock.now();
+    if (isRevoked(k, now)) throw new GatewayError('conflict', `key ${k.id} is revoked`, 'key_id');
+    if ((k.tls_fingerprint ?? null) === fingerprint) return k;
+    if (fingerprint !== null) this.certificateFree(fingerprint, k.id);
+    const { tls_fingerprint: _old, ...rest } = k;
+    const next: KeyRecord = {
+      ...rest,
+      ...(fingerprint !== null ? { tls_fingerprint: fingerprint } : {}),
+      updated_at: Math.max(now, k.updated_at + 1),
+    };
+    await this.save(next);
+    this.log.info('key certificate set', { key_id: k.id, tls_fingerprint: fingerprint });
+    return next;
+  }
+
+  /** One live key per certificate: a certificate naming two keys would be either. */
+  private certificateFree(fingerprint: string, self: string | null): void {
+    const holder = this.ring.byCertificate(fingerprint);
+    if (holder && holder.id !== self && !isRevoked(holder, this.clock.now()))
+      throw new GatewayError('conflict', `this certificate already names key ${holder.id}`, 'tls_fingerprint');
+  }
+
   private async save(k: KeyRecord): Promise<void> {
     await this.table.put(k);
     this.ring.apply(k);

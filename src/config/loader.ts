@@ -130,6 +130,12 @@ function crossCheck(cfg: Config): Problem[] {
       fail(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
     }
     if (r.auth === 'required' && !r.scopes) fail(`${at}.scopes`, 'a route with auth: required needs scopes');
+    const tls = cfg.server.tls;
+    if (r.auth === 'mtls' && (tls === null || tls.client_auth === 'none'))
+      fail(
+        `${at}.auth`,
+        'auth: mtls needs client certificates: server.tls with client_ca and client_auth optional or required',
+      );
   });
   for (const [name, p] of Object.entries(cfg.rate_limits)) {
     if (p.burst < 1 || p.limit < 1) fail(`rate_limits.${name}`, 'limit and burst must be positive');
@@ -141,6 +147,11 @@ function crossCheck(cfg: Config): Problem[] {
     if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
       fail('console.path', `${cp} is the ops listener's own`);
   }
+  if (cfg.management.tls !== null && cfg.management.listener !== 'separate')
+    fail(
+      'management.tls',
+      'applies to the separate management listener (management.listener: separate); the ops listener takes server.ops_tls',
+    );
   if (cfg.storage.cluster !== null && cfg.storage.clickhouse_url === null) {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
     fail('storage.cluster', 'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers');

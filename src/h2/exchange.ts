@@ -4,6 +4,7 @@ import http2, {
   type ServerHttp2Stream,
   type ServerStreamResponseOptions,
 } from 'node:http2';
+import type { Socket } from 'node:net';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 
 const { NGHTTP2_INTERNAL_ERROR } = http2.constants;
@@ -40,7 +41,7 @@ export class H2Request implements ClientRequest {
     private readonly stream: ServerHttp2Stream,
     headers: IncomingHttpHeaders,
     raw: string[],
-    readonly socket: { readonly remoteAddress?: string | undefined },
+    readonly socket: Socket,
   ) {
     this.method = headers[':method'] as string;
     this.url = headers[':path'] as string;

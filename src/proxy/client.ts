@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 
 /**
  * What the proxy reads of a client's request: exactly the members of Node's
@@ -16,7 +17,8 @@ export interface ClientRequest {
   readonly complete: boolean;
   /** 1 or 2: the wake records the client's protocol. */
   readonly httpVersionMajor: number;
-  readonly socket: { readonly remoteAddress?: string | undefined };
+  /** The client's connection (an HTTP/2 stream's: its session's socket, TLS or not). */
+  readonly socket: Socket;
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
   off(event: 'data', listener: (chunk: Buffer) => void): unknown;

@@ -8,6 +8,8 @@ import type { Exchange, Recorder } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { noteClientCert } from '../tls/client-cert.js';
+import { isVerifyError } from '../tls/origin-trust.js';
 import type { ClientRequest, ClientResponse } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
@@ -99,6 +101,8 @@ export class ProxyHandler {
   handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
+    // Before admission: an auth: mtls route's key is the certificate's.
+    noteClientCert(req.socket, fw.x);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
@@ -334,6 +338,10 @@ export class ProxyHandler {
       return this.fail(fw, new GatewayError('upstream_unavailable', msg));
     }
     if (err.code === 'UND_ERR_INVALID_ARG') return this.fail(fw, HEADER_REFUSED);
+    if (isVerifyError(err.code)) {
+      const msg = `the origin's certificate did not verify (${err.code}); check routes[].tls (ca, servername) of route ${x.route}`;
+      return this.fail(fw, new GatewayError('upstream_unavailable', msg));
+    }
     this.d.log.debug('upstream error', { route: x.route, code: err.code });
     this.fail(fw, new GatewayError('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`));
   }

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Origin } from '../admission/routes.js';
+import { connectOptions } from '../tls/origin-trust.js';
 import { carriesGatewayKey, HOP_BY_HOP } from './headers.js';
 
 /** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
@@ -79,6 +80,7 @@ export function forwardWithTrailers(
       headers: headers.flat(),
       agent: o.protocol === 'https:' ? agents.https : agents.http,
       timeout: timeoutMs,
+      ...connectOptions(o.trust),
     });
   } catch (e) {
     // node:http checks fields as it takes them (ERR_INVALID_CHAR): an answer, never a throw out of the handler.

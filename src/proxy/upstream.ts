@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { Origin } from '../admission/routes.js';
+import { connectOptions } from '../tls/origin-trust.js';
 import type { ClientRequest } from './client.js';
 
 /**
@@ -35,7 +36,7 @@ export class Upstreams {
   pool(o: Origin, maxHeaderBytes = 16_384): Pool {
     const known = this.byOrigin.get(o);
     if (known !== undefined && !known.destroyed) return known;
-    const k = `${o.protocol}//${o.host} ${maxHeaderBytes}`;
+    const k = `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
     let p = this.pools.get(k);
     if (!p) {
       p = new Pool(`${o.protocol}//${o.host}`, {
@@ -44,7 +45,8 @@ export class Upstreams {
         pipelining: 1,
         keepAliveTimeout: 4_000,
         keepAliveMaxTimeout: 60_000,
-        connect: { timeout: 10_000 },
+        // https:// origins: the route's CAs and name, else the system CAs and the URL's host.
+        connect: { timeout: 10_000, ...connectOptions(o.trust) },
       });
       this.pools.set(k, p);
     }

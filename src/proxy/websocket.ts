@@ -7,6 +7,8 @@ import { isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { type Origin, upstreamPath } from '../admission/routes.js';
 import { errorBody, GatewayError } from '../errors.js';
+import { noteClientCert } from '../tls/client-cert.js';
+import { connectOptions } from '../tls/origin-trust.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 
@@ -81,6 +83,8 @@ function connector(o: Origin) {
           host: o.hostname,
           port: o.port,
           servername: o.hostname,
+          // The route's CAs and name (routes[].tls), as for its requests.
+          ...connectOptions(o.trust),
           allowHalfOpen: true,
         } as tls.ConnectionOptions)
     : () => net.connect({ host: o.hostname, port: o.port, allowHalfOpen: true });
@@ -107,6 +111,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
+  noteClientCert(req.socket, x);
   const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the

@@ -181,6 +181,12 @@ export const MIGRATIONS: Migration[] = [
     // the new fields (a running version's segment is rewritten before it is inserted).
     statements: [...addColumnsSql(WAKES, 16), ...addIndexesSql(WAKES, 16), ...remakeLogTableStatements('{db}')],
   },
+  {
+    version: 17,
+    name: 'api_keys_tls_fingerprint',
+    // A key a client certificate names (routes with auth: mtls), by the certificate's SHA-256.
+    statements: addColumnsSql(API_KEYS, 17),
+  },
 ];
 
 const ledger = (db: string) => createTableSql(SCHEMA_MIGRATIONS, { db });

@@ -124,6 +124,8 @@ export const API_KEYS: TableSpec = {
     col('updated_at', TIME),
     // Marks the bootstrap admin key (one at a time).
     col('bootstrap', 'UInt8', { default: '0', since: 15 }),
+    // The SHA-256 fingerprint of the client certificate that names this key (auth: mtls); '' for none.
+    col('tls_fingerprint', 'String', { default: "''", since: 17 }),
   ],
   engine: 'ReplacingMergeTree',
   version: 'updated_at',

@@ -1,10 +1,12 @@
 import type http from 'node:http';
-import type { Clock } from '../clock.js';
+import { type Clock, systemClock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import type { ListenerTls } from '../config/tls-schema.js';
 import type { Metrics } from '../metrics/index.js';
 import { type AcceptH2, type TlsFront, tlsFront } from './front.js';
 import { readMaterial, type TlsMaterial } from './material.js';
 import { tlsMetrics } from './metrics.js';
+import type { Reloadable } from './part.js';
 import { processTickets, readTicketFile, type TicketSource } from './tickets.js';
 
 /** What an edge needs to terminate TLS: the certificates as last loaded, and the process's ticket keys. */
@@ -48,5 +50,45 @@ export function loadEdgeTls(cfg: Readonly<Config>): EdgeTls | null {
       t.ticket_keys_file === null
         ? processTickets()
         : readTicketFile(t.ticket_keys_file, 'server.tls.ticket_keys_file'),
+  };
+}
+
+/**
+ * TLS on a control-thread listener (server.ops_tls, management.tls) in front of its
+ * HTTP server, with what its certificate reloads need; null without its block.
+ */
+export function listenerTls(d: {
+  http: http.Server;
+  settings: ListenerTls | null;
+  at: string;
+  listener: string;
+  metrics: Metrics;
+  handshakeTimeoutMs: number;
+}): { front: TlsFront; reloadable: Reloadable } | null {
+  if (d.settings === null) return null;
+  const material = readMaterial(d.settings, d.at);
+  const front = tlsFront({
+    http: d.http,
+    settings: d.settings,
+    material,
+    tickets:
+      d.settings.ticket_keys_file === null
+        ? processTickets()
+        : readTicketFile(d.settings.ticket_keys_file, `${d.at}.ticket_keys_file`),
+    clock: systemClock,
+    handshakeTimeoutMs: d.handshakeTimeoutMs,
+    acceptH2: null,
+    metrics: tlsMetrics(d.metrics.registry),
+    listener: d.listener,
+  });
+  return {
+    front,
+    reloadable: {
+      listener: d.listener,
+      at: d.at,
+      settings: d.settings,
+      initial: material,
+      apply: (m) => front.update(m),
+    },
   };
 }

@@ -16,7 +16,12 @@ describe('HTTP/2 over TLS', () => {
   let url: string;
 
   const routes = () => [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: origin.url } }];
-  const tls = () => ({ certificates: [{ cert: certs.server.cert, key: certs.server.key }] });
+  // Client certificates asked for, not required: the wake of an h2 request names its connection's.
+  const tls = () => ({
+    certificates: [{ cert: certs.server.cert, key: certs.server.key }],
+    client_ca: certs.ca,
+    client_auth: 'optional',
+  });
 
   beforeAll(async () => {
     certs = makeCerts();
@@ -61,6 +66,25 @@ describe('HTTP/2 over TLS', () => {
       await flushed(t.gw);
       const w = await (await fetch(`${t.managementUrl}/v2/wakes/${wake}`, { headers: bearer(t.admin) })).json();
       expect(w.protocol).toBe('h2');
+    } finally {
+      s.close();
+    }
+  });
+
+  it("an h2 request on a connection with a client certificate: the wake records the certificate's", async () => {
+    const s = http2.connect(url, { ca: certs.caPem, cert: certs.client.certPem, key: certs.client.keyPem });
+    try {
+      const wake = await new Promise<string>((resolve, reject) => {
+        const r = s.request({ ':path': '/open/mtls' });
+        r.on('response', (h) => resolve(String(h['x-wake-id'])));
+        r.on('error', reject);
+        r.resume();
+        r.end();
+      });
+      await flushed(t.gw);
+      const w = await (await fetch(`${t.managementUrl}/v2/wakes/${wake}`, { headers: bearer(t.admin) })).json();
+      expect(w).toMatchObject({ protocol: 'h2', tls_fingerprint: certs.client.fingerprint });
+      expect(w.tls_subject).toMatch(/CN=client-one/);
     } finally {
       s.close();
     }

@@ -69,7 +69,8 @@ describe('the table descriptions', () => {
     // The log table as migration 13 made it has none of 16's fields; 16 makes it again with them.
     expect(steps(13)?.join('\n')).not.toContain('trace_id');
     expect(v16.find((q) => q.includes('wake_log (') && q.startsWith('CREATE TABLE'))).toContain('trace_id String');
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+    expect(steps(17)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS tls_fingerprint String DEFAULT ''"]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
   });
 
   it("give the log table a column for each field of capture's log line, in order", () => {
