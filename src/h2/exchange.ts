@@ -6,23 +6,10 @@ import http2, {
 } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
+import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
 
 const { NGHTTP2_INTERNAL_ERROR } = http2.constants;
 const NONE: string[] = [];
-
-/**
- * Connection-specific fields never sent on HTTP/2 (RFC 9113 §8.2.2: a message carrying
- * one is malformed; Node refuses to send it), nor the HTTP/1.1 framing ones.
- */
-const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-  'http2-settings',
-]);
 
 /**
  * An HTTP/2 request as the proxy reads requests (proxy/client.ts): its headers are
@@ -131,6 +118,8 @@ export class H2Response implements ClientResponse {
   }
 
   writeHead(status: number, a: string | string[], b?: string[]): this {
+    // Reset by the client meanwhile: nothing to answer (Node would throw, where HTTP/1.1 writes into the void).
+    if (this.stream.destroyed || this.stream.closed) return this;
     const raw = typeof a === 'string' ? (b ?? NONE) : a;
     const h: OutgoingHttpHeaders = { ':status': status };
     let announced = addFields(h, raw);
@@ -148,6 +137,7 @@ export class H2Response implements ClientResponse {
   }
 
   writeContinue(): void {
+    if (this.stream.destroyed || this.stream.closed || this.stream.headersSent) return;
     this.stream.additionalHeaders({ ':status': 100 });
   }
 
@@ -200,63 +190,4 @@ export class H2Response implements ClientResponse {
     this.stream.off(event, listener);
     return this;
   }
-}
-
-/** Adds raw name/value pairs to HTTP/2 headers (lower-case, repeated names as lists); true when a Trailer field was among them. */
-function addFields(h: OutgoingHttpHeaders, raw: readonly string[]): boolean {
-  let trailer = false;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = (raw[i] as string).toLowerCase();
-    if (CONNECTION_SPECIFIC.has(name)) continue;
-    if (name === 'trailer') trailer = true;
-    const value = raw[i + 1] as string;
-    const had = h[name];
-    if (had === undefined) h[name] = value;
-    else if (Array.isArray(had)) had.push(value);
-    else h[name] = [String(had), value];
-  }
-  return trailer;
-}
-
-/**
- * The request's fields for the origin, from Node's raw list: pseudo-headers left out,
- * `:authority` given as Host when the client sent no Host, Cookie fields joined with
- * "; " (RFC 9113 §8.2.3: an HTTP/1.1 origin expects one).
- */
-export function originHeaders(raw: string[]): string[] {
-  const out: string[] = [];
-  let authority: string | null = null;
-  let host = false;
-  let cookie = -1;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    const value = raw[i + 1] as string;
-    if (name.charCodeAt(0) === 58) {
-      if (name === ':authority') authority = value;
-      continue;
-    }
-    if (name === 'host') host = true;
-    else if (name === 'cookie') {
-      if (cookie !== -1) {
-        out[cookie] = `${out[cookie]}; ${value}`;
-        continue;
-      }
-      cookie = out.length + 1;
-    }
-    out.push(name, value);
-  }
-  if (!host && authority !== null) out.push('host', authority);
-  return out;
-}
-
-/** HTTP/2 headers (trailers) as a raw name/value list, pseudo-headers left out. */
-function flatten(h: IncomingHttpHeaders): string[] {
-  const out: string[] = [];
-  for (const name of Object.keys(h)) {
-    if (name.charCodeAt(0) === 58) continue;
-    const v = h[name];
-    if (Array.isArray(v)) for (const one of v) out.push(name, one);
-    else if (v !== undefined) out.push(name, v);
-  }
-  return out;
 }

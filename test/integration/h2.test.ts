@@ -47,6 +47,10 @@ describe('HTTP/2 (h2c) through the proxy', () => {
           res.writeHead(200, { 'content-type': 'application/json' });
           return void res.end(JSON.stringify({ body: Buffer.concat(chunks).length, trailers: req.rawTrailers }));
         }
+        if (req.url === '/x/dup') {
+          res.writeHead(200, ['Content-Type', 'text/plain', 'content-type', 'text/html', 'x-many', '1', 'x-many', '2']);
+          return void res.end('dup');
+        }
         if (req.url === '/x/slow') return void setTimeout(() => res.end('late'), 300);
         if (req.url === '/x/big') {
           res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': BIG });
@@ -151,6 +155,11 @@ describe('HTTP/2 (h2c) through the proxy', () => {
     for (const f of ['connection', 'keep-alive', 'proxy-connection', 'x-hop', 'transfer-encoding'])
       expect(r.headers[f]).toBeUndefined();
     expect(r.headers['set-cookie']).toEqual(['a=1', 'b=2']);
+    // A field HTTP/2 sends once, repeated by the origin: the first, not a failed answer.
+    const dup = await h2once(t.url, { ':path': '/x/dup' });
+    expect(dup.status).toBe(200);
+    expect(dup.headers['content-type']).toBe('text/plain');
+    expect(dup.headers['x-many']).toBe('1, 2');
   });
 
   it('passes response trailers and request trailers', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { originHeaders } from '../../src/h2/exchange.js';
+import { originHeaders } from '../../src/h2/fields.js';
 import { RESET_WINDOW_MS, ResetWindow } from '../../src/h2/resets.js';
 
 describe('HTTP/2 rapid-reset window', () => {
