@@ -199,6 +199,26 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     c.destroy();
   });
 
+  it('a client opening streams past max_concurrent_streams loses its session; at most that many were ever open', async () => {
+    const c = await RawH2.connect(port);
+    await new Promise((r) => setTimeout(r, 50));
+    // Our SETTINGS acknowledged: the limit is in force (nghttp2 then treats going past it as a connection error).
+    c.write(frame(T.SETTINGS, F.ACK, 0));
+    // 120 uploads that never end.
+    const opens: Buffer[] = [];
+    for (let i = 0, id = 1; i < 120; i++, id += 2)
+      opens.push(frame(T.HEADERS, F.END_HEADERS, id, hpack(request('/open/u', 'POST'))));
+    c.write(Buffer.concat(opens));
+    expect(await c.closedWithin(3000)).toBe(true);
+    expect(c.goawayCode()).not.toBe(C.NGHTTP2_NO_ERROR);
+    const reset = c.frames.filter((f) => f.type === T.RST_STREAM).map((f) => f.stream);
+    // At most 100 streams (ids 1..199) were ever open, reset with the session; none was answered.
+    expect(Math.max(...reset)).toBeLessThanOrEqual(199);
+    expect(reset.length).toBeGreaterThan(90);
+    expect(c.frames.some((f) => f.type === T.HEADERS)).toBe(false);
+    await othersServed();
+  });
+
   it('memory stays bounded through all of it', () => {
     expect(process.memoryUsage().rss - rss0).toBeLessThan(256 * 1024 * 1024);
   });
