@@ -50,7 +50,8 @@ interface SessionState {
 }
 
 const ignore = (): void => {};
-const RAPID_RESET = new Error('the client reset streams past server.http2_limits.max_resets_per_10s');
+/** How long a session sent GOAWAY for rapid reset keeps its socket, so the GOAWAY is read. */
+const CALM_CLOSE_MS = 500;
 
 /**
  * HTTP/2 on Node's core stream API (no compatibility layer: it measured 2.6x the
@@ -102,11 +103,15 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
   server.on('sessionError', (e: Error) => d.log.debug('h2 session error', { err: e.message }));
 
   const onResetPast = (session: ServerHttp2Session) => {
-    if (session.destroyed) return;
+    if (session.destroyed || session.closed) return;
     d.goaway.labels('rapid_reset').inc();
     d.log.debug('h2 session reset too many streams: GOAWAY');
-    // With an error given (Node's destroy(undefined, code) would send NO_ERROR); the session's 'error' is ignored.
-    session.destroy(RAPID_RESET, NGHTTP2_ENHANCE_YOUR_CALM);
+    // GOAWAY first, the socket closed a moment later: closing at once, with the client's
+    // frames still unread, makes the kernel reset the connection and the GOAWAY is lost.
+    // Meanwhile nghttp2 ignores every new stream (past the GOAWAY's last stream id).
+    session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+    session.close();
+    setTimeout(() => session.destroy(), CALM_CLOSE_MS).unref();
   };
 
   /** One stream: handed to the proxy as a request, its reset counted if the client cancels it. */
