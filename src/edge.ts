@@ -9,6 +9,8 @@ import type { Capture } from './capture/pipeline.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
+import { createH2Edge, type H2Edge } from './h2/edge.js';
+import { choosePerConnection } from './h2/preface.js';
 import type { Logger } from './log.js';
 import { readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
@@ -19,7 +21,6 @@ import { handleUpgrade, TunnelSet } from './proxy/websocket.js';
 import type { RequestLimiter } from './ratelimit/types.js';
 import { listenError } from './startup.js';
 import { type EdgeTls, mainTls } from './tls/edge-tls.js';
-import type { AcceptH2 } from './tls/front.js';
 import type { TlsMaterial } from './tls/material.js';
 import { traceStart } from './tracing/context.js';
 
@@ -83,8 +84,6 @@ export interface EdgeDeps {
   threadLabel: string | null;
   /** TLS on the main listener (server.tls): its certificates and session-ticket keys; absent or null: plain HTTP. */
   tls?: EdgeTls | null;
-  /** Takes the TLS connections that chose h2 by ALPN (the HTTP/2 module's); absent or null: h2 is not offered. */
-  acceptH2?: AcceptH2;
 }
 
 /**
@@ -100,6 +99,8 @@ export interface Edge {
   readonly proxy: ProxyHandler;
   readonly tunnels: TunnelSet;
   readonly routes: RouteTable;
+  /** HTTP/2 (server.http2): hand it a connection that chose h2 (ALPN on TLS); null when off. */
+  readonly h2: H2Edge | null;
   listen(port: number): Promise<number>;
   /** Stops accepting, serves what comes on open connections with Connection: close, then closes them. */
   drain(graceMs: number): Promise<void>;
@@ -179,16 +180,20 @@ export function createEdge(d: EdgeDeps): Edge {
   const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   server.on('clientError', answerMalformed);
+  const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({
     http: server,
     cfg,
     clock: d.clock,
     tls: d.tls ?? null,
-    acceptH2: d.acceptH2 ?? null,
+    // ALPN offers h2 beside http/1.1 unless server.http2 is false.
+    acceptH2: h2?.accept ?? null,
     metrics: d.metrics,
   });
   const listener: net.Server = front?.server ?? server;
   if (front) listener.maxConnections = s.max_connections;
+  // h2c: prior-knowledge HTTP/2 on the plain listener, chosen per connection by its first bytes.
+  if (h2 !== null && s.http2 === 'h2c' && front === null) choosePerConnection(server, h2.accept, s.headers_timeout_ms);
 
   return {
     name: 'edge',
@@ -197,6 +202,7 @@ export function createEdge(d: EdgeDeps): Edge {
     proxy,
     tunnels,
     routes,
+    h2,
     listen: (port) =>
       new Promise<number>((resolve, reject) => {
         listener.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
@@ -219,6 +225,8 @@ export function createEdge(d: EdgeDeps): Edge {
         if (d.capture.recorder.open - tunnels.size > 0) quietSince = performance.now();
         else if (performance.now() - quietSince >= DRAIN_QUIET_MS) server.closeIdleConnections();
       }, 25);
+      // HTTP/2 sessions are told GOAWAY now, and cut at the grace like the rest.
+      const h2Drained = h2?.drain(graceMs);
       const force = setTimeout(() => {
         server.closeAllConnections();
         // Upgraded sockets are no longer the HTTP server's to close; handshakes were never its.
@@ -226,6 +234,7 @@ export function createEdge(d: EdgeDeps): Edge {
         front?.destroyAll();
       }, graceMs);
       await closed;
+      await h2Drained;
       clearInterval(idle);
       clearTimeout(force);
       if (front) {
@@ -234,8 +243,28 @@ export function createEdge(d: EdgeDeps): Edge {
       }
     },
     setTls: (m) => front?.update(m),
-    close: () => proxy.close(),
+    close: () => {
+      h2?.close();
+      return proxy.close();
+    },
   };
+}
+
+/** The edge's HTTP/2 side: streams go to the same proxy; /v2 stays on HTTP/1.1. */
+function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
+  const s = d.cfg.server;
+  const onMain = d.cfg.management.on_main;
+  return createH2Edge({
+    limits: s.http2_limits,
+    idleTimeoutMs: s.keep_alive_timeout_ms,
+    requestTimeoutMs: s.request_timeout_ms,
+    handle: (req, res, expectsContinue) => proxy.handle(req, res, expectsContinue),
+    http1Only: (url) => onMain && isManagementPath(url) && !holdsGatewayKey(url),
+    goaway: d.metrics.h2Goaway,
+    log: d.log,
+    now: () => d.clock.now(),
+    threadLabel: d.threadLabel,
+  });
 }
 
 /**

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { authenticate, byCertificate, hasScope, isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
-import { type Exchange, PEER, type WithPeer } from '../capture/recorder.js';
+import { type Exchange, PEER, type RequestInfo, type WithPeer } from '../capture/recorder.js';
 import { holdsGatewayKey } from '../capture/text.js';
 import type { Wake } from '../capture/wake.js';
 import type { Clock } from '../clock.js';
@@ -80,7 +80,7 @@ export class Admission {
   constructor(private readonly d: AdmissionDeps) {}
 
   /** A proxied request, plain or an upgrade. */
-  request(req: IncomingMessage, x: Exchange): Verdict<Routed> {
+  request(req: RequestInfo, x: Exchange): Verdict<Routed> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const c = req.headers['x-consumer-id'];

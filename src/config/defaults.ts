@@ -33,6 +33,8 @@ export const defaults = {
     max_streaming_downloads_per_client: 8,
     send_timeout_ms: 60_000,
     trusted_proxies: [],
+    http2: true,
+    http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 200 },
     tls: null,
     ops_tls: null,
   },

@@ -69,6 +69,13 @@ export const environmentSchema = z.strictObject({
   wake_retention_days: positiveInt.max(3650).default(30),
 });
 
+/** Per HTTP/2 session: streams open at once, a request's header list, client stream resets per 10 s (then GOAWAY). */
+const http2LimitsSchema = z.strictObject({
+  max_concurrent_streams: positiveInt.max(1000),
+  max_header_list_bytes: positiveInt.min(1024).max(1_048_576),
+  max_resets_per_10s: positiveInt,
+});
+
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
@@ -119,6 +126,9 @@ export const configSchema = z.strictObject({
       trusted_proxies: z.array(
         z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),
       ),
+      /** HTTP/2: true offers h2 by ALPN on TLS; 'h2c' also serves prior-knowledge h2 on the plain listener. */
+      http2: z.union([z.boolean(), z.literal('h2c')]),
+      http2_limits: http2LimitsSchema,
       /** TLS on the main listener; null: plain HTTP. */
       tls: listenerTlsSchema.nullable(),
       /** TLS on the ops listener (metrics, health, and the console and /v2 when they share it); null: plain HTTP. */

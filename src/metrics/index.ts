@@ -228,6 +228,12 @@ export function createMetrics(opts: { process?: boolean } = {}) {
       help: 'Spans waiting for export',
       registers: [],
     }),
+    h2Goaway: new Counter({
+      name: 'wakegate_h2_goaway_total',
+      help: 'HTTP/2 sessions sent GOAWAY by the gateway, by reason (rapid_reset: a client resetting streams past server.http2_limits.max_resets_per_10s; drain: a stop)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     edgeRestarts: new Counter({
       name: 'wakegate_edge_restarts_total',
       help: 'Edge threads that died and were started again',

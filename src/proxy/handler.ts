@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -12,6 +11,7 @@ import type { Metrics } from '../metrics/index.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
+import type { ClientRequest, ClientResponse } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -102,7 +102,7 @@ export class ProxyHandler {
    * Handles one proxied request end to end. `expectsContinue`: the client sent
    * Expect: 100-continue, answered only once admission has passed.
    */
-  handle(req: IncomingMessage, res: ServerResponse, expectsContinue = false): void {
+  handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
@@ -425,10 +425,11 @@ class Forwarding {
 
   constructor(
     private readonly p: ProxyHandler,
-    readonly req: IncomingMessage,
-    readonly res: ServerResponse,
+    readonly req: ClientRequest,
+    readonly res: ClientResponse,
   ) {
     this.x = p.begin();
+    if (req.httpVersionMajor === 2) this.x.protocol = 'h2';
   }
 
   readonly onClose = (): void => {

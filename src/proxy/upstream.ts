@@ -1,7 +1,7 @@
-import type { IncomingMessage } from 'node:http';
 import { Pool } from 'undici';
 import type { Origin } from '../admission/routes.js';
 import { connectOptions } from '../tls/origin-trust.js';
+import type { ClientRequest } from './client.js';
 
 /**
  * Keep-alive connection pools to origins, one per origin, on undici (measured
@@ -148,7 +148,7 @@ const NOOP = (): void => {};
  * rest, `seen` counting (and perhaps copying the start of) each chunk as it passes.
  */
 export async function* countedBody(
-  req: IncomingMessage,
+  req: ClientRequest,
   read: Buffer[],
   seen: (chunk: Buffer) => void,
 ): AsyncGenerator<Buffer> {

@@ -115,8 +115,9 @@ describe('TLS at the edge', () => {
     const unknown = await handshake(port, { ca: certs.caPem, servername: 'localhost' });
     expect(unknown.peer.subject.CN).toBe('localhost');
     expect(unknown.alpn).toBe(false);
-    // h2 is offered only with an HTTP/2 acceptor: here the client's h2 is declined, http/1.1 chosen.
-    expect((await handshake(port, { ca: certs.caPem, alpn: ['h2', 'http/1.1'] })).alpn).toBe('http/1.1');
+    // server.http2 (true by default) offers h2 beside http/1.1; a client that asks only http/1.1 gets it.
+    expect((await handshake(port, { ca: certs.caPem, alpn: ['h2', 'http/1.1'] })).alpn).toBe('h2');
+    expect((await handshake(port, { ca: certs.caPem, alpn: ['http/1.1'] })).alpn).toBe('http/1.1');
   });
 
   it('resumes a session on a new connection with its ticket', async () => {

@@ -1,0 +1,202 @@
+import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { Logger } from '../log.js';
+import type { ClientRequest, ClientResponse } from '../proxy/client.js';
+import { H2Request, H2Response } from './exchange.js';
+import { ResetWindow } from './resets.js';
+
+const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+
+/** server.http2_limits. */
+export interface H2Limits {
+  max_concurrent_streams: number;
+  max_header_list_bytes: number;
+  max_resets_per_10s: number;
+}
+
+export interface H2EdgeDeps {
+  limits: H2Limits;
+  /** A session with no stream open and no frame for this long is closed (server.keep_alive_timeout_ms). */
+  idleTimeoutMs: number;
+  /** A request body must have arrived whole this long after its headers, else the stream is reset (server.request_timeout_ms; 0: none). */
+  requestTimeoutMs: number;
+  /** Serves one request: the proxy's handle. */
+  handle: (req: ClientRequest, res: ClientResponse, expectsContinue: boolean) => void;
+  /** Paths HTTP/2 does not serve here (/v2): reset with HTTP_1_1_REQUIRED, so the client retries on HTTP/1.1. */
+  http1Only: (path: string) => boolean;
+  goaway: { labels(reason: string): { inc(): void } };
+  log: Logger;
+  /** Time for the reset window (ms). */
+  now: () => number;
+  /** Tests only: every answer says which edge thread served it. */
+  threadLabel: string | null;
+}
+
+/** The HTTP/2 side of an edge: give it a connection whose protocol is h2 (ALPN, or the h2c preface). */
+export interface H2Edge {
+  accept(socket: Socket): void;
+  /** Sessions open now. */
+  readonly sessions: number;
+  /** GOAWAY to every session (no new streams), the streams in flight finish; what is left at `graceMs` is cut. */
+  drain(graceMs: number): Promise<void>;
+  close(): void;
+}
+
+/** What the edge keeps of one session: its client's socket (the address), its resets, its open streams. */
+interface SessionState {
+  socket: Socket;
+  resets: ResetWindow;
+  open: number;
+}
+
+const ignore = (): void => {};
+/** How long a session sent GOAWAY for rapid reset keeps its socket, so the GOAWAY is read. */
+const CALM_CLOSE_MS = 500;
+
+/**
+ * HTTP/2 on Node's core stream API (no compatibility layer: it measured 2.6x the
+ * cost per request here): each stream is handed to the proxy as a request like any
+ * other (same admission, buckets, capture, errors, forward) through the stand-ins of
+ * exchange.ts. Node's own bounds hold the frame-level floods (SETTINGS, PING,
+ * session memory, header list size and pairs); this adds the rapid-reset limit.
+ */
+export function createH2Edge(d: H2EdgeDeps): H2Edge {
+  const l = d.limits;
+  const server = http2.createServer({
+    settings: {
+      maxConcurrentStreams: l.max_concurrent_streams,
+      maxHeaderListSize: l.max_header_list_bytes,
+      enablePush: false,
+    },
+    // As HTTP/1.1's parser allows (Node's default is 128 fields).
+    maxHeaderListPairs: 2000,
+    // Node's defaults, said here because they are part of the gateway's floods budget:
+    // unacknowledged SETTINGS and PINGs, and what a session may hold in nghttp2 (MB).
+    maxSettings: 32,
+    maxOutstandingPings: 10,
+    maxSessionMemory: 10,
+  });
+  const sessions = new Set<ServerHttp2Session>();
+  let pending: Socket | null = null;
+  let draining = false;
+
+  server.on('session', (session: ServerHttp2Session) => {
+    const st: SessionState = {
+      socket: pending as Socket,
+      resets: new ResetWindow(l.max_resets_per_10s),
+      open: 0,
+    };
+    sessions.add(session);
+    session.on('error', ignore);
+    session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _f: number, raw: string[]) =>
+      onStream(session, st, stream, headers, raw),
+    );
+    session.on('close', () => sessions.delete(session));
+    // Idle (no stream open): closed. This also ends a session nghttp2 has sent GOAWAY for a
+    // bad frame (FRAME_SIZE_ERROR, garbage), whose socket Node would otherwise keep open.
+    session.setTimeout(d.idleTimeoutMs, () => {
+      if (st.open === 0) session.destroy();
+    });
+    if (draining) goaway(session, 'drain');
+  });
+  // A session's own errors (a bad frame, a socket reset) end that session only.
+  server.on('sessionError', (e: Error) => d.log.debug('h2 session error', { err: e.message }));
+
+  const onResetPast = (session: ServerHttp2Session) => {
+    if (session.destroyed || session.closed) return;
+    d.goaway.labels('rapid_reset').inc();
+    d.log.debug('h2 session reset too many streams: GOAWAY');
+    // GOAWAY first, the socket closed a moment later: closing at once, with the client's
+    // frames still unread, makes the kernel reset the connection and the GOAWAY is lost.
+    // Meanwhile nghttp2 ignores every new stream (past the GOAWAY's last stream id).
+    session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+    session.close();
+    setTimeout(() => session.destroy(), CALM_CLOSE_MS).unref();
+  };
+
+  /** One stream: handed to the proxy as a request, its reset counted if the client cancels it. */
+  const onStream = (
+    session: ServerHttp2Session,
+    st: SessionState,
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    raw: string[],
+  ): void => {
+    // A write on a stream the client has reset is not the process's concern.
+    stream.on('error', ignore);
+    if (stream.destroyed) {
+      // Reset in the same read as its HEADERS (rapid reset's pattern): counted, never served.
+      if (stream.rstCode !== NGHTTP2_NO_ERROR && st.resets.reset(d.now())) onResetPast(session);
+      return;
+    }
+    const path = headers[':path'];
+    if (path === undefined || headers[':method'] === 'CONNECT' || d.http1Only(path)) {
+      stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
+      return;
+    }
+    st.open++;
+    const req = new H2Request(stream, headers, raw, st.socket);
+    const res = new H2Response(stream, headers[':method'] === 'HEAD');
+    let timer: NodeJS.Timeout | null = null;
+    stream.once('close', () => {
+      st.open--;
+      if (timer !== null) clearTimeout(timer);
+      // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset limit.
+      if (res.cut || session.destroyed) return;
+      if (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished) {
+        if (st.resets.reset(d.now())) onResetPast(session);
+      }
+    });
+    if (d.requestTimeoutMs > 0 && !stream.endAfterHeaders) {
+      // HTTP/1.1's request_timeout_ms, per stream: a body that never ends holds nothing for long.
+      timer = setTimeout(() => {
+        timer = null;
+        if (stream.readableEnded || stream.destroyed) return;
+        res.cut = true;
+        stream.close(NGHTTP2_CANCEL);
+      }, d.requestTimeoutMs);
+    }
+    if (d.threadLabel !== null) res.setHeader('x-wakegate-thread', d.threadLabel);
+    d.handle(req, res, headers.expect === '100-continue');
+  };
+
+  const goaway = (session: ServerHttp2Session, reason: string) => {
+    if (session.closed || session.destroyed) return;
+    d.goaway.labels(reason).inc();
+    session.goaway(NGHTTP2_NO_ERROR);
+    session.close();
+  };
+
+  return {
+    accept(socket) {
+      pending = socket;
+      server.emit('connection', socket);
+      pending = null;
+    },
+    get sessions() {
+      return sessions.size;
+    },
+    async drain(graceMs) {
+      draining = true;
+      for (const s of sessions) goaway(s, 'drain');
+      if (sessions.size === 0) return;
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          clearInterval(poll);
+          for (const s of sessions) s.destroy();
+          resolve();
+        }, graceMs);
+        const poll = setInterval(() => {
+          if (sessions.size > 0) return;
+          clearInterval(poll);
+          clearTimeout(force);
+          resolve();
+        }, 25);
+        force.unref();
+      });
+    },
+    close() {
+      for (const s of sessions) s.destroy();
+    },
+  };
+}

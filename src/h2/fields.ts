@@ -1,0 +1,114 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+
+/**
+ * Connection-specific fields never sent on HTTP/2 (RFC 9113 §8.2.2: a message carrying
+ * one is malformed; Node refuses to send it), nor the HTTP/1.1 framing ones.
+ */
+export const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'http2-settings',
+]);
+
+/** Fields Node sends at most once on HTTP/2 (its kSingleValueHeaders, less pseudo-headers). */
+const SINGLE_VALUE: ReadonlySet<string> = new Set([
+  'access-control-allow-credentials',
+  'access-control-max-age',
+  'access-control-request-method',
+  'age',
+  'authorization',
+  'content-encoding',
+  'content-language',
+  'content-length',
+  'content-location',
+  'content-md5',
+  'content-range',
+  'content-type',
+  'date',
+  'dnt',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-match',
+  'if-modified-since',
+  'if-none-match',
+  'if-range',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'range',
+  'referer',
+  'retry-after',
+  'tk',
+  'upgrade-insecure-requests',
+  'user-agent',
+  'x-content-type-options',
+]);
+
+/** Adds raw name/value pairs to HTTP/2 headers (lower-case, repeated names as lists); true when a Trailer field was among them. */
+export function addFields(h: OutgoingHttpHeaders, raw: readonly string[]): boolean {
+  let trailer = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase();
+    if (CONNECTION_SPECIFIC.has(name)) continue;
+    if (name === 'trailer') trailer = true;
+    const value = raw[i + 1] as string;
+    const had = h[name];
+    if (had === undefined) h[name] = value;
+    // A field HTTP/2 allows once (Node refuses a list): the first is kept, as most clients read it.
+    else if (SINGLE_VALUE.has(name)) continue;
+    else if (Array.isArray(had)) had.push(value);
+    else h[name] = [String(had), value];
+  }
+  return trailer;
+}
+
+/**
+ * The request's fields for the origin, from Node's raw list: pseudo-headers left out,
+ * `:authority` given as Host when the client sent no Host, Cookie fields joined with
+ * "; " (RFC 9113 §8.2.3: an HTTP/1.1 origin expects one).
+ */
+export function originHeaders(raw: string[]): string[] {
+  const out: string[] = [];
+  let authority: string | null = null;
+  let host = false;
+  let cookie = -1;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    if (name.charCodeAt(0) === 58) {
+      if (name === ':authority') authority = value;
+      continue;
+    }
+    if (name === 'host') host = true;
+    else if (name === 'cookie') {
+      if (cookie !== -1) {
+        out[cookie] = `${out[cookie]}; ${value}`;
+        continue;
+      }
+      cookie = out.length + 1;
+    }
+    out.push(name, value);
+  }
+  if (!host && authority !== null) out.push('host', authority);
+  return out;
+}
+
+/** HTTP/2 headers (trailers) as a raw name/value list, pseudo-headers left out. */
+export function flatten(h: IncomingHttpHeaders): string[] {
+  const out: string[] = [];
+  for (const name of Object.keys(h)) {
+    if (name.charCodeAt(0) === 58) continue;
+    const v = h[name];
+    if (Array.isArray(v)) for (const one of v) out.push(name, one);
+    else if (v !== undefined) out.push(name, v);
+  }
+  return out;
+}

@@ -1,0 +1,225 @@
+import http2 from 'node:http2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { h2once } from '../helpers/h2.js';
+import { F, frame, hpack, RawH2, request, rstStream, settings, T, windowUpdate } from '../helpers/h2-frames.js';
+import { startServer, type TestServer } from '../helpers/origin.js';
+
+const C = http2.constants;
+
+/**
+ * Issue #37: hostile frames through the real listener (raw frames over a net socket).
+ * Each case ends with the gateway serving other clients (HTTP/2 and HTTP/1.1); the
+ * process never crashes, and its memory stays bounded across all of them.
+ */
+describe('HTTP/2 frame fuzzing through the listener', () => {
+  let origin: TestServer;
+  let t: TestGateway;
+  let port: number;
+  const BIG = 4 * 1024 * 1024;
+  let rss0 = 0;
+
+  const othersServed = async () => {
+    const r = await h2once(t.url, { ':path': '/open/other' });
+    expect(r.status).toBe(200);
+    expect((await fetch(`${t.url}/open/h1`)).status).toBe(200);
+  };
+
+  beforeAll(async () => {
+    origin = await startServer((req, res) => {
+      req.resume();
+      if (req.url === '/open/big') return void res.end(Buffer.alloc(BIG, 1));
+      res.end('ok');
+    });
+    t = await startGateway({
+      server: {
+        http2: 'h2c',
+        send_timeout_ms: 500,
+        keep_alive_timeout_ms: 1000,
+        headers_timeout_ms: 500,
+        request_timeout_ms: 1000,
+        buffer_response_body_bytes: 65_536,
+        http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 200 },
+      },
+      routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: origin.url } }],
+    });
+    port = Number(new URL(t.url).port);
+    rss0 = process.memoryUsage().rss;
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+  });
+
+  it('bad SETTINGS (a length not a multiple of 6, ENABLE_PUSH 2, a window past 2^31-1) end that session only', async () => {
+    const cases = [
+      frame(T.SETTINGS, 0, 0, Buffer.alloc(7)),
+      settings([[0x2, 2]]),
+      settings([[0x4, 0x80000000]]),
+      frame(T.SETTINGS, 0, 3, Buffer.alloc(0)),
+    ];
+    for (const bad of cases) {
+      const c = await RawH2.connect(port);
+      c.write(bad);
+      // GOAWAY with an error at once; the connection closed within keep_alive_timeout_ms.
+      expect(await c.closedWithin(3000)).toBe(true);
+      expect(c.goawayCode()).not.toBe(C.NGHTTP2_NO_ERROR);
+      expect(c.goawayCode()).not.toBeNull();
+    }
+    await othersServed();
+  });
+
+  it('a SETTINGS and PING flood never read by its client is cut off, bounded', async () => {
+    const c = await RawH2.connect(port);
+    c.socket.pause();
+    const burst = Buffer.concat(
+      Array.from({ length: 2000 }, (_, i) => (i % 2 ? settings([[0x3, 100]]) : frame(T.PING, 0, 0, Buffer.alloc(8)))),
+    );
+    for (let i = 0; i < 20 && !c.closed; i++) {
+      c.write(burst);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    c.socket.resume();
+    expect(await c.closedWithin(5000)).toBe(true);
+    await othersServed();
+  });
+
+  it('a huge HEADERS + CONTINUATION flood is refused before it is held', async () => {
+    const c = await RawH2.connect(port);
+    const block = hpack([...request('/open/x'), ['x-pad', 'a'.repeat(4000)]]);
+    c.write(frame(T.HEADERS, F.END_STREAM, 1, block));
+    const cont = frame(T.CONTINUATION, 0, 1, hpack([['x-more', 'b'.repeat(8000)]]));
+    // 8 MB of CONTINUATION, never END_HEADERS: far past max_header_list_bytes.
+    for (let i = 0; i < 1000 && !c.closed; i++) {
+      c.write(cont);
+      if (i % 50 === 0) await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(await c.closedWithin(5000)).toBe(true);
+    expect(c.frames.some((f) => f.type === T.HEADERS && f.stream === 1)).toBe(false);
+    await othersServed();
+  });
+
+  it('a header list past max_header_list_bytes in one block is refused', async () => {
+    const c = await RawH2.connect(port);
+    const fields = request('/open/x');
+    for (let i = 0; i < 10; i++) fields.push([`x-pad-${i}`, 'p'.repeat(8000)]);
+    const block = hpack(fields);
+    c.write(frame(T.HEADERS, F.END_STREAM, 1, block.subarray(0, 16_000)));
+    c.write(frame(T.CONTINUATION, F.END_HEADERS, 1, block.subarray(16_000)));
+    await new Promise((r) => setTimeout(r, 300));
+    const answered = c.frames.find((f) => f.type === T.HEADERS && f.stream === 1);
+    // Either the stream is reset or the answer is an error, never a 200 from the origin.
+    const reset = c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1) || c.closed;
+    expect(reset || answered !== undefined).toBe(true);
+    if (answered) expect(answered.payload[0]).not.toBe(0x88);
+    c.destroy();
+    await othersServed();
+  });
+
+  it('window abuse: a WINDOW_UPDATE past 2^31-1 and a zero increment end the session', async () => {
+    for (const bad of [Buffer.concat([windowUpdate(0, 0x7fffffff), windowUpdate(0, 0x7fffffff)]), windowUpdate(0, 0)]) {
+      const c = await RawH2.connect(port);
+      c.write(bad);
+      expect(await c.closedWithin(3000)).toBe(true);
+      // Node reports nghttp2's flow-control and protocol errors as INTERNAL_ERROR in its GOAWAY.
+      expect(c.goawayCode()).not.toBe(C.NGHTTP2_NO_ERROR);
+      expect(c.goawayCode()).not.toBeNull();
+    }
+    await othersServed();
+  });
+
+  it('a zero window that never opens holds the answer only until send_timeout_ms', async () => {
+    const c = await RawH2.connect(port, false);
+    c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
+    c.write(frame(T.HEADERS, F.END_STREAM | F.END_HEADERS, 1, hpack(request('/open/big'))));
+    // Others are served while it waits; its stream is cut once it has read nothing for 500 ms.
+    await othersServed();
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1) && !c.closed)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1) || c.closed).toBe(true);
+    expect(c.frames.filter((f) => f.type === T.DATA).length).toBe(0);
+    c.destroy();
+  });
+
+  it('rapid reset: past max_resets_per_10s the session gets GOAWAY ENHANCE_YOUR_CALM, counted; others are served', async () => {
+    const c = await RawH2.connect(port);
+    let id = 1;
+    for (let round = 0; round < 10 && !c.closed; round++) {
+      const burst: Buffer[] = [];
+      for (let i = 0; i < 50; i++, id += 2) {
+        burst.push(frame(T.HEADERS, F.END_STREAM | F.END_HEADERS, id, hpack(request('/open/r'))));
+        burst.push(rstStream(id, C.NGHTTP2_CANCEL));
+      }
+      c.write(Buffer.concat(burst));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(await c.closedWithin(5000)).toBe(true);
+    expect(c.goawayCode()).toBe(C.NGHTTP2_ENHANCE_YOUR_CALM);
+    await othersServed();
+    const metrics = await (await fetch(`${t.opsUrl}/metrics`)).text();
+    const n = /wakegate_h2_goaway_total\{reason="rapid_reset"\} (\d+)/.exec(metrics);
+    expect(Number(n?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('garbage after the preface ends that session; a near-preface is HTTP/1.1 and gets 400', async () => {
+    const c = await RawH2.connect(port);
+    c.write(
+      Buffer.from('\x00\x00\x05\xff\xff\x00\x00\x00\x01hello garbage that is no frame at all'.repeat(20), 'latin1'),
+    );
+    expect(await c.closedWithin(3000)).toBe(true);
+    expect(c.goawayCode()).toBe(C.NGHTTP2_FRAME_SIZE_ERROR);
+    const near = await RawH2.connect(port, false);
+    const got: Buffer[] = [];
+    near.socket.on('data', (b: Buffer) => got.push(b));
+    near.write(Buffer.from('PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n', 'latin1'));
+    expect(await near.closedWithin(2000)).toBe(true);
+    expect(Buffer.concat(got).toString('latin1')).toMatch(/^HTTP\/1\.1 400/);
+    await othersServed();
+  });
+
+  it('a request body that never ends is reset at request_timeout_ms, per stream', async () => {
+    const c = await RawH2.connect(port);
+    const t0 = Date.now();
+    // HEADERS without END_STREAM, then a little body, then nothing.
+    c.write(frame(T.HEADERS, F.END_HEADERS, 1, hpack(request('/open/upload', 'POST'))));
+    c.write(frame(T.DATA, 0, 1, Buffer.from('part')));
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1))
+      await new Promise((r) => setTimeout(r, 50));
+    const rst = c.frames.find((f) => f.type === T.RST_STREAM && f.stream === 1);
+    expect(rst?.payload.readUInt32BE(0)).toBe(C.NGHTTP2_CANCEL);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    // The session itself lives on: a new stream on it is served.
+    c.write(frame(T.HEADERS, F.END_STREAM | F.END_HEADERS, 3, hpack(request('/open/after'))));
+    const until = Date.now() + 3000;
+    while (Date.now() < until && !c.frames.some((f) => f.type === T.HEADERS && f.stream === 3))
+      await new Promise((r) => setTimeout(r, 20));
+    expect(c.frames.some((f) => f.type === T.HEADERS && f.stream === 3)).toBe(true);
+    c.destroy();
+  });
+
+  it('a client opening streams past max_concurrent_streams loses its session; at most that many were ever open', async () => {
+    const c = await RawH2.connect(port);
+    await new Promise((r) => setTimeout(r, 50));
+    // Our SETTINGS acknowledged: the limit is in force (nghttp2 then treats going past it as a connection error).
+    c.write(frame(T.SETTINGS, F.ACK, 0));
+    // 120 uploads that never end.
+    const opens: Buffer[] = [];
+    for (let i = 0, id = 1; i < 120; i++, id += 2)
+      opens.push(frame(T.HEADERS, F.END_HEADERS, id, hpack(request('/open/u', 'POST'))));
+    c.write(Buffer.concat(opens));
+    expect(await c.closedWithin(3000)).toBe(true);
+    expect(c.goawayCode()).not.toBe(C.NGHTTP2_NO_ERROR);
+    const reset = c.frames.filter((f) => f.type === T.RST_STREAM).map((f) => f.stream);
+    // At most 100 streams (ids 1..199) were ever open, reset with the session; none was answered.
+    expect(Math.max(...reset)).toBeLessThanOrEqual(199);
+    expect(reset.length).toBeGreaterThan(90);
+    expect(c.frames.some((f) => f.type === T.HEADERS)).toBe(false);
+    await othersServed();
+  });
+
+  it('memory stays bounded through all of it', () => {
+    expect(process.memoryUsage().rss - rss0).toBeLessThan(256 * 1024 * 1024);
+  });
+});
