@@ -564,6 +564,8 @@ async function apiPart(
     const x = recorder.begin();
     x.route = 'v2';
     x.environment = fallbackEnv;
+    // Over HTTP/2 on the ops or management listener (the console in a browser).
+    if (req.httpVersionMajor === 2) x.protocol = 'h2';
     (req as WithExchange)[EXCHANGE] = x;
     res.setHeader('x-wake-id', x.id);
     res.on('close', () => {

@@ -11,6 +11,7 @@ import type { ListenerTls } from './config/tls-schema.js';
 import { consoleHandler } from './console/serve.js';
 import { isManagementPath } from './edge.js';
 import { errorBody } from './errors.js';
+import { consoleH2 } from './h2/console.js';
 import type { Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import type { Part } from './root.js';
@@ -73,6 +74,16 @@ export function listenersPart(d: ListenerDeps): Part & {
       listener,
       metrics: d.metrics,
       handshakeTimeoutMs: cfg.server.headers_timeout_ms,
+      // The console over HTTP/2 too when server.http2 allows it (a browser asks for h2 by ALPN).
+      acceptH2:
+        cfg.server.http2 === false
+          ? null
+          : consoleH2({
+              http,
+              idleTimeoutMs: cfg.server.keep_alive_timeout_ms,
+              maxConcurrentStreams: cfg.server.http2_limits.max_concurrent_streams,
+              maxHeaderListBytes: cfg.server.http2_limits.max_header_list_bytes,
+            }),
     });
   const opsTls = tlsOf(ops, cfg.server.ops_tls, 'server.ops_tls', 'ops');
   const managementTls = separate ? tlsOf(d.management, cfg.management.tls, 'management.tls', 'management') : null;
@@ -162,6 +173,7 @@ function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerR
     if (consoleApp?.owns(url)) {
       const x = d.recorder.begin();
       x.route = 'console';
+      if (req.httpVersionMajor === 2) x.protocol = 'h2';
       x.environment = d.fallbackEnv;
       x.status = consoleApp.handle(req, res, x.id);
       req.resume();

@@ -102,6 +102,10 @@ export interface Wake {
   /** W3C Trace Context: the request's trace and the gateway's span in it (null: none). */
   trace_id?: string | null;
   span_id?: string | null;
+  /** The client's protocol (http/1.1, h2) and its certificate (mTLS), null when it showed none. */
+  protocol?: string;
+  tls_subject?: string | null;
+  tls_fingerprint?: string | null;
 }
 
 export interface Body {

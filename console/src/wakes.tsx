@@ -369,6 +369,20 @@ export function WakePage({ id, env }: { id: string; env: string }) {
         <dd>{w.key_id ?? '—'}</dd>
         <dt>Wake</dt>
         <dd class="mono">{w.id}</dd>
+        {w.protocol && w.protocol !== 'http/1.1' ? (
+          <>
+            <dt>Protocol</dt>
+            <dd class="mono">{w.protocol}</dd>
+          </>
+        ) : null}
+        {w.tls_fingerprint ? (
+          <>
+            <dt>Client certificate</dt>
+            <dd class="mono" title={`SHA-256 ${w.tls_fingerprint}`}>
+              {w.tls_subject}
+            </dd>
+          </>
+        ) : null}
         {w.trace_id ? (
           <>
             <dt>Trace</dt>

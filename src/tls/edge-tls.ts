@@ -64,6 +64,8 @@ export function listenerTls(d: {
   listener: string;
   metrics: Metrics;
   handshakeTimeoutMs: number;
+  /** HTTP/2 offered by ALPN beside http/1.1 (its connections' handler), or null. */
+  acceptH2?: AcceptH2;
 }): { front: TlsFront; reloadable: Reloadable } | null {
   if (d.settings === null) return null;
   const material = readMaterial(d.settings, d.at);
@@ -77,7 +79,7 @@ export function listenerTls(d: {
         : readTicketFile(d.settings.ticket_keys_file, `${d.at}.ticket_keys_file`),
     clock: systemClock,
     handshakeTimeoutMs: d.handshakeTimeoutMs,
-    acceptH2: null,
+    acceptH2: d.acceptH2 ?? null,
     metrics: tlsMetrics(d.metrics.registry),
     listener: d.listener,
   });
