@@ -1,9 +1,3 @@
-import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import type { SpanLike } from './spans.js';
-
-/** What the serializer takes (the SDK's ReadableSpan[], named through it: the SDK is not a dependency of ours). */
-type SdkSpans = Parameters<typeof ProtobufTraceSerializer.serializeRequest>[0];
-
 /** Timers the exporter schedules with (tests pass their own). */
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
@@ -32,8 +26,8 @@ export interface ExporterOptions<T> {
   maxRetries: number;
   /** Spans an item becomes (counted before it is built). */
   count: (item: T) => number;
-  /** Builds the queued items' spans: done at export time, never as an item is added. */
-  build: (items: T[]) => SpanLike[];
+  /** The queued items' spans as one OTLP export request: done at export time, never as an item is added. */
+  encode: (items: T[]) => Uint8Array;
   post: Post;
   timers: Timers;
   exported: (n: number) => void;
@@ -114,11 +108,7 @@ export class SpanExporter<T> {
     const items = this.queue.splice(0, i);
     this.waiting -= n;
     this.o.queued(this.waiting);
-    const spans = this.o.build(items);
-    // Our plain objects have every field of the SDK's ReadableSpan the serializer reads (tracing/spans.ts).
-    const body = ProtobufTraceSerializer.serializeRequest(spans as unknown as SdkSpans);
-    if (body === undefined) throw new Error('the OTLP serializer returned nothing');
-    return { body, n: spans.length };
+    return { body: this.o.encode(items), n };
   }
 
   private start(): void {

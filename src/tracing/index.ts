@@ -4,9 +4,11 @@ import { Agent, request } from 'undici';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import { type Metrics, registerTracing } from '../metrics/index.js';
+import { HexPool } from './context.js';
 import { type Post, realTimers, SpanExporter, type Timers } from './exporter.js';
+import { OtlpWriter } from './otlp.js';
 import { type SpanInput, spanSelector, spansOf, type TraceHook } from './span-input.js';
-import { type SpanLike, spanFactory, wakeSpans } from './spans.js';
+import { wakeSpans } from './spans.js';
 import { type WebhookAttempt, webhookSpan } from './webhook-spans.js';
 
 /**
@@ -55,8 +57,9 @@ export function createTracing(d: TracingDeps): Tracing {
   }
   const { metrics, log } = d;
   registerTracing(metrics);
-  const factory = spanFactory(t.service_name, VERSION);
-  const ofWake = wakeSpans(d.cfg, factory);
+  const ids = new HexPool();
+  const writer = new OtlpWriter({ serviceName: t.service_name, scopeName: 'wakegate', scopeVersion: VERSION });
+  const ofWake = wakeSpans(d.cfg, ids);
   const agent = d.post ? null : new Agent({ keepAliveTimeout: 30_000, connections: 2 });
   const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
   let warned = 0;
@@ -67,13 +70,13 @@ export function createTracing(d: TracingDeps): Tracing {
     timeoutMs: t.export_timeout_ms,
     maxRetries: t.max_retries,
     count: (i) => (i.kind === 'wake' ? spansOf(i) : 1),
-    build: (items) => {
-      const spans: SpanLike[] = [];
+    encode: (items) => {
+      writer.start();
       for (const i of items) {
-        if (i.kind === 'wake') ofWake(i, spans);
-        else spans.push(webhookSpan(i, factory));
+        if (i.kind === 'wake') ofWake(i, writer);
+        else webhookSpan(i, writer, ids);
       }
-      return spans;
+      return writer.finish();
     },
     post,
     timers: d.timers ?? realTimers,

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   ATTR_ERROR_TYPE,
   ATTR_HTTP_REQUEST_METHOD,
@@ -9,7 +8,8 @@ import {
 } from '@opentelemetry/semantic-conventions';
 import type { EndpointService } from '../webhooks/endpoints.js';
 import type { Send } from '../webhooks/sender.js';
-import { CLIENT, newSpanId, type SpanFactory, type SpanLike } from './spans.js';
+import { CLIENT, otlpKey, type SpanSink } from './otlp.js';
+import { type HexSource, newSpanId } from './spans.js';
 
 /** One webhook delivery attempt, as its outcome came back to the dispatcher. */
 export interface WebhookAttempt {
@@ -62,8 +62,10 @@ export function wakeTraceOf(payload: string): { traceId: string; spanId: string 
     const e = JSON.parse(payload) as { data?: Record<string, unknown> };
     for (const v of Object.values(e.data ?? {})) {
       const w = v as { trace_id?: unknown; span_id?: unknown } | null;
-      if (typeof w?.trace_id === 'string' && typeof w.span_id === 'string' && /^[0-9a-f]{32}$/.test(w.trace_id))
-        return { traceId: w.trace_id, spanId: w.span_id };
+      if (typeof w?.trace_id === 'string' && typeof w.span_id === 'string' && TRACE_ID.test(w.trace_id)) {
+        // A span id that is not one (16 lowercase hex digits) makes no link.
+        if (SPAN_ID.test(w.span_id)) return { traceId: w.trace_id, spanId: w.span_id };
+      }
     }
   } catch {
     // Not JSON: no link.
@@ -71,41 +73,54 @@ export function wakeTraceOf(payload: string): { traceId: string; spanId: string 
   return null;
 }
 
+const TRACE_ID = /^[0-9a-f]{32}$/;
+const SPAN_ID = /^[0-9a-f]{16}$/;
+const ZERO_TRACE = '00000000000000000000000000000000';
+
+const K = {
+  method: otlpKey(ATTR_HTTP_REQUEST_METHOD),
+  deliveryId: otlpKey('wakegate.delivery_id'),
+  eventType: otlpKey('wakegate.event_type'),
+  attempt: otlpKey('wakegate.attempt'),
+  serverAddress: otlpKey(ATTR_SERVER_ADDRESS),
+  serverPort: otlpKey(ATTR_SERVER_PORT),
+  urlFull: otlpKey(ATTR_URL_FULL),
+  status: otlpKey(ATTR_HTTP_RESPONSE_STATUS_CODE),
+  errorType: otlpKey(ATTR_ERROR_TYPE),
+};
+
 /**
  * A webhook attempt as a CLIENT span of a trace of its own (it runs later, apart
  * from the request), linked to the span of the wake that raised its event.
  */
-export function webhookSpan(a: WebhookAttempt, f: SpanFactory): SpanLike {
-  const attributes: Record<string, string | number> = {
-    [ATTR_HTTP_REQUEST_METHOD]: 'POST',
-    'wakegate.delivery_id': a.deliveryId,
-    'wakegate.event_type': a.eventType,
-    'wakegate.attempt': a.attempt,
-  };
-  if (a.url !== '') {
-    const u = new URL(a.url);
-    attributes[ATTR_SERVER_ADDRESS] = u.hostname;
-    attributes[ATTR_SERVER_PORT] = u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port);
-    // Without its query: a receiver's URL may carry a token there.
-    attributes[ATTR_URL_FULL] = `${u.origin}${u.pathname}`;
-  }
-  if (a.status !== 0) attributes[ATTR_HTTP_RESPONSE_STATUS_CODE] = a.status;
+export function webhookSpan(a: WebhookAttempt, w: SpanSink, ids: HexSource): void {
+  let traceId = ids.take(32);
+  while (traceId === ZERO_TRACE) traceId = ids.take(32);
   const failed = a.status === 0 || a.status >= 300;
-  if (failed) attributes[ATTR_ERROR_TYPE] = a.status === 0 ? (a.error ?? 'error') : String(a.status);
-  const span = f.span({
+  w.begin({
     name: 'POST',
     kind: CLIENT,
-    traceId: randomBytes(16).toString('hex'),
-    spanId: newSpanId(),
+    traceId,
+    spanId: newSpanId(ids),
     parentSpanId: '',
     remoteParent: false,
     startMs: a.startMs,
     endMs: a.startMs + a.durationMs,
-    attributes,
-    error: failed ? (a.error ?? String(a.status)) : '',
   });
+  w.str(K.method, 'POST');
+  w.str(K.deliveryId, a.deliveryId);
+  w.str(K.eventType, a.eventType);
+  w.num(K.attempt, a.attempt);
+  if (a.url !== '') {
+    const u = new URL(a.url);
+    w.str(K.serverAddress, u.hostname);
+    w.num(K.serverPort, u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port));
+    // Without its query: a receiver's URL may carry a token there.
+    w.str(K.urlFull, `${u.origin}${u.pathname}`);
+  }
+  if (a.status !== 0) w.num(K.status, a.status);
+  if (failed) w.str(K.errorType, a.status === 0 ? (a.error ?? 'error') : String(a.status));
   const wake = wakeTraceOf(a.payload);
-  if (wake !== null)
-    span.links.push({ context: { traceId: wake.traceId, spanId: wake.spanId, traceFlags: 1 }, attributes: {} });
-  return span;
+  if (wake !== null) w.link(wake.traceId, wake.spanId);
+  w.end(failed ? (a.error ?? String(a.status)) : '');
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SpanExporter, type Timers } from '../../src/tracing/exporter.js';
-import { type SpanLike, spanFactory } from '../../src/tracing/spans.js';
+import { OtlpWriter, SERVER } from '../../src/tracing/otlp.js';
 import { decodeSpans } from '../helpers/otlp-receiver.js';
 
 /** Timers run by hand: `advance(ms)` fires what falls due, in order. */
@@ -35,20 +35,24 @@ function fakeTimers() {
   return { timers, advance, pending: () => [...due.values()].map((d) => d.at - now) };
 }
 
-const factory = spanFactory('svc', '1');
-const span = (i: number): SpanLike =>
-  factory.span({
-    name: `s${i}`,
-    kind: 1,
-    traceId: 'ab'.repeat(16),
-    spanId: String(i).padStart(16, '0'),
-    parentSpanId: '',
-    remoteParent: false,
-    startMs: 1_700_000_000_000,
-    endMs: 1_700_000_000_001,
-    attributes: {},
-    error: '',
-  });
+const writer = new OtlpWriter({ serviceName: 'svc', scopeName: 'wakegate', scopeVersion: '1' });
+const encode = (items: number[]): Uint8Array => {
+  writer.start();
+  for (const i of items) {
+    writer.begin({
+      name: `s${i}`,
+      kind: SERVER,
+      traceId: 'ab'.repeat(16),
+      spanId: String(i).padStart(16, '0'),
+      parentSpanId: '',
+      remoteParent: false,
+      startMs: 1_700_000_000_000,
+      endMs: 1_700_000_000_001,
+    });
+    writer.end('');
+  }
+  return writer.finish();
+};
 
 function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number; maxRetries?: number }) {
   const t = fakeTimers();
@@ -62,7 +66,7 @@ function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number
     timeoutMs: 1000,
     maxRetries: o.maxRetries ?? 2,
     count: () => 1,
-    build: (items) => items.map(span),
+    encode,
     post: async (body) => {
       bodies.push(body);
       const a = answers.shift() ?? 200;

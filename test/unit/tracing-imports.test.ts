@@ -27,11 +27,15 @@ describe('the request threads load nothing of OpenTelemetry', () => {
     const { modules, packages } = reach('threads/edge-main.ts');
     expect([...packages].filter((p) => p.startsWith('@opentelemetry'))).toEqual([]);
     expect([...modules].some((m) => m.endsWith('tracing/context.ts'))).toBe(true);
-    for (const m of ['tracing/index.ts', 'tracing/spans.ts', 'tracing/exporter.ts'])
+    for (const m of ['tracing/index.ts', 'tracing/spans.ts', 'tracing/exporter.ts', 'tracing/otlp.ts'])
       expect([...modules].some((x) => x.endsWith(m))).toBe(false);
   });
 
-  it('the control thread does (where spans are built)', () => {
-    expect([...reach('control.ts').packages]).toContain('@opentelemetry/otlp-transformer');
+  it('the control thread does (where spans are written): the conventions names, and our OTLP encoder', () => {
+    const { modules, packages } = reach('control.ts');
+    expect([...packages]).toContain('@opentelemetry/semantic-conventions');
+    expect([...modules].some((m) => m.endsWith('tracing/otlp.ts'))).toBe(true);
+    // The generic serializer is the tests' oracle (test/unit/otlp.test.ts), not run by the gateway.
+    expect([...packages]).not.toContain('@opentelemetry/otlp-transformer');
   });
 });
