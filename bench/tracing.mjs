@@ -1,18 +1,23 @@
 #!/usr/bin/env node
 // bench:tracing — what tracing costs: the gateway process's CPU per request
 // (utime + stime of all its threads, /proc/<pid>/stat, before and after a load of fixed
-// duration at 50 connections)
-// with tracing off, at 1% and at 100% head sampling, side by side in one run
-// (all loaded at once in each round, so a busy machine slows them alike; medians of three), each exporting to a local OTLP receiver
-// that decodes every request with the OpenTelemetry project's generated definitions
-// and counts the spans; then the request thread's own added cost in ns (a micro-bench
-// of the id minting and the traceparent header). Targets: <= 3% more CPU at 1%,
-// <= 10% at 100%, <= 0.5 us on the request thread.
+// duration at 50 connections), and its main thread's alone (the JavaScript: with
+// threads: 1 it proxies, builds and exports; not the storage engine's threads),
+// with tracing off, at 1% and at 100% head sampling, side by side in one run (each
+// round loads them one at a time, the order turning, and compares each with off in the
+// same round; medians of the rounds; BENCH_TOGETHER=1 loads them all at once), each
+// exporting to a local OTLP receiver that decodes every request with the OpenTelemetry
+// project's generated definitions and counts the spans; then the request thread's own
+// added cost in ns (a micro-bench of the id minting and the traceparent header), and
+// the control thread's per exported request (`--micro`: these two alone). Targets:
+// <= 3% more CPU at 1%, <= 10% at 100%, <= 0.5 us on the request thread.
+// BENCH_DURATION (s, 8), BENCH_ROUNDS (3), BENCH_WARMUP (s, 2), BENCH_LOAD_RATE (req/s
+// each, default as fast as they answer).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forwardRequestHeaders } from '../dist/proxy/headers.js';
 import { HexPool, TraceStart, traceparentOf } from '../dist/tracing/context.js';
@@ -20,10 +25,29 @@ import { OtlpWriter } from '../dist/tracing/otlp.js';
 import { wakeSpans } from '../dist/tracing/spans.js';
 import { cannon, median, settle, startBenchGateway, startOrigin, table, treeCpuSeconds } from './lib.mjs';
 
+/** CPU seconds of a process's main thread (its JavaScript, where threads: 1 proxies and exports): not the storage engine's threads nor V8's helpers. */
+function mainCpuSeconds(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RATE = Number(process.env.BENCH_RATE ?? 2000);
+/**
+ * BENCH_LOAD_RATE: each gateway loaded at this many requests a second (autocannon's
+ * overallRate) instead of as fast as it answers, so all serve alike and their
+ * per-second work (the storage engine's, timers) weighs alike on each request.
+ */
+const LOAD_RATE = process.env.BENCH_LOAD_RATE === undefined ? null : Number(process.env.BENCH_LOAD_RATE);
+/** BENCH_TOGETHER=1: every gateway loaded at once in a round (the default: one at a time, the order turning). */
+const TOGETHER = process.env.BENCH_TOGETHER === '1';
 const CONNECTIONS = 50;
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-bench-tracing-'));
 const procs = [];
@@ -263,6 +287,97 @@ function exportCost() {
   };
 }
 
+/**
+ * The control thread's whole cost per exported request at 100%, from the recorder's
+ * hook on: the span input picked, queued, written as OTLP (batches of 512 spans) and
+ * POSTed to a receiver in another process (it drains and answers 200), with the
+ * default tracing config. Main-thread CPU (/proc, not this process's other threads),
+ * 200k finished requests a run, against the same loop without the hook, alternating,
+ * medians of the differences.
+ */
+async function exportPathCost() {
+  const { spawn } = await import('node:child_process');
+  const { createTracing } = await import('../dist/tracing/index.js');
+  const { tracingDefaults } = await import('../dist/config/tracing.js');
+  const { createMetrics } = await import('../dist/metrics/index.js');
+  const { silentLogger } = await import('../dist/log.js');
+  const child = spawn(
+    process.execPath,
+    [
+      '-e',
+      "const s=require('http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200);r.end()})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))",
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise((r) => child.stdout.once('data', (d) => r(Number(String(d).trim()))));
+  const metrics = createMetrics({ process: false });
+  const cfg = {
+    tracing: { ...tracingDefaults, otlp_url: `http://127.0.0.1:${port}/v1/traces`, sample_ratio: 1 },
+    routes: [
+      { name: 'bench', rate_limit: 'default', origins: { production: 'http://o:1' }, latency_objective_ms: 1000 },
+    ],
+  };
+  const tracing = createTracing({ cfg, log: silentLogger, metrics });
+  const pool = new HexPool();
+  const x = (i) => ({
+    traceSampled: true,
+    traceId: pool.take(32),
+    spanId: pool.take(16),
+    parentSpanId: '',
+    protocol: 'http/1.1',
+    start: Date.now(),
+    t0: i,
+    tUp: i + 0.1,
+    errorType: '',
+  });
+  const w = (i) => ({
+    id: `wk_${i}`,
+    status: 200,
+    route: 'bench',
+    latency_ms: 1,
+    method: 'GET',
+    path: '/bench/items',
+    client_ip: '127.0.0.1',
+    user_agent: 'autocannon',
+    key_id: 'key_1',
+    environment: 'production',
+  });
+  const N = 200_000;
+  // Requests finish 256 at a time, a timer turn between (the exports run on their own turns).
+  const run = async (hook) => {
+    const t0 = mainCpuSeconds(process.pid);
+    for (let i = 0; i < N; i += 256) {
+      for (let k = i; k < i + 256; k++) {
+        const a = x(k);
+        const b = w(k);
+        if (hook !== null) hook(a, b, k + 1.5);
+      }
+      // Until the batch has left (none dropped: the queue holds four).
+      do await new Promise((r) => setTimeout(r, 1));
+      while (tracing.exporter.queuedSpans > 0);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    return ((mainCpuSeconds(process.pid) - t0) * 1e6) / N;
+  };
+  const diffs = [];
+  await run(tracing.hook);
+  for (let r = 0; r < 5; r++) {
+    const base = await run(null);
+    diffs.push((await run(tracing.hook)) - base);
+  }
+  const text = await metrics.registry.metrics();
+  const count = (name) =>
+    [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
+  await tracing.close();
+  child.kill();
+  return {
+    us: median(diffs),
+    runs: diffs,
+    exported: count('wakegate_trace_spans_exported_total'),
+    dropped: count('wakegate_trace_spans_dropped_total'),
+  };
+}
+
 /** autocannon's setupRequest: a traceparent of a new random trace on each request. */
 function withTraceparent(req) {
   const id = randomBytes(24).toString('hex');
@@ -286,7 +401,7 @@ async function main() {
     const dir = join(tmp, name.replace(/[^a-z0-9]+/g, '-'));
     const g = await startBenchGateway(dir, origin.url, 'required', yaml, {}, 1);
     procs.push(g.gateway);
-    targets.push({ name, traced, ...g, pid: g.gateway.proc.pid, cpu: [], rps: [], served: 0 });
+    targets.push({ name, traced, ...g, pid: g.gateway.proc.pid, cpu: [], main: [], rps: [], served: 0 });
   }
   for (const t of targets) {
     process.stderr.write(`warm-up ${t.name}\n`);
@@ -295,26 +410,41 @@ async function main() {
   for (let round = 1; round <= ROUNDS; round++) {
     await settle(targets.map((x) => x.pid));
     process.stderr.write(`round ${round}\n`);
-    // All at once, under the same load from this process: whatever else the
-    // machine runs slows them alike, so their CPU per request compares within a round.
-    const c0 = targets.map((t) => treeCpuSeconds(t.pid));
-    const rs = await Promise.all(
-      targets.map((t) =>
-        cannon({
-          url: `${t.url}/bench/items?id=${round}`,
-          connections: CONNECTIONS,
-          duration: DURATION,
-          headers: t.headers,
-          ...(t.traced ? { requests: [{ setupRequest: withTraceparent }] } : {}),
-        }),
-      ),
-    );
-    targets.forEach((t, i) => {
-      const r = rs[i];
-      t.cpu.push(((treeCpuSeconds(t.pid) - c0[i]) * 1e6) / Math.max(1, r.requests.total));
+    const load = (t) =>
+      cannon({
+        url: `${t.url}/bench/items?id=${round}`,
+        connections: CONNECTIONS,
+        duration: DURATION,
+        headers: t.headers,
+        ...(LOAD_RATE === null ? {} : { overallRate: LOAD_RATE }),
+        ...(t.traced ? { requests: [{ setupRequest: withTraceparent }] } : {}),
+      });
+    const note = (t, r, c0, m0) => {
+      const n = Math.max(1, r.requests.total);
+      t.cpu.push(((treeCpuSeconds(t.pid) - c0) * 1e6) / n);
+      t.main.push(((mainCpuSeconds(t.pid) - m0) * 1e6) / n);
       t.rps.push(r.requests.average);
       t.served += r['2xx'];
-    });
+    };
+    if (TOGETHER) {
+      // All at once, under the same load from this process: whatever else the machine
+      // runs slows them alike. On a busy host this process cannot load four gateways,
+      // and a request's CPU is then mostly the storage engine's idle work spread over few.
+      const c0 = targets.map((t) => treeCpuSeconds(t.pid));
+      const m0 = targets.map((t) => mainCpuSeconds(t.pid));
+      const rs = await Promise.all(targets.map(load));
+      for (const [i, t] of targets.entries()) note(t, rs[i], c0[i], m0[i]);
+    } else {
+      // One at a time, each with the whole load generator, in an order that turns each
+      // round (so none is always measured first or last), minutes apart at most.
+      for (let k = 0; k < targets.length; k++) {
+        const t = targets[(k + round - 1) % targets.length];
+        await settle([t.pid]);
+        const c0 = treeCpuSeconds(t.pid);
+        const m0 = mainCpuSeconds(t.pid);
+        note(t, await load(t), c0, m0);
+      }
+    }
   }
   await new Promise((r) => setTimeout(r, 1500));
   const metric = async (t, name) => {
@@ -329,18 +459,23 @@ async function main() {
     const cpu = median(t.cpu);
     // Against off in the same round (measured minutes apart at most): a machine whose load drifts moves both.
     const ratio = median(t.cpu.map((c, i) => c / targets[0].cpu[i]));
+    const mainRatio = median(t.main.map((c, i) => c / targets[0].main[i]));
     rows.push([
       t.name,
       cpu.toFixed(1),
       t.name === 'off' ? '—' : `${((ratio - 1) * 100).toFixed(1)}%`,
       t.cpu.map((c) => c.toFixed(1)).join(' / '),
+      median(t.main).toFixed(1),
+      t.name === 'off' ? '—' : `${((mainRatio - 1) * 100).toFixed(1)}%`,
       Math.round(median(t.rps)).toLocaleString('en-US'),
       t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_exported_total')),
       t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_dropped_total')),
     ]);
   }
   console.log(
-    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each (all at once), ${ROUNDS} rounds, keyed route (everything on), threads: 1\n`,
+    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each${LOAD_RATE === null ? '' : ` at ${LOAD_RATE} req/s`} (${TOGETHER ? 'all at once' : 'one at a time, the order turning'}), ${ROUNDS} rounds, keyed route (everything on), threads: 1; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
   );
   console.log(
     table(
@@ -349,6 +484,8 @@ async function main() {
         'CPU us / request (median)',
         'vs off (median of rounds)',
         'rounds',
+        'main thread us / request',
+        'main vs off',
         'req/s',
         'spans exported',
         'spans dropped',
@@ -362,6 +499,7 @@ async function main() {
   );
   console.log(`${table(['case', 'without', 'with', 'added ns'], microBench())}\n`);
   printExportCost();
+  await printExportPathCost();
   receiver.close();
 }
 
@@ -372,10 +510,23 @@ function printExportCost() {
   );
 }
 
+async function printExportPathCost() {
+  const p = await exportPathCost();
+  console.log(
+    `control thread, whole export path per exported request at 100% (hook, queue, OTLP, POST; main-thread CPU, 5 x 200k against the loop without it, median): ${p.us.toFixed(2)} us (runs ${p.runs.map((r) => r.toFixed(2)).join(' / ')}); ${p.exported} spans exported, ${p.dropped} dropped`,
+  );
+}
+
 try {
   if (process.argv.includes('--micro')) {
+    console.log(
+      `load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     console.log(table(['case', 'without', 'with', 'added ns'], microBench()));
     printExportCost();
+    await printExportPathCost();
   } else await main();
 } finally {
   for (const p of procs.reverse()) await p.stop();
