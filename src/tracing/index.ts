@@ -14,9 +14,9 @@ import { type WebhookAttempt, webhookSpan } from './webhook-spans.js';
 /**
  * Tracing on the control thread: the span inputs of every thread (from the edge
  * threads in batches through the thread protocol, from this thread's own proxy by a
- * direct call) wait in one bounded queue; spans are built from them when a batch
- * leaves, and exported over OTLP/HTTP (protobuf). Off (`tracing.otlp_url` null): a
- * part that does nothing, and no hook on the recorder.
+ * direct call) wait in one bounded queue; their spans are written as OTLP protobuf
+ * (otlp.ts) when a batch leaves, and exported over OTLP/HTTP. Off
+ * (`tracing.otlp_url` null): a part that does nothing, and no hook on the recorder.
  */
 export interface Tracing {
   readonly name: 'tracing';
