@@ -34,7 +34,7 @@ export function newSpanId(ids: HexSource): string {
   return id;
 }
 
-export const K = {
+const K = {
   method: otlpKey(ATTR_HTTP_REQUEST_METHOD),
   route: otlpKey(ATTR_HTTP_ROUTE),
   path: otlpKey('url.path'),
