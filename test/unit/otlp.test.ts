@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { CLIENT, OtlpWriter, otlpKey, SERVER, type SpanSink, type SpanStart } from '../../src/tracing/otlp.js';
 import type { SpanInput } from '../../src/tracing/span-input.js';
 import { type HexSource, wakeSpans } from '../../src/tracing/spans.js';
-import { type WebhookAttempt, webhookSpan } from '../../src/tracing/webhook-spans.js';
+import { type WebhookAttempt, wakeTraceOf, webhookSpan } from '../../src/tracing/webhook-spans.js';
 import { decodeRequest, SdkSpans } from '../helpers/otlp-oracle.js';
 import { decodeSpans } from '../helpers/otlp-receiver.js';
 
@@ -360,5 +360,20 @@ describe('the spans wakegate exports, both ways', () => {
       startNs: 1_764_000_000_000_250_000n,
       attributes: { 'server.address': 'origin', 'server.port': 8080, 'http.response.status_code': 502 },
     });
+  });
+});
+
+describe('wakeTraceOf (the link of a webhook span)', () => {
+  const event = (w: Record<string, unknown>) => JSON.stringify({ type: 'wake.error', data: { wake: w } });
+  it('links to the wake its event names, when both ids are ids', () => {
+    expect(wakeTraceOf(event({ trace_id: 'ab'.repeat(16), span_id: 'cd'.repeat(8) }))).toEqual({
+      traceId: 'ab'.repeat(16),
+      spanId: 'cd'.repeat(8),
+    });
+  });
+
+  it('makes no link of a span id that is not 16 lowercase hex digits (it would be written as bytes)', () => {
+    for (const spanId of ['', 'cd'.repeat(4), 'CD'.repeat(8), 'zz'.repeat(8), 'cd'.repeat(9)])
+      expect(wakeTraceOf(event({ trace_id: 'ab'.repeat(16), span_id: spanId }))).toBeNull();
   });
 });
