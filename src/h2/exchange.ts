@@ -89,6 +89,8 @@ export class H2Response implements ClientResponse {
   cut = false;
   private trailers: OutgoingHttpHeaders | null = null;
   private extra: string[] | null = null;
+  /** end() was called. */
+  private ended = false;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -103,8 +105,13 @@ export class H2Response implements ClientResponse {
     return this.stream.destroyed;
   }
 
+  /**
+   * As HTTP/1.1's: the answer was ended and all of it handed on. The stream's own says
+   * true too when a client reset closed it unanswered (Node ends its writable side
+   * then), which recorded the wake as done (not 499) and left the origin's request running.
+   */
   get writableFinished(): boolean {
-    return this.stream.writableFinished;
+    return this.ended && this.stream.writableFinished;
   }
 
   get writableLength(): number {
@@ -148,6 +155,7 @@ export class H2Response implements ClientResponse {
   }
 
   end(body?: string): this {
+    this.ended = true;
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
     return this;
