@@ -138,14 +138,15 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     const req = new H2Request(stream, headers, raw, st.socket);
     const res = new H2Response(stream, headers[':method'] === 'HEAD');
     let timer: NodeJS.Timeout | null = null;
-    stream.once('close', () => {
+    // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
+    stream.on('close', () => {
       st.open--;
       if (timer !== null) clearTimeout(timer);
       // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset limit.
-      if (res.cut || session.destroyed) return;
-      if (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished) {
+      if (!res.cut && !session.destroyed && (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished)) {
         if (st.resets.reset(d.now())) onResetPast(session);
       }
+      res.closed();
     });
     if (d.requestTimeoutMs > 0 && !stream.endAfterHeaders) {
       // HTTP/1.1's request_timeout_ms, per stream: a body that never ends holds nothing for long.
