@@ -155,7 +155,10 @@ async function h2load(url, { h1, header, seconds }) {
     : ['-c', String(H2_CONNECTIONS), '-m', String(STREAMS)];
   args.push('-t', '1', '-D', String(seconds));
   if (header) args.push('-H', header);
-  const { stdout } = await run('h2load', [...args, `${url}/bench`], { maxBuffer: 1 << 24 });
+  // A run that does not end (h2load waiting on a connection whose handshake never came, as
+  // seen once on the loaded machine) is stopped: the caller runs it again.
+  const timeout = (seconds + 30) * 1000;
+  const { stdout } = await run('h2load', [...args, `${url}/bench`], { maxBuffer: 1 << 24, timeout });
   const rps = Number(/finished in [\d.]+s, ([\d.]+) req\/s/.exec(stdout)?.[1]);
   const ok = Number(/(\d+) succeeded/.exec(stdout)?.[1]);
   const status2xx = Number(/status codes: (\d+) 2xx/.exec(stdout)?.[1]);
@@ -206,19 +209,28 @@ async function main() {
   const load0 = loadavg();
   for (const t of targets) {
     process.stderr.write(`warm-up ${t.name}\n`);
-    await h2load(t.url, { h1: t.h1, header: t.header, seconds: WARMUP });
+    await h2load(t.url, { h1: t.h1, header: t.header, seconds: WARMUP }).catch(() => {});
   }
   for (let round = 1; round <= ROUNDS; round++) {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
     for (const t of order) {
-      await settle([gw.proc.proc.pid]);
       process.stderr.write(`round ${round}: ${t.name}\n`);
       const cpu = t.tree ? treeCpuSeconds : cpuSeconds;
-      // CPU is read around the whole run (connections made, requests, connections closed),
-      // and divided by every request the run completed.
-      const c0 = cpu(t.pid);
-      const m0 = t.tree ? 0 : mainThreadCpuSeconds(t.pid);
-      const r = await h2load(t.url, { h1: t.h1, header: t.header, seconds: DURATION });
+      let r = null;
+      let c0 = 0;
+      let m0 = 0;
+      for (let attempt = 1; r === null; attempt++) {
+        await settle([gw.proc.proc.pid]);
+        // CPU is read around the whole run (connections made, requests, connections closed),
+        // and divided by every request the run completed.
+        c0 = cpu(t.pid);
+        m0 = t.tree ? 0 : mainThreadCpuSeconds(t.pid);
+        r = await h2load(t.url, { h1: t.h1, header: t.header, seconds: DURATION }).catch((e) => {
+          if (attempt === 2) throw e;
+          process.stderr.write(`h2load did not finish (${e.signal ?? e.code}): once more\n`);
+          return null;
+        });
+      }
       const used = cpu(t.pid) - c0;
       const s = results[t.name];
       s.rps.push(r.rps);
