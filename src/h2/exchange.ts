@@ -98,7 +98,7 @@ export class H2Response implements ClientResponse {
   private moreOnClose: (() => void)[] | null = null;
   /** Body bytes the answer's Content-Length still announces (-1: not known, or trailers follow). */
   private left = -1;
-  /** The answer was ended: by end(), or by write with the last bytes Content-Length announced. */
+  /** The answer was ended (end(), or write with the last bytes Content-Length announced) on a stream that could still carry it. */
   private ended = false;
 
   constructor(
@@ -165,7 +165,7 @@ export class H2Response implements ClientResponse {
       // The last bytes Content-Length announced (most answers: the only chunk): written and
       // the stream ended in one call. What write would say: the stream's buffer is not full.
       this.left = -1;
-      this.ended = true;
+      this.ended = this.delivers();
       const s = this.stream;
       s.end(chunk);
       return s.writableLength < s.writableHighWaterMark;
@@ -176,7 +176,7 @@ export class H2Response implements ClientResponse {
 
   end(body?: string): this {
     if (this.ended) return this;
-    this.ended = true;
+    this.ended = this.delivers();
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
     return this;
@@ -234,6 +234,11 @@ export class H2Response implements ClientResponse {
     this.moreOnClose = null;
     if (first !== null) first();
     if (more !== null) for (const l of more) l();
+  }
+
+  /** The stream can still carry the answer (no reset has closed it): ending it now makes the answer whole. */
+  private delivers(): boolean {
+    return !this.stream.destroyed && !this.stream.closed;
   }
 
   private addClose(listener: () => void): void {

@@ -71,6 +71,7 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
 
   it("calls them when the client resets the stream, and the answer's close listener sees it unfinished", async () => {
     let finished: boolean | null = null;
+    let endedAfter: boolean | null = null;
     let served = (): void => {};
     const handed = new Promise<void>((r) => {
       served = r;
@@ -79,6 +80,9 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
       serve = (_req, res) => {
         res.on('close', () => {
           finished = res.writableFinished;
+          // An answer ended after the reset is no more finished: it never reached the client.
+          res.end();
+          endedAfter = res.writableFinished;
           resolve();
         });
         served();
@@ -91,6 +95,7 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
     r.close(0x8);
     await closed;
     expect(finished).toBe(false);
+    expect(endedAfter).toBe(false);
   });
 
   it('ends the stream with the last bytes Content-Length announced, and end() after them changes nothing', async () => {
