@@ -192,6 +192,13 @@ export function cpuSeconds(pid) {
   return (Number(rest[11]) + Number(rest[12])) / 100;
 }
 
+/** CPU seconds (user + system) a process's main thread has used so far. */
+export function mainThreadCpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(rest[11]) + Number(rest[12])) / 100;
+}
+
 /**
  * Waits (at most `maxMs`) until the processes use less than `share` of a core each
  * on average over `windowMs` (an idle gateway uses about 4%): a gateway's storage

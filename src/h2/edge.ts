@@ -125,8 +125,8 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     // A write on a stream the client has reset is not the process's concern.
     stream.on('error', ignore);
     if (stream.destroyed) {
-      // Reset in the same read as its HEADERS (rapid reset's pattern): counted, never served.
-      if (stream.rstCode !== NGHTTP2_NO_ERROR && st.resets.reset(d.now())) onResetPast(session);
+      // Reset in the same read as its HEADERS (rapid reset's pattern), whatever its code: counted, never served.
+      if (!session.destroyed && st.resets.reset(d.now())) onResetPast(session);
       return;
     }
     const path = headers[':path'];
@@ -138,14 +138,17 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     const req = new H2Request(stream, headers, raw, st.socket);
     const res = new H2Response(stream, headers[':method'] === 'HEAD');
     let timer: NodeJS.Timeout | null = null;
-    stream.once('close', () => {
+    // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
+    stream.on('close', () => {
       st.open--;
       if (timer !== null) clearTimeout(timer);
-      // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset limit.
-      if (res.cut || session.destroyed) return;
-      if (stream.rstCode !== NGHTTP2_NO_ERROR || !stream.writableFinished) {
+      // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset
+      // limit. With NO_ERROR too: Node ends a reset stream's writable side, so the answer's own
+      // writableFinished (ended by the proxy) says whether the stream was answered.
+      if (!res.cut && !session.destroyed && (stream.rstCode !== NGHTTP2_NO_ERROR || !res.writableFinished)) {
         if (st.resets.reset(d.now())) onResetPast(session);
       }
+      res.closed();
     });
     if (d.requestTimeoutMs > 0 && !stream.endAfterHeaders) {
       // HTTP/1.1's request_timeout_ms, per stream: a body that never ends holds nothing for long.

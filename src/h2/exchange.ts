@@ -89,6 +89,17 @@ export class H2Response implements ClientResponse {
   cut = false;
   private trailers: OutgoingHttpHeaders | null = null;
   private extra: string[] | null = null;
+  /**
+   * The proxy's close listeners, called by the edge's one listener on the stream
+   * (closed()) rather than each added to the stream: a listener added to a Node stream
+   * costs a 'newListener' event, and a second one an array, on every request.
+   */
+  private onClose: (() => void) | null = null;
+  private moreOnClose: (() => void)[] | null = null;
+  /** Body bytes the answer's Content-Length still announces (-1: not known, or trailers follow). */
+  private left = -1;
+  /** The answer was ended (end(), or write with the last bytes Content-Length announced) on a stream that could still carry it. */
+  private ended = false;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -103,8 +114,14 @@ export class H2Response implements ClientResponse {
     return this.stream.destroyed;
   }
 
+  /**
+   * As HTTP/1.1's: the answer was ended (end(), or write with its last bytes) and all of
+   * it handed on. The stream's own says true too when a client reset closed it unanswered
+   * (Node ends its writable side then), which recorded the wake as done (not 499) and
+   * left the origin's request running.
+   */
   get writableFinished(): boolean {
-    return this.stream.writableFinished;
+    return this.ended && this.stream.writableFinished;
   }
 
   get writableLength(): number {
@@ -126,13 +143,13 @@ export class H2Response implements ClientResponse {
     if (this.extra !== null) announced = addFields(h, this.extra) || announced;
     // Trailers can follow only if the stream waits for them; only an answer that says so pays for that.
     this.chunkedEncoding = announced && !this.head;
-    // sendDate: Node's (not in its types): the origin's Date passes as it is, the gateway's own answers get one.
-    const o: ServerStreamResponseOptions & { sendDate: boolean } = {
-      sendDate: this.sendDate,
-      waitForTrailers: this.chunkedEncoding,
-    };
-    this.stream.respond(h, o);
+    // sendDate: the origin's Date passes as it is, the gateway's own answers get one.
+    this.stream.respond(h, RESPOND[(this.sendDate ? 1 : 0) + (this.chunkedEncoding ? 2 : 0)]);
     if (this.chunkedEncoding) this.stream.once('wantTrailers', () => this.stream.sendTrailers(this.trailers ?? {}));
+    else {
+      const length = h['content-length'];
+      if (typeof length === 'string' && !this.head) this.left = Number(length);
+    }
     return this;
   }
 
@@ -144,10 +161,22 @@ export class H2Response implements ClientResponse {
   write(chunk: Buffer): boolean {
     // HEAD: Node has ended the stream with its HEADERS; the body is not sent (RFC 9110 §9.3.2).
     if (this.head) return true;
+    if (chunk.length === this.left) {
+      // The last bytes Content-Length announced (most answers: the only chunk): written and
+      // the stream ended in one call. What write would say: the stream's buffer is not full.
+      this.left = -1;
+      this.ended = this.delivers();
+      const s = this.stream;
+      s.end(chunk);
+      return s.writableLength < s.writableHighWaterMark;
+    }
+    if (this.left > 0) this.left -= chunk.length;
     return this.stream.write(chunk);
   }
 
   end(body?: string): this {
+    if (this.ended) return this;
+    this.ended = this.delivers();
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
     return this;
@@ -177,17 +206,53 @@ export class H2Response implements ClientResponse {
   }
 
   on(event: 'close' | 'drain', listener: () => void): this {
-    this.stream.on(event, listener);
+    if (event === 'close') this.addClose(listener);
+    else this.stream.on(event, listener);
     return this;
   }
 
-  once(event: 'close', listener: () => void): this {
-    this.stream.once(event, listener);
+  /** 'close' comes once: the same as on(). */
+  once(_event: 'close', listener: () => void): this {
+    this.addClose(listener);
     return this;
   }
 
-  off(event: 'close', listener: () => void): this {
-    this.stream.off(event, listener);
+  off(_event: 'close', listener: () => void): this {
+    // As an emitter does: the one added last goes.
+    const more = this.moreOnClose;
+    const i = more === null ? -1 : more.lastIndexOf(listener);
+    if (i !== -1) (more as (() => void)[]).splice(i, 1);
+    else if (this.onClose === listener) this.onClose = null;
     return this;
+  }
+
+  /** The stream has closed (the edge's listener, once): the proxy's close listeners, in the order they came. */
+  closed(): void {
+    const first = this.onClose;
+    const more = this.moreOnClose;
+    this.onClose = null;
+    this.moreOnClose = null;
+    if (first !== null) first();
+    if (more !== null) for (const l of more) l();
+  }
+
+  /** The stream can still carry the answer (no reset has closed it): ending it now makes the answer whole. */
+  private delivers(): boolean {
+    return !this.stream.destroyed && !this.stream.closed;
+  }
+
+  private addClose(listener: () => void): void {
+    const more = this.moreOnClose;
+    if (more !== null) more.push(listener);
+    else if (this.onClose === null) this.onClose = listener;
+    else this.moreOnClose = [listener];
   }
 }
+
+/** respond()'s options, made once: [sendDate][waitForTrailers] (sendDate is Node's, not in its types). */
+const RESPOND: readonly (ServerStreamResponseOptions & { sendDate: boolean })[] = [
+  { sendDate: false, waitForTrailers: false },
+  { sendDate: true, waitForTrailers: false },
+  { sendDate: false, waitForTrailers: true },
+  { sendDate: true, waitForTrailers: true },
+];

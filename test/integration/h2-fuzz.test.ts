@@ -162,6 +162,23 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     expect(Number(n?.[1])).toBeGreaterThanOrEqual(1);
   });
 
+  it('rapid reset with RST_STREAM NO_ERROR counts the same: GOAWAY ENHANCE_YOUR_CALM, others served', async () => {
+    const c = await RawH2.connect(port);
+    let id = 1;
+    for (let round = 0; round < 10 && !c.closed; round++) {
+      const burst: Buffer[] = [];
+      for (let i = 0; i < 50; i++, id += 2) {
+        burst.push(frame(T.HEADERS, F.END_STREAM | F.END_HEADERS, id, hpack(request('/open/r'))));
+        burst.push(rstStream(id, C.NGHTTP2_NO_ERROR));
+      }
+      c.write(Buffer.concat(burst));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(await c.closedWithin(5000)).toBe(true);
+    expect(c.goawayCode()).toBe(C.NGHTTP2_ENHANCE_YOUR_CALM);
+    await othersServed();
+  });
+
   it('garbage after the preface ends that session; a near-preface is HTTP/1.1 and gets 400', async () => {
     const c = await RawH2.connect(port);
     c.write(

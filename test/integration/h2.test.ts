@@ -11,6 +11,8 @@ describe('HTTP/2 (h2c) through the proxy', () => {
   let t: TestGateway;
   let secret: string;
   const BIG = 3 * 1024 * 1024;
+  let hangStarted: () => void = () => {};
+  let hangCut: () => void = () => {};
 
   beforeAll(async () => {
     origin = await echoOrigin('prod');
@@ -52,6 +54,13 @@ describe('HTTP/2 (h2c) through the proxy', () => {
           return void res.end('dup');
         }
         if (req.url === '/x/slow') return void setTimeout(() => res.end('late'), 300);
+        if (req.url === '/x/hang') {
+          hangStarted();
+          res.on('close', () => {
+            if (!res.writableFinished) hangCut();
+          });
+          return void setTimeout(() => res.end('late'), 1000);
+        }
         if (req.url === '/x/big') {
           res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': BIG });
           return void res.end(Buffer.alloc(BIG, 7));
@@ -217,6 +226,34 @@ describe('HTTP/2 (h2c) through the proxy', () => {
       const none = await h2request(s, { ':path': '/nowhere' });
       expect(none.status).toBe(404);
       expect(none.headers.date).toBeDefined();
+    } finally {
+      s.close();
+    }
+  });
+
+  it('a client that resets its stream before the answer: the origin is let go, the wake says 499, as on HTTP/1.1', async () => {
+    const started = new Promise<void>((r) => {
+      hangStarted = r;
+    });
+    const cut = new Promise<void>((r) => {
+      hangCut = r;
+    });
+    const s = await h2connect(t.url);
+    try {
+      const r = s.request({ ':path': '/x/hang' });
+      r.on('error', () => {});
+      await started;
+      r.close(http2.constants.NGHTTP2_CANCEL);
+      // The origin's request is cut off at once, not answered a second later.
+      await cut;
+      let rows: { status: number }[] = [];
+      for (const deadline = Date.now() + 5000; rows.length === 0 && Date.now() < deadline; ) {
+        await flushed(t.gw);
+        rows = (await t.gw.wakes.list({ environment: 'production', pathPattern: '^/x/hang$' }, 10, null)).rows;
+      }
+      expect(rows.map((w) => w.status)).toEqual([499]);
+      // The session lives on.
+      expect((await h2request(s, { ':path': '/open/after-reset' })).status).toBe(200);
     } finally {
       s.close();
     }
