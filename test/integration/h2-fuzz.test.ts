@@ -18,6 +18,8 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
   let port: number;
   const BIG = 4 * 1024 * 1024;
   let rss0 = 0;
+  /** What reached the origin of each /open/seen request: its header and trailer fields. */
+  const seen: string[] = [];
 
   const othersServed = async () => {
     const r = await h2once(t.url, { ':path': '/open/other' });
@@ -27,6 +29,14 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
 
   beforeAll(async () => {
     origin = await startServer((req, res) => {
+      if (req.url?.startsWith('/open/seen')) {
+        req.resume();
+        req.on('end', () => {
+          seen.push([...req.rawHeaders, ...req.rawTrailers].join('\n'));
+          res.end('ok');
+        });
+        return;
+      }
       req.resume();
       if (req.url === '/open/big') return void res.end(Buffer.alloc(BIG, 1));
       res.end('ok');
@@ -216,6 +226,55 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     expect(Math.max(...reset)).toBeLessThanOrEqual(199);
     expect(reset.length).toBeGreaterThan(90);
     expect(c.frames.some((f) => f.type === T.HEADERS)).toBe(false);
+    await othersServed();
+  });
+
+  it('a gateway key in :authority, Host, split Cookie fields or trailers never reaches the origin', async () => {
+    const key = `svc_live_${'k'.repeat(40)}`;
+    const cases: { fields: [string, string][]; trailers?: [string, string][] }[] = [
+      {
+        fields: [
+          [':method', 'GET'],
+          [':scheme', 'http'],
+          [':authority', key],
+          [':path', '/open/seen'],
+        ],
+      },
+      {
+        fields: [
+          [':method', 'GET'],
+          [':scheme', 'http'],
+          [':authority', `${key}:443`],
+          [':path', '/open/seen'],
+        ],
+      },
+      { fields: [...request('/open/seen'), ['host', key]] },
+      { fields: [...request('/open/seen'), ['cookie', 'a=1'], ['cookie', `k=${key}`]] },
+      { fields: request('/open/seen', 'POST'), trailers: [['x-sum', key]] },
+    ];
+    for (const one of cases) {
+      seen.length = 0;
+      const c = await RawH2.connect(port);
+      const ends = one.trailers === undefined ? F.END_STREAM : 0;
+      c.write(frame(T.HEADERS, F.END_HEADERS | ends, 1, hpack(one.fields)));
+      if (one.trailers !== undefined) {
+        c.write(frame(T.DATA, 0, 1, Buffer.from('body')));
+        c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(one.trailers)));
+      }
+      const until = Date.now() + 3000;
+      while (
+        Date.now() < until &&
+        !c.frames.some((f) => (f.stream === 1 && (f.flags & F.END_STREAM) !== 0) || f.type === T.RST_STREAM)
+      )
+        await new Promise((r) => setTimeout(r, 20));
+      c.destroy();
+      const label = JSON.stringify(one);
+      expect(
+        c.frames.some((f) => f.stream === 1 && f.type === T.HEADERS),
+        label,
+      ).toBe(true);
+      for (const got of seen) expect(got, label).not.toMatch(/svc_(live|test)_|k{20}/);
+    }
     await othersServed();
   });
 
