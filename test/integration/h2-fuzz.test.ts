@@ -282,3 +282,93 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     expect(process.memoryUsage().rss - rss0).toBeLessThan(256 * 1024 * 1024);
   });
 });
+
+/**
+ * What a stream holds of the proxy's budgets (buffered body bytes, streaming places per
+ * address, origin slots, held answer bytes) goes back whichever way it ends: reset by
+ * its client while its body is buffered, streamed, queued for a slot or its answer is
+ * paused, or with its whole session cut.
+ */
+describe('HTTP/2 streams ended mid-forward give back every budget', () => {
+  let origin: TestServer;
+  let t: TestGateway;
+  let port: number;
+  const release: (() => void)[] = [];
+  /** Held requests the gateway gave up on (its client went away). */
+  const aborted: string[] = [];
+
+  beforeAll(async () => {
+    origin = await startServer((req, res) => {
+      req.resume();
+      if (req.url === '/open/big') return void res.end(Buffer.alloc(1024 * 1024, 1));
+      // Held until the test lets go (or the gateway gives up on it: counted).
+      release.push(() => res.end('late'));
+      res.on('close', () => {
+        if (!res.writableFinished) aborted.push(req.url ?? '');
+      });
+    });
+    t = await startGateway({
+      server: {
+        http2: 'h2c',
+        buffer_request_body_bytes: 1024,
+        buffer_response_body_bytes: 16_384,
+        upstream_connections: 4,
+        send_timeout_ms: 30_000,
+        request_timeout_ms: 30_000,
+        http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 1000 },
+      },
+      routes: [
+        { name: 'open', prefix: '/open', auth: 'none', queue_timeout_ms: 30_000, origins: { production: origin.url } },
+      ],
+    });
+    port = Number(new URL(t.url).port);
+  });
+  afterAll(async () => {
+    for (const r of release.splice(0)) r();
+    await t.cleanup();
+    await origin.close();
+  });
+
+  /** The proxy's counters, read from the edge (threads: 1). */
+  const budgets = () => {
+    // biome-ignore lint/suspicious/noExplicitAny: reads the proxy's private counters
+    const p = t.gw.edge?.proxy as any;
+    const slots = [...p.upstreams.slots.values()] as { active: number; streams: number; waiting: unknown[] }[];
+    return {
+      buffered: p.buffered as number,
+      streamingUploads: p.streaming.size as number,
+      held: p.downloads.held as number,
+      streamingDownloads: p.downloads.streaming.size as number,
+      active: slots.reduce((n, s) => n + s.active, 0),
+      streams: slots.reduce((n, s) => n + s.streams, 0),
+      waiting: slots.reduce((n, s) => n + s.waiting.length, 0),
+    };
+  };
+  const ZERO = { buffered: 0, streamingUploads: 0, held: 0, streamingDownloads: 0, active: 0, streams: 0, waiting: 0 };
+  const settled = async () => {
+    const until = Date.now() + 5000;
+    while (Date.now() < until && JSON.stringify(budgets()) !== JSON.stringify(ZERO))
+      await new Promise((r) => setTimeout(r, 25));
+    return budgets();
+  };
+  const post = (path: string, length: number): [string, string][] => [
+    ...request(path, 'POST'),
+    ['content-length', String(length)],
+  ];
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('an h2c client that closes its connection ends its session at once, whatever its streams wait for', async () => {
+    const c = await RawH2.connect(port, false);
+    c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
+    c.write(frame(T.HEADERS, F.END_HEADERS, 1, hpack(post('/open/buf', 1000))));
+    c.write(frame(T.DATA, 0, 1, Buffer.alloc(500, 0x62)));
+    await pause(300);
+    expect(t.gw.edge?.h2?.sessions).toBe(1);
+    expect(budgets().buffered).toBe(500);
+    c.destroy();
+    const until = Date.now() + 2000;
+    while (Date.now() < until && t.gw.edge?.h2?.sessions !== 0) await pause(20);
+    expect(t.gw.edge?.h2?.sessions).toBe(0);
+    expect(await settled()).toEqual(ZERO);
+  });
+});
