@@ -89,6 +89,7 @@ export class H2Response implements ClientResponse {
   cut = false;
   private trailers: OutgoingHttpHeaders | null = null;
   private extra: string[] | null = null;
+  private ended = false;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -103,8 +104,13 @@ export class H2Response implements ClientResponse {
     return this.stream.destroyed;
   }
 
+  /**
+   * The answer was ended whole. Node ends the writable side of a stream the client reset
+   * too, so the stream's own writableFinished alone would call a cut answer finished (the
+   * origin not aborted, its slot held, the wake not a 499).
+   */
   get writableFinished(): boolean {
-    return this.stream.writableFinished;
+    return this.ended && this.stream.writableFinished;
   }
 
   get writableLength(): number {
@@ -148,6 +154,7 @@ export class H2Response implements ClientResponse {
   }
 
   end(body?: string): this {
+    this.ended = true;
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
     return this;

@@ -1,6 +1,6 @@
 import http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
 import { F, frame, hpack, RawH2, request, rstStream, settings, T, windowUpdate } from '../helpers/h2-frames.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
@@ -370,5 +370,24 @@ describe('HTTP/2 streams ended mid-forward give back every budget', () => {
     while (Date.now() < until && t.gw.edge?.h2?.sessions !== 0) await pause(20);
     expect(t.gw.edge?.h2?.sessions).toBe(0);
     expect(await settled()).toEqual(ZERO);
+  });
+
+  it('a stream its client resets while the origin holds it: the origin is let go, the slot given back, the wake a 499', async () => {
+    aborted.length = 0;
+    const c = await RawH2.connect(port);
+    c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(request('/open/held-reset'))));
+    const until = Date.now() + 2000;
+    while (Date.now() < until && budgets().active === 0) await pause(20);
+    await pause(100);
+    c.write(rstStream(1, C.NGHTTP2_CANCEL));
+    expect(await settled()).toEqual(ZERO);
+    const until2 = Date.now() + 2000;
+    while (Date.now() < until2 && aborted.length === 0) await pause(20);
+    expect(aborted).toEqual(['/open/held-reset']);
+    c.destroy();
+    await flushed(t.gw);
+    const page = await t.gw.wakes.list({ environment: 'production', pathPattern: '^/open/held-reset$' }, 10, null);
+    expect(page.rows[0]?.status).toBe(499);
+    expect(page.rows[0]?.protocol).toBe('h2');
   });
 });
