@@ -441,8 +441,11 @@ class Forwarding {
       this.cancelWait?.();
       return;
     }
-    // The client went away mid-exchange: stop asking the origin.
-    if (!this.failed && !this.res.writableFinished && this.abort) this.abort(new Error('client closed'));
+    // The client went away mid-exchange: stop asking the origin (as soon as undici says how,
+    // when the request was handed over and not yet given a connection).
+    if (this.failed || this.res.writableFinished) return;
+    if (this.abort !== null) this.abort(new Error('client closed'));
+    else this.gone = true;
   };
 
   /** The client read what was held for it: the budget is given back, the origin read again. */
@@ -481,6 +484,8 @@ class Forwarding {
 
   onConnect(abort: (err?: Error) => void): void {
     this.abort = abort;
+    // Its client went away while the request waited for a connection of the pool.
+    if (this.gone) abort(new Error('client closed'));
   }
 
   onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {

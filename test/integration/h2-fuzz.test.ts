@@ -357,6 +357,33 @@ describe('HTTP/2 streams ended mid-forward give back every budget', () => {
   ];
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+  /** Opens streams in every phase on one session (its answers never read: window 0), then ends them `how`. */
+  const scenario = async (how: 'reset' | 'cut') => {
+    const c = await RawH2.connect(port, false);
+    c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
+    // 1: an upload past the buffer, streaming (a streaming place, an origin slot).
+    c.write(frame(T.HEADERS, F.END_HEADERS, 1, hpack(post('/open/up', 100_000))));
+    c.write(frame(T.DATA, 0, 1, Buffer.alloc(4096, 0x61)));
+    // 3: a body still being buffered.
+    c.write(frame(T.HEADERS, F.END_HEADERS, 3, hpack(post('/open/buf', 1000))));
+    c.write(frame(T.DATA, 0, 3, Buffer.alloc(500, 0x62)));
+    // 5, 7, 9: requests the origin holds (slots), then some queued for a slot.
+    for (let id = 5; id <= 15; id += 2)
+      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, id, hpack(request('/open/hold'))));
+    // 17: an answer larger than the buffer the client never reads (held bytes, then paused).
+    c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 17, hpack(request('/open/big'))));
+    await pause(400);
+    const during = budgets();
+    if (how === 'reset') {
+      for (let id = 1; id <= 17; id += 2) c.write(rstStream(id, C.NGHTTP2_CANCEL));
+      await pause(100);
+      c.destroy();
+    } else {
+      c.destroy();
+    }
+    return during;
+  };
+
   it('an h2c client that closes its connection ends its session at once, whatever its streams wait for', async () => {
     const c = await RawH2.connect(port, false);
     c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
@@ -390,4 +417,21 @@ describe('HTTP/2 streams ended mid-forward give back every budget', () => {
     expect(page.rows[0]?.status).toBe(499);
     expect(page.rows[0]?.protocol).toBe('h2');
   });
+
+  for (const how of ['reset', 'cut'] as const) {
+    it(`every stream ${how === 'reset' ? 'reset by its client' : 'of a session whose connection is cut'}: the counters return to zero`, async () => {
+      const during = await scenario(how);
+      // The scenario did hold each budget (else this test could not fail).
+      expect(during.buffered).toBeGreaterThan(0);
+      expect(during.streamingUploads).toBe(1);
+      expect(during.active).toBe(4);
+      expect(during.waiting).toBeGreaterThan(0);
+      expect(await settled()).toEqual(ZERO);
+      for (const r of release.splice(0)) r();
+      expect(await settled()).toEqual(ZERO);
+      const r = await h2once(t.url, { ':path': '/open/big' });
+      expect(r.status).toBe(200);
+      expect(await settled()).toEqual(ZERO);
+    });
+  }
 });
