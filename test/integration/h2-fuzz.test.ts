@@ -39,6 +39,7 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
       }
       req.resume();
       if (req.url === '/open/big') return void res.end(Buffer.alloc(BIG, 1));
+      if (req.url === '/open/small') return void res.end(Buffer.alloc(10_000, 1));
       res.end('ok');
     });
     t = await startGateway({
@@ -150,6 +151,28 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     expect(c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1) || c.closed).toBe(true);
     expect(c.frames.filter((f) => f.type === T.DATA).length).toBe(0);
     c.destroy();
+  });
+
+  it('small answers behind a window that never opens are cut at send_timeout_ms too, and the session then ends', async () => {
+    const c = await RawH2.connect(port, false);
+    c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
+    const ids: number[] = [];
+    // 10 kB answers (each within the stream's write buffer) and the gateway's own error answers.
+    for (let id = 1; id < 100; id += 2) {
+      ids.push(id);
+      const path = id % 4 === 1 ? '/open/small' : '/none';
+      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, id, hpack(request(path))));
+    }
+    const t0 = Date.now();
+    const reset = () => new Set(c.frames.filter((f) => f.type === T.RST_STREAM).map((f) => f.stream));
+    while (Date.now() - t0 < 4000 && reset().size < ids.length && !c.closed)
+      await new Promise((r) => setTimeout(r, 50));
+    expect([...reset()].sort((a, b) => a - b)).toEqual(ids);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(450);
+    expect(c.frames.some((f) => f.type === T.DATA)).toBe(false);
+    // No stream left open: the session is idle, and closed at keep_alive_timeout_ms.
+    expect(await c.closedWithin(3000)).toBe(true);
+    await othersServed();
   });
 
   it('rapid reset: past max_resets_per_10s the session gets GOAWAY ENHANCE_YOUR_CALM, counted; others are served', async () => {
