@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -56,6 +57,19 @@ const HEADER_REFUSED = new GatewayError(
   'the request carries a header the origin connection refuses',
 );
 
+/** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed (400). */
+const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
+const MALFORMED = JSON.stringify({
+  error: { type: 'invalid_request', message: 'malformed request', param: null, retry_after: null, wake_id: null },
+});
+
+/** What HTTP/1.1 answers a request its parser refuses (edge.ts answerMalformed): 400, no wake. */
+function malformed(req: ClientRequest, res: ClientResponse): void {
+  res.writeHead(400, ['content-type', 'application/json', 'content-length', String(MALFORMED.length)]);
+  res.end(MALFORMED);
+  if (!req.complete) req.resume();
+}
+
 /** Proxies plain HTTP requests: admission (src/admission), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams: Upstreams;
@@ -107,6 +121,9 @@ export class ProxyHandler {
    * Expect: 100-continue, answered only once admission has passed.
    */
   handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
+    // HTTP/2 carries any token as :method (of any length, up to the header list): only the
+    // methods HTTP/1.1's parser takes are requests here, the others malformed as they are there.
+    if (req.httpVersionMajor === 2 && !HTTP1_METHODS.has(req.method as string)) return malformed(req, res);
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.

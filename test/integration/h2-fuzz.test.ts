@@ -301,6 +301,40 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     await othersServed();
   });
 
+  it(':method is one HTTP/1.1 takes: any other token (of any length) is a malformed request, never forwarded nor stored', async () => {
+    const answer = async (method: string) => {
+      const c = await RawH2.connect(port);
+      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(request('/open/seen-method', method))));
+      const until = Date.now() + 3000;
+      while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
+        await new Promise((r) => setTimeout(r, 20));
+      c.destroy();
+      const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
+      return Buffer.concat(data).toString();
+    };
+    const before = (await t.gw.wakes.list({ environment: 'production', pathPattern: '^/open/seen-method$' }, 100, null))
+      .rows.length;
+    for (const bad of ['X'.repeat(15_000), 'FOO', 'get', 'Post', 'BREW']) {
+      seen.length = 0;
+      const body = await answer(bad);
+      expect(JSON.parse(body), bad.slice(0, 20)).toEqual({
+        error: { type: 'invalid_request', message: 'malformed request', param: null, retry_after: null, wake_id: null },
+      });
+      expect(seen, bad.slice(0, 20)).toHaveLength(0);
+    }
+    for (const good of ['GET', 'PATCH', 'PURGE', 'PROPFIND']) {
+      seen.length = 0;
+      expect(await answer(good), good).toBe('ok');
+      expect(seen, good).toHaveLength(1);
+    }
+    await flushed(t.gw);
+    const rows = (await t.gw.wakes.list({ environment: 'production', pathPattern: '^/open/seen-method$' }, 100, null))
+      .rows;
+    expect(rows.length - before).toBe(4);
+    expect(rows.map((w) => w.method).sort()).toEqual(['GET', 'PATCH', 'PROPFIND', 'PURGE']);
+    await othersServed();
+  });
+
   it('memory stays bounded through all of it', () => {
     expect(process.memoryUsage().rss - rss0).toBeLessThan(256 * 1024 * 1024);
   });
