@@ -335,6 +335,101 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     await othersServed();
   });
 
+  it('malformed requests (pseudo-headers, forbidden fields, CR/LF/NUL, a length the DATA belies) never reach the origin', async () => {
+    const req = (path: string, method = 'GET') => request(path, method);
+    const refused: { name: string; fields: [string, string][]; body?: Buffer; trailers?: [string, string][] }[] = [
+      { name: ':path without /', fields: req('open/seen') },
+      { name: 'absolute :path', fields: req('http://evil.example/open/seen') },
+      { name: ':path with a space', fields: req('/open/seen x HTTP/1.1') },
+      {
+        name: 'no :scheme',
+        fields: [
+          [':method', 'GET'],
+          [':authority', 'a'],
+          [':path', '/open/seen'],
+        ],
+      },
+      {
+        name: 'no :authority',
+        fields: [
+          [':method', 'GET'],
+          [':scheme', 'http'],
+          [':path', '/open/seen'],
+        ],
+      },
+      {
+        name: ':authority with CR LF',
+        fields: [
+          [':method', 'GET'],
+          [':scheme', 'http'],
+          [':authority', 'a\r\nx: 1'],
+          [':path', '/open/seen'],
+        ],
+      },
+      { name: 'extended CONNECT', fields: [...req('/open/seen', 'CONNECT'), [':protocol', 'websocket']] },
+      { name: 'upper-case name', fields: [...req('/open/seen'), ['X-Up', '1']] },
+      { name: 'connection', fields: [...req('/open/seen'), ['connection', 'close']] },
+      {
+        name: 'transfer-encoding',
+        fields: [...req('/open/seen', 'POST'), ['transfer-encoding', 'chunked']],
+        body: Buffer.from('0\r\n\r\n'),
+      },
+      { name: 'upgrade', fields: [...req('/open/seen'), ['upgrade', 'websocket']] },
+      { name: 'te: gzip', fields: [...req('/open/seen'), ['te', 'gzip']] },
+      {
+        name: 'content-length past DATA',
+        fields: [...req('/open/seen', 'POST'), ['content-length', '5']],
+        body: Buffer.from('0123456789'),
+      },
+      {
+        name: 'content-length short of DATA',
+        fields: [...req('/open/seen', 'POST'), ['content-length', '50']],
+        body: Buffer.from('0123456789'),
+      },
+      {
+        name: 'pseudo-header in trailers',
+        fields: req('/open/seen', 'POST'),
+        body: Buffer.from('b'),
+        trailers: [[':path', '/x']],
+      },
+    ];
+    for (const one of refused) {
+      seen.length = 0;
+      const c = await RawH2.connect(port);
+      const ends = one.body === undefined ? F.END_STREAM : 0;
+      c.write(frame(T.HEADERS, F.END_HEADERS | ends, 1, hpack(one.fields)));
+      if (one.body !== undefined) c.write(frame(T.DATA, one.trailers ? 0 : F.END_STREAM, 1, one.body));
+      if (one.trailers !== undefined) c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(one.trailers)));
+      const until = Date.now() + 3000;
+      while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && f.type === T.RST_STREAM) && !c.closed)
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      c.destroy();
+      expect(c.frames.some((f) => f.stream === 1 && f.type === T.RST_STREAM) || c.closed, one.name).toBe(true);
+      expect(
+        c.frames.some((f) => f.stream === 1 && f.type === T.DATA),
+        one.name,
+      ).toBe(false);
+      expect(seen, one.name).toHaveLength(0);
+    }
+    // Values Node drops as invalid (CR, LF, NUL, leading space): the request goes on without them.
+    seen.length = 0;
+    const bad: [string, string][] = [
+      ['x-crlf', 'a\r\nInjected: 1'],
+      ['x-lf', 'a\nInjected: 1'],
+      ['x-nul', 'a\0b'],
+      ['x-lead', ' a'],
+    ];
+    const c = await RawH2.connect(port);
+    c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack([...req('/open/seen'), ...bad])));
+    const until = Date.now() + 3000;
+    while (Date.now() < until && seen.length === 0) await new Promise((r) => setTimeout(r, 20));
+    c.destroy();
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).not.toMatch(/Injected|x-crlf|x-lf|x-nul|\0/i);
+    await othersServed();
+  });
+
   it('memory stays bounded through all of it', () => {
     expect(process.memoryUsage().rss - rss0).toBeLessThan(256 * 1024 * 1024);
   });
