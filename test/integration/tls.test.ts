@@ -210,6 +210,20 @@ describe('TLS certificate files swapped for what is no PEM file', () => {
     certs?.cleanup();
   });
 
+  it('a certificate replaced without its key (the old key does not match it) is refused; the old pair serves on', async () => {
+    const swap = `${certs.dir}/swap.pem`;
+    const next = certs.make('mismatch', 'localhost-mismatch', ['DNS:localhost', 'IP:127.0.0.1']);
+    rmSync(swap, { force: true });
+    copyFileSync(next.cert, swap);
+    const before = lines.length;
+    expect(t.gw.reloadTls()).toBe(false);
+    const said = lines.slice(before).join('');
+    expect(said).toContain('server.tls.certificates[0].key');
+    expect(said).toContain('does not load with');
+    expect((await handshake(port, { ca: certs.caPem })).peer.subject.CN).toBe('localhost');
+    copyFileSync(certs.server.cert, swap);
+  });
+
   it('a FIFO, a device or a huge file in its place is refused at once; the old certificate serves on', async () => {
     const swap = `${certs.dir}/swap.pem`;
     // A FIFO whose writer (the certificate itself) comes only later: reading it would block the thread until then.
