@@ -70,6 +70,25 @@ function malformed(req: ClientRequest, res: ClientResponse): void {
   if (!req.complete) req.resume();
 }
 
+/**
+ * The Content-Encoding an origin decodes the body by. HTTP/2's header object keeps only
+ * the first of repeated fields (Node reads Content-Encoding as single-valued there),
+ * while the origin gets every field and joins them, as HTTP/1.1's header object does:
+ * the key scan must read the body as the origin will (`identity` then `gzip` is gzip).
+ */
+function contentEncoding(req: ClientRequest): string | undefined {
+  const first = req.headers['content-encoding'];
+  if (req.httpVersionMajor !== 2 || first === undefined) return first;
+  const raw = req.rawHeaders;
+  let all: string | undefined;
+  // HTTP/2 field names are lower case.
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i] !== 'content-encoding') continue;
+    all = all === undefined ? raw[i + 1] : `${all}, ${raw[i + 1]}`;
+  }
+  return all ?? first;
+}
+
 /** Proxies plain HTTP requests: admission (src/admission), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams: Upstreams;
@@ -227,7 +246,7 @@ export class ProxyHandler {
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
       release();
       // A gateway key never reaches an origin, in a body either, in any spelling (key-scan.ts; a cheap look first).
-      const refused = refusedBody(body, req.headers['content-type'], req.headers['content-encoding']);
+      const refused = refusedBody(body, req.headers['content-type'], contentEncoding(req));
       if (refused !== null) {
         fw.gone = true;
         return this.fail(fw, new GatewayError(refused.type, refused.message, refused.param));
@@ -264,7 +283,7 @@ export class ProxyHandler {
     }
     let gate: KeyGate;
     try {
-      gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
+      gate = new KeyGate(req.headers['content-type'], contentEncoding(req));
     } catch (e) {
       // Anything else is ours, never a reason to end the process: the client gets a 500.
       if (!(e instanceof BodyRefused)) return this.fail(fw, UNREADABLE);

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import http2 from 'node:http2';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
@@ -427,6 +429,56 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     c.destroy();
     expect(seen).toHaveLength(1);
     expect(seen[0]).not.toMatch(/Injected|x-crlf|x-lf|x-nul|\0/i);
+    await othersServed();
+  });
+
+  it('a gateway key in a body under repeated Content-Encoding fields is found as the origin would decode it, buffered or streamed', async () => {
+    const key = `svc_live_${'q'.repeat(40)}`;
+    const json = Buffer.from(JSON.stringify({ k: key }));
+    // Past the 1 MiB request buffer once compressed (random bytes do not compress): streamed, scanned as it goes.
+    const big = Buffer.from(JSON.stringify({ k: key, pad: randomBytes(1_200_000).toString('base64') }));
+    const cases: [string, string[], Buffer][] = [
+      ['identity, gzip', ['identity', 'gzip'], gzipSync(json)],
+      ['gzip, gzip', ['gzip', 'gzip'], gzipSync(gzipSync(json))],
+      ['identity, deflate', ['identity', 'deflate'], deflateSync(json)],
+      ['streamed identity, gzip', ['identity', 'gzip'], gzipSync(big)],
+    ];
+    for (const [name, codings, body] of cases) {
+      seen.length = 0;
+      const c = await RawH2.connect(port);
+      const fields: [string, string][] = [
+        ...request('/open/seen-coding', 'POST'),
+        ['content-type', 'application/json'],
+        ...codings.map((v): [string, string] => ['content-encoding', v]),
+        ['content-length', String(body.length)],
+      ];
+      c.write(frame(T.HEADERS, F.END_HEADERS, 1, hpack(fields)));
+      // Within the windows the gateway opens (65,535 bytes to start with, then its WINDOW_UPDATEs).
+      const opened = (stream: number) =>
+        c.frames
+          .filter((f) => f.type === T.WINDOW_UPDATE && f.stream === stream)
+          .reduce((n, f) => n + f.payload.readUInt32BE(0), 65_535);
+      for (let i = 0; i < body.length && !c.closed; i += 16_384) {
+        const n = Math.min(16_384, body.length - i);
+        const until = Date.now() + 5000;
+        while (Date.now() < until && (i + n > opened(1) || i + n > opened(0)) && !c.closed)
+          await new Promise((r) => setTimeout(r, 5));
+        c.write(frame(T.DATA, i + n >= body.length ? F.END_STREAM : 0, 1, body.subarray(i, i + n)));
+      }
+      const until = Date.now() + 5000;
+      while (
+        Date.now() < until &&
+        !c.frames.some((f) => f.stream === 1 && (f.type === T.RST_STREAM || (f.flags & F.END_STREAM) !== 0))
+      )
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      c.destroy();
+      const answer = Buffer.concat(
+        c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload),
+      ).toString();
+      expect(seen, name).toHaveLength(0);
+      expect(answer, name).toContain('gateway key');
+    }
     await othersServed();
   });
 
