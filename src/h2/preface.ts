@@ -34,6 +34,11 @@ export function choosePerConnection(server: http.Server, h2: (socket: Socket) =>
       // session reads what was put back itself, on the next tick, before its handle: a
       // resume here would hand those bytes to no one.
       if (resume) socket.resume();
+      // The HTTP server's sockets allow half-open connections (HTTP/1.1 answers after the
+      // client's FIN); an HTTP/2 session must not: it would never learn that its client
+      // went (nothing closes the socket while no frame is written), its streams holding
+      // their origin slots and budgets. Ended as Node's own HTTP/2 server ends them.
+      else socket.once('end', () => socket.end());
     };
     const onData = (c: Buffer) => {
       got = got.length === 0 ? c : Buffer.concat([got, c]);

@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -56,6 +57,38 @@ const HEADER_REFUSED = new GatewayError(
   'the request carries a header the origin connection refuses',
 );
 
+/** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed (400). */
+const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
+const MALFORMED = JSON.stringify({
+  error: { type: 'invalid_request', message: 'malformed request', param: null, retry_after: null, wake_id: null },
+});
+
+/** What HTTP/1.1 answers a request its parser refuses (edge.ts answerMalformed): 400, no wake. */
+function malformed(req: ClientRequest, res: ClientResponse): void {
+  res.writeHead(400, ['content-type', 'application/json', 'content-length', String(MALFORMED.length)]);
+  res.end(MALFORMED);
+  if (!req.complete) req.resume();
+}
+
+/**
+ * The Content-Encoding an origin decodes the body by. HTTP/2's header object keeps only
+ * the first of repeated fields (Node reads Content-Encoding as single-valued there),
+ * while the origin gets every field and joins them, as HTTP/1.1's header object does:
+ * the key scan must read the body as the origin will (`identity` then `gzip` is gzip).
+ */
+function contentEncoding(req: ClientRequest): string | undefined {
+  const first = req.headers['content-encoding'];
+  if (req.httpVersionMajor !== 2 || first === undefined) return first;
+  const raw = req.rawHeaders;
+  let all: string | undefined;
+  // HTTP/2 field names are lower case.
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i] !== 'content-encoding') continue;
+    all = all === undefined ? raw[i + 1] : `${all}, ${raw[i + 1]}`;
+  }
+  return all ?? first;
+}
+
 /** Proxies plain HTTP requests: admission (src/admission), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams: Upstreams;
@@ -66,6 +99,9 @@ export class ProxyHandler {
   private buffered = 0;
   /** Answers held for slow clients, and those streaming at their pace, per address. */
   readonly downloads: Downloads;
+  /** HTTP/2 answers ended and not sent whole yet (left when their stream closes), looked at every send_timeout_ms. */
+  private readonly unflushed = new Set<Forwarding>();
+  private sweep: NodeJS.Timeout | null = null;
 
   constructor(private readonly d: ProxyDeps) {
     this.upstreams = new Upstreams(d.server.connections);
@@ -89,6 +125,7 @@ export class ProxyHandler {
       for (const v of headers) h.push(v);
       res.writeHead(e.status, h);
       res.end(body);
+      fw.flushWithin();
     } else {
       res.destroy();
     }
@@ -103,6 +140,9 @@ export class ProxyHandler {
    * Expect: 100-continue, answered only once admission has passed.
    */
   handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
+    // HTTP/2 carries any token as :method (of any length, up to the header list): only the
+    // methods HTTP/1.1's parser takes are requests here, the others malformed as they are there.
+    if (req.httpVersionMajor === 2 && !HTTP1_METHODS.has(req.method as string)) return malformed(req, res);
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
@@ -206,7 +246,7 @@ export class ProxyHandler {
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
       release();
       // A gateway key never reaches an origin, in a body either, in any spelling (key-scan.ts; a cheap look first).
-      const refused = refusedBody(body, req.headers['content-type'], req.headers['content-encoding']);
+      const refused = refusedBody(body, req.headers['content-type'], contentEncoding(req));
       if (refused !== null) {
         fw.gone = true;
         return this.fail(fw, new GatewayError(refused.type, refused.message, refused.param));
@@ -243,7 +283,7 @@ export class ProxyHandler {
     }
     let gate: KeyGate;
     try {
-      gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
+      gate = new KeyGate(req.headers['content-type'], contentEncoding(req));
     } catch (e) {
       // Anything else is ours, never a reason to end the process: the client gets a 500.
       if (!(e instanceof BodyRefused)) return this.fail(fw, UNREADABLE);
@@ -391,7 +431,46 @@ export class ProxyHandler {
     return false;
   }
 
+  /**
+   * An HTTP/2 answer ended (its bytes maybe held back by the client's flow control):
+   * looked at by one sweep every send_timeout_ms rather than a timer per stream. One
+   * whose unsent bytes have not gone down between two sweeps is cut, so a client that
+   * never opens its window holds a stream between one and two send_timeout_ms.
+   */
+  watchFlush(fw: Forwarding): void {
+    this.unflushed.add(fw);
+    if (this.sweep !== null) return;
+    this.sweep = setInterval(() => this.sweepUnflushed(), this.d.downloads.sendTimeoutMs);
+    this.sweep.unref();
+  }
+
+  /** Its stream closed: nothing left to look at. */
+  unwatchFlush(fw: Forwarding): void {
+    this.unflushed.delete(fw);
+  }
+
+  private sweepUnflushed(): void {
+    for (const fw of this.unflushed) {
+      const res = fw.res;
+      const unsent = res.writableLength;
+      if (res.destroyed || res.writableFinished) this.unflushed.delete(fw);
+      else if (fw.unsent === -1 || unsent < fw.unsent) fw.unsent = unsent;
+      else {
+        this.d.log.debug('answer cut: its client took none of it within send_timeout_ms', { route: fw.x.route });
+        this.unflushed.delete(fw);
+        res.destroy();
+      }
+    }
+    if (this.unflushed.size === 0 && this.sweep !== null) {
+      clearInterval(this.sweep);
+      this.sweep = null;
+    }
+  }
+
   close(): Promise<void> {
+    if (this.sweep !== null) clearInterval(this.sweep);
+    this.sweep = null;
+    this.unflushed.clear();
     return this.upstreams.close();
   }
 }
@@ -422,6 +501,10 @@ class Forwarding {
   /** The origin's slots whose streaming place this answer holds (it streams at the client's pace). */
   streams: Slots | null = null;
   private resume: (() => void) | null = null;
+  /** Its ended answer's bytes still unsent when the flush sweep last looked (-1: not looked yet). */
+  unsent = -1;
+  /** In the flush sweep's set (HTTP/2, its answer ended). */
+  private watched = false;
 
   constructor(
     private readonly p: ProxyHandler,
@@ -433,6 +516,7 @@ class Forwarding {
   }
 
   readonly onClose = (): void => {
+    if (this.watched) this.p.unwatchFlush(this);
     // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
     this.p.closed(this);
     if (this.held !== 0 || this.streams !== null) this.letGo();
@@ -441,8 +525,11 @@ class Forwarding {
       this.cancelWait?.();
       return;
     }
-    // The client went away mid-exchange: stop asking the origin.
-    if (!this.failed && !this.res.writableFinished && this.abort) this.abort(new Error('client closed'));
+    // The client went away mid-exchange: stop asking the origin (as soon as undici says how,
+    // when the request was handed over and not yet given a connection).
+    if (this.failed || this.res.writableFinished) return;
+    if (this.abort !== null) this.abort(new Error('client closed'));
+    else this.gone = true;
   };
 
   /** The client read what was held for it: the budget is given back, the origin read again. */
@@ -481,6 +568,8 @@ class Forwarding {
 
   onConnect(abort: (err?: Error) => void): void {
     this.abort = abort;
+    // Its client went away while the request waited for a connection of the pool.
+    if (this.gone) abort(new Error('client closed'));
   }
 
   onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
@@ -520,6 +609,19 @@ class Forwarding {
       }
     }
     this.res.end();
+    this.flushWithin();
+  }
+
+  /**
+   * HTTP/2: an ended answer the client's flow control holds back (a window it never
+   * opens) would keep its stream, and so its session, open for good, however small:
+   * it is cut after send_timeout_ms without progress, as a slow HTTP/1.1 reader is
+   * (ProxyHandler.watchFlush: a timer per stream measured ~7 us a request).
+   */
+  flushWithin(): void {
+    if (this.req.httpVersionMajor !== 2 || this.timed || this.res.destroyed) return;
+    this.watched = true;
+    this.p.watchFlush(this);
   }
 
   onError(err: Error & { code?: string }): void {

@@ -91,11 +91,12 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     const value = raw[i + 1] as string;
     const lower = name.toLowerCase();
     if (lower === 'host') {
-      host = value;
+      // Passed on as X-Forwarded-Host: a gateway key the client put there is not (HTTP/2's :authority too).
+      if (!carriesGatewayKey(value)) host = value;
       continue;
     }
     if (lower.startsWith('x-forwarded-') || lower === 'forwarded') {
-      if (!o.clientTrusted) continue;
+      if (!o.clientTrusted || carriesGatewayKey(value)) continue;
       if (lower === 'x-forwarded-for') xff = xff === null ? value : `${xff}, ${value}`;
       else if (lower === 'x-forwarded-proto') xfp ??= value;
       else if (lower === 'x-forwarded-host') xfh ??= value;

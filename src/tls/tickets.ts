@@ -1,6 +1,6 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { ConfigError } from '../config/index.js';
+import { readBounded } from './material.js';
 
 /**
  * Session-ticket keys: the same on every edge thread (a ticket made on one resumes
@@ -29,12 +29,8 @@ export function processTickets(): TicketSource {
  * base64 text of the same bytes (`openssl rand -base64 144`); at least one key.
  */
 export function readTicketFile(file: string, path: string): TicketSource {
-  let raw: Buffer;
-  try {
-    raw = readFileSync(file);
-  } catch (e) {
-    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-  }
+  // Keys as base64 text with line breaks: well within 64 kB for any number worth rotating.
+  const raw = readBounded(file, path, 64 * 1024);
   const text = raw.toString('latin1').replace(/\s+/g, '');
   const bytes =
     raw.length % TICKET_KEY_BYTES !== 0 && /^[A-Za-z0-9+/]+=*$/.test(text) ? Buffer.from(text, 'base64') : raw;

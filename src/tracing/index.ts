@@ -63,6 +63,11 @@ export function createTracing(d: TracingDeps): Tracing {
   const agent = d.post ? null : new Agent({ keepAliveTimeout: 30_000, connections: 2 });
   const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
   let warned = 0;
+  // Said in the log without what may authenticate to it (user:password@, a token in the query).
+  const collector = (() => {
+    const u = new URL(t.otlp_url);
+    return `${u.origin}${u.pathname}`;
+  })();
   const exporter = new SpanExporter<Item>({
     queueSize: t.queue_size,
     batchSize: t.batch_size,
@@ -89,7 +94,7 @@ export function createTracing(d: TracingDeps): Tracing {
       if (now - warned < 60_000) return;
       warned = now;
       log.warn('trace export failed; its spans are dropped (wakegate_trace_spans_dropped_total)', {
-        otlp_url: t.otlp_url,
+        otlp_url: collector,
         why,
       });
     },

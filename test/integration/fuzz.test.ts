@@ -2,9 +2,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { holdsGatewayKey } from '../../src/capture/text.js';
 import { ERROR_TYPES } from '../../src/errors.js';
 import { queryRows } from '../../src/store/store.js';
 import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { spelledWord } from '../helpers/key-spellings.js';
 import { echoOrigin, startServer, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
@@ -561,6 +563,31 @@ describe('fuzzing the edge rules (smuggling, path parameters, spoofed headers)',
         },
       ),
       { numRuns: Math.min(RUNS, 100) },
+    );
+  }, 120_000);
+
+  it('a gateway key in Host (any spelling, with a port or a subdomain) never reaches an origin, in X-Forwarded-Host either', async () => {
+    const host = fc.tuple(
+      fc.constantFrom('', 'api.', 'a-'),
+      spelledWord(key),
+      fc.constantFrom('', ':8080', '.example.com'),
+    );
+    await fc.assert(
+      fc.asyncProperty(host, fc.constantFrom('/open/h', '/pay/h'), async ([before, k, after], path) => {
+        seen.length = 0;
+        const h = `${before}${k}${after}`;
+        const auth = path.startsWith('/pay') ? `Authorization: Bearer ${key}\r\n` : '';
+        const r = await rawExchange(
+          port,
+          `GET ${path} HTTP/1.1\r\nHost: ${h}\r\n${auth}Connection: close\r\n\r\n`,
+          3000,
+        );
+        expect(statusOf(r.text), h).toBe(200);
+        const got = (seen[0]?.rawHeaders ?? []).join('\n');
+        expect(got, h).not.toContain(h);
+        expect(holdsGatewayKey(got), h).toBe(false);
+      }),
+      { numRuns: Math.min(RUNS, 60) },
     );
   }, 120_000);
 

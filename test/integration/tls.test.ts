@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -179,5 +179,72 @@ describe('TLS at the edge', () => {
     const expiry = await metric('wakegate_tls_certificate_expiry_timestamp_seconds');
     expect(expiry).toHaveLength(2);
     expect(Number(expiry[0]?.split(' ')[1])).toBeGreaterThan(Date.now() / 1000);
+  });
+});
+
+describe('TLS certificate files swapped for what is no PEM file', () => {
+  let certs: TestCerts;
+  let t: TestGateway;
+  let port: number;
+  const lines: string[] = [];
+  let writer: ChildProcess | null = null;
+
+  beforeAll(async () => {
+    certs = makeCerts();
+    copyFileSync(certs.server.cert, `${certs.dir}/swap.pem`);
+    t = await startGateway(
+      {
+        server: { tls: { certificates: [{ cert: `${certs.dir}/swap.pem`, key: certs.server.key }] } },
+        routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: 'http://127.0.0.1:9' } }],
+      },
+      {
+        log: createLogger('info', (l) => lines.push(l)),
+        tlsWatch: { watch: () => () => {}, debounceMs: 0 },
+      },
+    );
+    port = Number(new URL(t.url).port);
+  });
+  afterAll(async () => {
+    writer?.kill();
+    await t?.cleanup();
+    certs?.cleanup();
+  });
+
+  it('a certificate replaced without its key (the old key does not match it) is refused; the old pair serves on', async () => {
+    const swap = `${certs.dir}/swap.pem`;
+    const next = certs.make('mismatch', 'localhost-mismatch', ['DNS:localhost', 'IP:127.0.0.1']);
+    rmSync(swap, { force: true });
+    copyFileSync(next.cert, swap);
+    const before = lines.length;
+    expect(t.gw.reloadTls()).toBe(false);
+    const said = lines.slice(before).join('');
+    expect(said).toContain('server.tls.certificates[0].key');
+    expect(said).toContain('does not load with');
+    expect((await handshake(port, { ca: certs.caPem })).peer.subject.CN).toBe('localhost');
+    copyFileSync(certs.server.cert, swap);
+  });
+
+  it('a FIFO, a device or a huge file in its place is refused at once; the old certificate serves on', async () => {
+    const swap = `${certs.dir}/swap.pem`;
+    // A FIFO whose writer (the certificate itself) comes only later: reading it would block the thread until then.
+    execFileSync('mkfifo', [`${certs.dir}/fifo`]);
+    writer = spawn('sh', ['-c', `sleep 3; cat ${certs.server.cert} > ${certs.dir}/fifo`]);
+    const huge = `${certs.dir}/huge.pem`;
+    writeFileSync(huge, '');
+    truncateSync(huge, 64 * 1024 * 1024);
+    for (const [target, reason] of [
+      [`${certs.dir}/fifo`, 'is not a regular file'],
+      ['/dev/zero', 'is not a regular file'],
+      [huge, 'larger than'],
+    ] as const) {
+      rmSync(swap);
+      symlinkSync(target, swap);
+      const before = lines.length;
+      const t0 = performance.now();
+      expect(t.gw.reloadTls(), target).toBe(false);
+      expect(performance.now() - t0, target).toBeLessThan(1000);
+      expect(lines.slice(before).join(''), target).toContain(reason);
+      expect((await handshake(port, { ca: certs.caPem })).peer.subject.CN).toBe('localhost');
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
 import { startGateway } from '../helpers/gateway.js';
 import { deadPort, type TestServer } from '../helpers/origin.js';
 import { startReceiver } from '../helpers/otlp-receiver.js';
@@ -67,6 +68,41 @@ describe('tracing: a collector that is down or stuck never slows a request nor g
     } finally {
       await t.cleanup();
       await stuck.close();
+    }
+  });
+});
+
+describe('tracing: a collector URL holding credentials', () => {
+  it('never logs them (userinfo, a token in the query) when exports fail', async () => {
+    const origin = await traceOrigin();
+    const port = await deadPort();
+    const lines: string[] = [];
+    const t = await startGateway(
+      {
+        routes: routes(origin.url),
+        tracing: {
+          otlp_url: `http://collector:pa55-s3cret@127.0.0.1:${port}/v1/traces?api_key=t0ken-s3cret`,
+          sample_ratio: 1,
+          flush_interval_ms: 10,
+          max_retries: 0,
+        },
+      },
+      { log: createLogger('debug', (l) => lines.push(l)) },
+    );
+    try {
+      for (let i = 0; i < 5; i++) expect((await get(`${t.url}/open/${i}`)).status).toBe(200);
+      let failed: string | undefined;
+      for (let i = 0; i < 200 && failed === undefined; i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        failed = lines.find((l) => l.includes('trace export failed'));
+      }
+      expect(failed).toBeDefined();
+      // Where it was sent is still said: the collector's address.
+      expect(failed).toContain(`127.0.0.1:${port}/v1/traces`);
+      expect(lines.join('\n')).not.toMatch(/s3cret/);
+    } finally {
+      await t.cleanup();
+      await origin.close();
     }
   });
 });
