@@ -163,12 +163,14 @@ export class H2Response implements ClientResponse {
     if (this.head) return true;
     if (chunk.length === this.left) {
       // The last bytes Content-Length announced (most answers: the only chunk): written and
-      // the stream ended in one call. What write would say: the stream's buffer is not full.
+      // the stream ended in one call. Always true: an ended stream never emits 'drain', so
+      // an origin paused on this answer's last bytes would never be read to its end (its
+      // connection slot held for good). What the client has still to read is bounded by
+      // the send timeout (one chunk at most, past the answers held in the budget).
       this.left = -1;
       this.ended = this.delivers();
-      const s = this.stream;
-      s.end(chunk);
-      return s.writableLength < s.writableHighWaterMark;
+      this.stream.end(chunk);
+      return true;
     }
     if (this.left > 0) this.left -= chunk.length;
     return this.stream.write(chunk);
