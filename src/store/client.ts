@@ -22,6 +22,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   const db = storage.clickhouse_database;
   let client: ClickHouseClient;
   let raw: RawInsert | null = null;
+  let closeEngine: (() => void) | null = null;
   if (storage.clickhouse_url) {
     client = ownTokens(
       createClient({
@@ -45,7 +46,19 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     privateUmask();
     privateDir(storage.data_dir);
     privateDir(path);
-    const connection = createChdbConnection({ path });
+    // The engine starts with the first connection to its directory, and only that one's
+    // arguments set it up: a session holding ENGINE_ARGS is opened first and kept open
+    // beside the client's (connections to one directory share the engine).
+    const { Session } = await import('chdb');
+    const engine = new Session(path, { connectionArgs: [...ENGINE_ARGS] });
+    let connection: ReturnType<typeof createChdbConnection>;
+    try {
+      connection = createChdbConnection({ path });
+    } catch (e) {
+      engine.close();
+      throw e;
+    }
+    closeEngine = () => engine.close();
     raw = (p) => connection.chdb.rawInsert(p);
     client = ownTokens(createClient({ connection } as Parameters<typeof createClient>[0]));
   }
@@ -75,6 +88,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     async close() {
       await gate.close(CLOSE_WAIT_MS);
       await client.close();
+      closeEngine?.();
       // The engine's own teardown may be deferred behind native work still running (a
       // call given up on by its caller keeps computing): the process must not end
       // before it is done, or it ends inside the engine (SIGSEGV at exit).
@@ -82,6 +96,17 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     },
   };
 }
+
+/**
+ * Server settings the embedded engine starts with (not query settings: no SET
+ * reaches them). Its memory worker reads the process's memory several times a
+ * second by default, the engine's only work while the gateway is idle (0.2% of a
+ * core); once a second does what it is for (correcting the engine's memory
+ * accounting, purging freed pages past a threshold). chDB keeps no system log
+ * tables and runs small background pools already (2 merge threads), so nothing
+ * else is turned down.
+ */
+export const ENGINE_ARGS: readonly string[] = ['--memory_worker_period_ms=1000'];
 
 /** How long a close waits for the calls already in the engine before closing it under them. */
 const CLOSE_WAIT_MS = 15_000;
