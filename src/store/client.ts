@@ -1,8 +1,9 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
 import { privateDir, privateUmask } from '../private-dir.js';
+import { TableChanges } from './changes.js';
 import { CLUSTER_SETTINGS } from './cluster.js';
 import type { RawFormat, Store } from './store.js';
 
@@ -23,6 +24,8 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   let client: ClickHouseClient;
   let raw: RawInsert | null = null;
   let closeEngine: (() => void) | null = null;
+  let changes: TableChanges | null = null;
+  let releaseChanges = () => {};
   if (storage.clickhouse_url) {
     client = ownTokens(
       createClient({
@@ -59,6 +62,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
       throw e;
     }
     closeEngine = () => engine.close();
+    ({ changes, release: releaseChanges } = changesOf(resolve(path)));
     raw = (p) => connection.chdb.rawInsert(p);
     client = ownTokens(createClient({ connection } as Parameters<typeof createClient>[0]));
   }
@@ -70,6 +74,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     db,
     cluster: storage.cluster,
     readsFiles: raw !== null,
+    changes,
     async insertBytes(table, columns, format, bytes, token) {
       if (bytes.length === 0) return;
       const settings = { insert_deduplication_token: token, insert_deduplicate: 1 as const };
@@ -89,6 +94,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
       await gate.close(CLOSE_WAIT_MS);
       await client.close();
       closeEngine?.();
+      releaseChanges();
       // The engine's own teardown may be deferred behind native work still running (a
       // call given up on by its caller keeps computing): the process must not end
       // before it is done, or it ends inside the engine (SIGSEGV at exit).
@@ -107,6 +113,28 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
  * else is turned down.
  */
 export const ENGINE_ARGS: readonly string[] = ['--memory_worker_period_ms=1000'];
+
+/** The changes of the embedded stores open in this process, by directory (tests open several on one). */
+const changesByDir = new Map<string, { changes: TableChanges; users: number }>();
+
+function changesOf(dir: string): { changes: TableChanges; release: () => void } {
+  let entry = changesByDir.get(dir);
+  if (!entry) {
+    entry = { changes: new TableChanges(), users: 0 };
+    changesByDir.set(dir, entry);
+  }
+  const mine = entry;
+  mine.users++;
+  let released = false;
+  return {
+    changes: mine.changes,
+    release: () => {
+      if (released) return;
+      released = true;
+      if (--mine.users === 0 && changesByDir.get(dir) === mine) changesByDir.delete(dir);
+    },
+  };
+}
 
 /** How long a close waits for the calls already in the engine before closing it under them. */
 const CLOSE_WAIT_MS = 15_000;
