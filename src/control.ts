@@ -250,7 +250,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       }),
     );
 
-    ring.start(cfg.storage.key_poll_interval_ms);
+    ring.start(cfg.storage.key_poll_interval_ms, undefined, store.changes);
     keys.keys.start();
     // What the write-ahead logs hold from an earlier run goes in now, while serving,
     // with every listener (event rules, fan-out) in place: availability first.
@@ -522,7 +522,7 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
   await fanout.init();
   await dispatcher.resume();
   bus.onRecorded(() => void fanout.poll());
-  endpoints.start(cfg.storage.key_poll_interval_ms);
+  endpoints.start(cfg.storage.key_poll_interval_ms, store.changes);
   dispatcher.start();
   // Alone, this instance records every event and polls as it does.
   fanout.start(250, co === null);

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { follow, type TableChanges } from '../store/changes.js';
 import type { KeyTable } from '../store/keys.js';
 import type { KeyRecord } from './key.js';
 import { hashSecret } from './secrets.js';
@@ -17,7 +18,10 @@ const MAX_REREADS = 1000;
  * touches storage: a key unknown here is unknown, so a flood of random keys costs
  * one hash and one map miss each. Keys written by this instance are applied at
  * once; keys written by other instances arrive through a poll (every second by
- * default), so a revocation elsewhere takes effect here within about 2 s.
+ * default), so a revocation elsewhere takes effect here within about 2 s. On the
+ * embedded store nothing outside this process writes keys: the table is read again
+ * when a key is written here (another gateway of this process may have written it),
+ * and not polled.
  */
 export class KeyRing {
   /**
@@ -34,8 +38,11 @@ export class KeyRing {
   private readonly usage = new Map<string, number>();
   private readonly dirtyUsage = new Map<string, number>();
   private maxUpdated = 0;
-  private timer: NodeJS.Timeout | null = null;
-  private polling: Promise<void> | null = null;
+  private unfollow: (() => void) | null = null;
+  /** Usage waits for a flush armed by the first use after one (the embedded store: no poll to ride). */
+  private usageFlushMs: number | null = null;
+  private usageTimer: NodeJS.Timeout | null = null;
+  private polling: Promise<boolean> | null = null;
   /** Announced keys being re-read from storage: the newest version announced for each. */
   private readonly rereads = new Map<string, { version: number }>();
 
@@ -149,6 +156,7 @@ export class KeyRing {
     if ((this.usage.get(id) ?? 0) >= sec) return;
     this.usage.set(id, sec);
     this.dirtyUsage.set(id, sec);
+    if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
   }
 
   /** The uses recorded since the last call (an edge thread hands them to the control thread). */
@@ -159,19 +167,32 @@ export class KeyRing {
   }
 
   async poll(): Promise<void> {
+    await this.read();
+  }
+
+  /** Reads the keys changed since the last read (one read at a time); false when it failed. */
+  private read(): Promise<boolean> {
     const table = this.table;
-    if (!table) return;
+    if (!table) return Promise.resolve(true);
     if (this.polling) return this.polling;
     this.polling = (async () => {
       try {
         for (const k of await table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
+        return true;
       } catch (e) {
         this.log.warn('key poll failed; keeping the keys held', { err: e as Error });
+        return false;
       } finally {
         this.polling = null;
       }
     })();
     return this.polling;
+  }
+
+  /** A read that starts now (one already running may have started before a write it must see). */
+  private async freshRead(): Promise<boolean> {
+    if (this.polling) await this.polling;
+    return this.read();
   }
 
   bySecret(secret: string): KeyRecord | undefined {
@@ -201,6 +222,15 @@ export class KeyRing {
     if (this.usage.get(id) === sec) return;
     this.usage.set(id, sec);
     this.dirtyUsage.set(id, sec);
+    if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
+  }
+
+  private armUsageFlush(): void {
+    this.usageTimer = setTimeout(() => {
+      this.usageTimer = null;
+      void this.flushUsage();
+    }, this.usageFlushMs ?? 0);
+    this.usageTimer.unref();
   }
 
   lastUsedInMemory(id: string): number | undefined {
@@ -217,22 +247,42 @@ export class KeyRing {
       // Put them back unless a newer use arrived meanwhile; the next flush retries.
       for (const [id, t] of batch) if (!this.dirtyUsage.has(id)) this.dirtyUsage.set(id, t);
       this.log.warn('writing key usage failed; will retry', { err: e as Error });
+      if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
     }
   }
 
-  start(pollMs: number, usageFlushMs = 5_000): void {
+  /**
+   * Keeps the ring fresh. `changes` null (a ClickHouse server): polls every `pollMs`
+   * and writes usage back every `usageFlushMs`. Otherwise (the embedded store) reads
+   * when a key is written in this process, again every `pollMs` while that read fails,
+   * and writes usage back `usageFlushMs` after the first use since the last write.
+   */
+  start(pollMs: number, usageFlushMs = 5_000, changes: TableChanges | null = null): void {
+    if (changes) {
+      this.unfollow = follow({ table: 'api_keys', changes, everyMs: pollMs, read: () => this.freshRead() });
+      this.usageFlushMs = usageFlushMs;
+      if (this.dirtyUsage.size > 0) this.armUsageFlush();
+      return;
+    }
     let ticks = 0;
     const every = Math.max(1, Math.round(usageFlushMs / pollMs));
-    this.timer = setInterval(() => {
-      void this.poll();
-      if (++ticks % every === 0) void this.flushUsage();
-    }, pollMs);
-    this.timer.unref();
+    this.unfollow = follow({
+      table: 'api_keys',
+      changes: null,
+      everyMs: pollMs,
+      read: async () => {
+        if (++ticks % every === 0) void this.flushUsage();
+        return this.read();
+      },
+    });
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.unfollow?.();
+    this.unfollow = null;
+    this.usageFlushMs = null;
+    if (this.usageTimer) clearTimeout(this.usageTimer);
+    this.usageTimer = null;
     if (this.polling) await this.polling;
     await this.flushUsage();
   }

@@ -1,8 +1,9 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { Config } from '../config/index.js';
 import { privateDir, privateUmask } from '../private-dir.js';
+import { TableChanges } from './changes.js';
 import { CLUSTER_SETTINGS } from './cluster.js';
 import type { RawFormat, Store } from './store.js';
 
@@ -22,6 +23,9 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   const db = storage.clickhouse_database;
   let client: ClickHouseClient;
   let raw: RawInsert | null = null;
+  let closeEngine: (() => void) | null = null;
+  let changes: TableChanges | null = null;
+  let releaseChanges = () => {};
   if (storage.clickhouse_url) {
     client = ownTokens(
       createClient({
@@ -45,7 +49,20 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     privateUmask();
     privateDir(storage.data_dir);
     privateDir(path);
-    const connection = createChdbConnection({ path });
+    // The engine starts with the first connection to its directory, and only that one's
+    // arguments set it up: a session holding ENGINE_ARGS is opened first and kept open
+    // beside the client's (connections to one directory share the engine).
+    const { Session } = await import('chdb');
+    const engine = new Session(path, { connectionArgs: [...ENGINE_ARGS] });
+    let connection: ReturnType<typeof createChdbConnection>;
+    try {
+      connection = createChdbConnection({ path });
+    } catch (e) {
+      engine.close();
+      throw e;
+    }
+    closeEngine = () => engine.close();
+    ({ changes, release: releaseChanges } = changesOf(resolve(path)));
     raw = (p) => connection.chdb.rawInsert(p);
     client = ownTokens(createClient({ connection } as Parameters<typeof createClient>[0]));
   }
@@ -57,6 +74,7 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     db,
     cluster: storage.cluster,
     readsFiles: raw !== null,
+    changes,
     async insertBytes(table, columns, format, bytes, token) {
       if (bytes.length === 0) return;
       const settings = { insert_deduplication_token: token, insert_deduplicate: 1 as const };
@@ -75,10 +93,45 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
     async close() {
       await gate.close(CLOSE_WAIT_MS);
       await client.close();
+      closeEngine?.();
+      releaseChanges();
       // The engine's own teardown may be deferred behind native work still running (a
       // call given up on by its caller keeps computing): the process must not end
       // before it is done, or it ends inside the engine (SIGSEGV at exit).
       if (raw) await (await import('chdb')).drainPending();
+    },
+  };
+}
+
+/**
+ * Server settings the embedded engine starts with (not query settings: no SET
+ * reaches them). Its memory worker reads the process's memory several times a
+ * second by default, the engine's only work while the gateway is idle (0.2% of a
+ * core); once a second does what it is for (correcting the engine's memory
+ * accounting, purging freed pages past a threshold). chDB keeps no system log
+ * tables and runs small background pools already (2 merge threads), so nothing
+ * else is turned down.
+ */
+export const ENGINE_ARGS: readonly string[] = ['--memory_worker_period_ms=1000'];
+
+/** The changes of the embedded stores open in this process, by directory (tests open several on one). */
+const changesByDir = new Map<string, { changes: TableChanges; users: number }>();
+
+function changesOf(dir: string): { changes: TableChanges; release: () => void } {
+  let entry = changesByDir.get(dir);
+  if (!entry) {
+    entry = { changes: new TableChanges(), users: 0 };
+    changesByDir.set(dir, entry);
+  }
+  const mine = entry;
+  mine.users++;
+  let released = false;
+  return {
+    changes: mine.changes,
+    release: () => {
+      if (released) return;
+      released = true;
+      if (--mine.users === 0 && changesByDir.get(dir) === mine) changesByDir.delete(dir);
     },
   };
 }

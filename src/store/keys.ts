@@ -70,6 +70,7 @@ export class KeyTable {
         },
       ],
     });
+    this.store.changes?.changed('api_keys');
   }
 
   /** Every key version changed at or after `sinceMs` (all keys for 0), latest version each. */

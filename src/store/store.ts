@@ -1,4 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
+import type { TableChanges } from './changes.js';
 
 /**
  * The handle every table module is handed, and the helpers they share. A leaf:
@@ -14,6 +15,12 @@ export interface Store {
   cluster: string | null;
   /** The engine runs in this process and can read files under DATA_DIR (the log's segments) itself. */
   readsFiles: boolean;
+  /**
+   * Writes to its tables, told by the code that makes them, when only this process
+   * writes the store (the embedded engine; shared by every store this process opens on
+   * the same directory). null for a ClickHouse server, which other instances write too.
+   */
+  changes: TableChanges | null;
   /**
    * Inserts bytes already in `format` into `table` of the database, as one
    * idempotent insert under `token`. The embedded engine takes the Buffer as it

@@ -27,6 +27,7 @@ export class EndpointTable {
         },
       ],
     });
+    this.store.changes?.changed('webhook_endpoints');
   }
 
   async changedSince(sinceMs: number): Promise<EndpointRecord[]> {

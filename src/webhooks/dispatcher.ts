@@ -40,6 +40,8 @@ export class Dispatcher {
   private readonly perEndpoint = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
+  /** The tick's period once started (null before). */
+  private everyMs: number | null = null;
   private stopped = false;
 
   constructor(o: DispatcherOptions) {
@@ -115,6 +117,7 @@ export class Dispatcher {
       return true;
     };
     for (const d of this.queue.due(this.o.clock.now(), reserve)) this.run(d);
+    if (this.timer === null && this.everyMs !== null && this.queued > 0) this.watch(this.everyMs);
   }
 
   /** Attempts `d`, for which `tick` reserved room. */
@@ -215,13 +218,29 @@ export class Dispatcher {
     await this.flushWrites();
   }
 
+  /**
+   * Ticks every `everyMs` while deliveries wait or are attempted (their times pass on
+   * the clock, which tells nothing), and not while none do: every delivery enters
+   * through a tick (added, resumed, found by the fleet's queue, or retried after an
+   * attempt), which starts the timer again.
+   */
   start(everyMs = 50): void {
-    const { metrics } = this.o;
+    this.everyMs = everyMs;
     this.queue.start(() => this.tick());
+    this.watch(everyMs);
+  }
+
+  private watch(everyMs: number): void {
+    if (this.stopped) return;
+    const { metrics } = this.o;
     this.timer = setInterval(() => {
       this.tick();
       metrics.deliveryQueue.set(this.queued);
       metrics.deliveryOldest.set(this.oldestPendingMs() / 1000);
+      if (this.queued === 0 && this.timer) {
+        clearInterval(this.timer);
+        this.timer = null;
+      }
     }, everyMs);
     this.timer.unref();
   }

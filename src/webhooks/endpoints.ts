@@ -5,6 +5,7 @@ import { missing, unprocessable } from '../errors.js';
 import { EVENT_TYPES, type EventBus } from '../events/bus.js';
 import { newEndpointId } from '../ids.js';
 import type { Logger } from '../log.js';
+import { follow, type TableChanges } from '../store/changes.js';
 import type { EndpointTable } from '../store/webhooks.js';
 import { hostIsReachable } from './address.js';
 import type { EndpointRecord } from './records.js';
@@ -78,7 +79,7 @@ export interface EndpointServiceOptions {
 export class EndpointService {
   private readonly byId = new Map<string, EndpointRecord>();
   private maxUpdated = 0;
-  private timer: NodeJS.Timeout | null = null;
+  private unfollow: (() => void) | null = null;
   private readonly cfg: Pick<Config, 'webhooks'>;
   private readonly table: EndpointServiceOptions['table'];
   private readonly events: EndpointServiceOptions['events'];
@@ -107,21 +108,33 @@ export class EndpointService {
   }
 
   async poll(): Promise<void> {
+    await this.read();
+  }
+
+  /** Reads the endpoints changed since the last read; false when it failed. */
+  private async read(): Promise<boolean> {
     try {
       for (const e of await this.table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(e);
+      return true;
     } catch (e) {
       this.log.warn('endpoint poll failed', { err: e as Error });
+      return false;
     }
   }
 
-  start(everyMs: number): void {
-    this.timer = setInterval(() => void this.poll(), everyMs);
-    this.timer.unref();
+  /**
+   * Keeps the mirror fresh: every `everyMs` from a ClickHouse server (`changes` null,
+   * other instances write it too); from the embedded store (written only by this
+   * process) when an endpoint is written here, and again every `everyMs` while that
+   * read fails.
+   */
+  start(everyMs: number, changes: TableChanges | null = null): void {
+    this.unfollow = follow({ table: 'webhook_endpoints', changes, everyMs, read: () => this.read() });
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.unfollow?.();
+    this.unfollow = null;
   }
 
   get(id: string): EndpointRecord | undefined {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENGINE_ARGS } from '../../src/store/client.js';
 import type { Store } from '../../src/store/store.js';
 import { queryRows } from '../../src/store/store.js';
 import { tempStore } from '../helpers/store.js';
@@ -24,5 +25,15 @@ describe('the single-node schema', () => {
     );
     const text = rows.map((r) => `${r.q.replaceAll(`${store.db}.`, '{db}.')};`).join('\n\n');
     await expect(`${text}\n`).toMatchFileSnapshot('__snapshots__/single-node-schema.sql');
+  });
+
+  it('runs the embedded engine with its start settings (the memory worker once a second)', async () => {
+    const rows = await queryRows<{ name: string; value: string }>(
+      t.store,
+      'SELECT name, value FROM system.server_settings WHERE changed AND name = {n:String}',
+      { n: 'memory_worker_period_ms' },
+    );
+    expect(rows).toEqual([{ name: 'memory_worker_period_ms', value: '1000' }]);
+    expect(ENGINE_ARGS).toContain('--memory_worker_period_ms=1000');
   });
 });

@@ -1,7 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { KeyRing } from '../../src/auth/keyring.js';
 import { createLogger } from '../../src/log.js';
+import { TableChanges } from '../../src/store/changes.js';
 import type { KeyTable } from '../../src/store/keys.js';
 import { keyRecord } from '../helpers/keys.js';
 
@@ -37,5 +38,54 @@ describe('the key ring against a stale read', () => {
     reads[1]?.(v2);
     await first;
     expect(ring.get('key_a')).toEqual(v2);
+  });
+});
+
+describe('the key ring on the embedded store', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('reads keys only when one is written, and writes usage once 5 s after a use', async () => {
+    vi.useFakeTimers();
+    const changes = new TableChanges();
+    let reads = 0;
+    const written: Map<string, number>[] = [];
+    let failWrite = false;
+    const v1: KeyRecord = { ...keyRecord('key_a'), updated_at: 1000 };
+    const table = {
+      changedSince: async () => {
+        reads++;
+        return [v1];
+      },
+      writeUsage: async (u: Map<string, number>) => {
+        if (failWrite) throw new Error('storage down');
+        written.push(new Map(u));
+      },
+    } as unknown as KeyTable;
+    const ring = new KeyRing(table, createLogger('silent'));
+    ring.start(1000, 5000, changes);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(reads).toBe(0);
+    expect(written).toEqual([]);
+    changes.changed('api_keys');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reads).toBe(1);
+    expect(ring.get('key_a')).toEqual(v1);
+    ring.touch('key_a', 31_500);
+    ring.touch('key_a', 31_700);
+    await vi.advanceTimersByTimeAsync(4999);
+    expect(written).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(written).toEqual([new Map([['key_a', 31_000]])]);
+    // A write that fails is tried again 5 s later; nothing is written while nothing is used.
+    failWrite = true;
+    ring.touch('key_a', 40_000);
+    await vi.advanceTimersByTimeAsync(5000);
+    failWrite = false;
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(written).toEqual([new Map([['key_a', 31_000]]), new Map([['key_a', 40_000]])]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(written).toHaveLength(2);
+    expect(reads).toBe(1);
+    await ring.stop();
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import type { AttemptOutcome } from '../../src/webhooks/sender.js';
 import { answer, dispatcherHarness, endpoint, MemoryRows, webhooksConfig } from '../helpers/webhook-fakes.js';
@@ -13,6 +13,38 @@ const DAY = 24 * HOUR;
 const SCHEDULE_S = [5, 300, 1800, 3600, 7200, 18000, 34200];
 
 describe('the dispatcher on a LocalQueue', () => {
+  it('ticks while a delivery waits for its next attempt, and not while none waits', async () => {
+    vi.useFakeTimers();
+    try {
+      const h = dispatcherHarness({ respond: (_d, n) => answer(n < 2 ? 500 : 204) });
+      const ticks = vi.spyOn(h.dispatcher, 'tick');
+      h.dispatcher.start(50);
+      await vi.advanceTimersByTimeAsync(1000);
+      // The first tick finds nothing and stops the timer.
+      expect(ticks).toHaveBeenCalledTimes(1);
+      const d = h.delivery();
+      await h.dispatcher.add([d]);
+      await h.dispatcher.idle();
+      expect(h.sent).toHaveLength(1);
+      // The retry is found by the tick as the clock reaches it, with no call from outside.
+      ticks.mockClear();
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(ticks).toHaveBeenCalledTimes(20);
+      h.clock.set(h.rows.get(d.id).next_attempt_at as number);
+      await vi.advanceTimersByTimeAsync(50);
+      await h.dispatcher.idle();
+      expect(h.sent.map((s) => s.attempt)).toEqual([1, 2]);
+      expect(h.rows.get(d.id)).toMatchObject({ status: 'delivered' });
+      await vi.advanceTimersByTimeAsync(50);
+      ticks.mockClear();
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(ticks).not.toHaveBeenCalled();
+      await h.dispatcher.stop();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('retries on the schedule, each wait spread by the jitter, then dead-letters after the last attempt', async () => {
     // The jitter's draws: -10%, +10%, none, in turn.
     const draws = [0, 1, 0.5];
