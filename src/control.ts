@@ -50,6 +50,7 @@ import type { TlsMaterial } from './tls/material.js';
 import { insecureOrigins } from './tls/origin-trust.js';
 import { tlsPart } from './tls/part.js';
 import type { WatchFiles } from './tls/reloader.js';
+import { exposedTicketFiles } from './tls/tickets.js';
 import { traceStart } from './tracing/context.js';
 import { createTracing, type Tracing } from './tracing/index.js';
 import { tracedSend } from './tracing/webhook-spans.js';
@@ -301,6 +302,12 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       if (fds) log.warn(fds);
       const insecure = insecureOrigins(cfg);
       if (insecure) log.warn(insecure);
+      for (const w of exposedTicketFiles([
+        { at: 'server.tls.ticket_keys_file', file: cfg.server.tls?.ticket_keys_file ?? null },
+        { at: 'server.ops_tls.ticket_keys_file', file: cfg.server.ops_tls?.ticket_keys_file ?? null },
+        { at: 'management.tls.ticket_keys_file', file: cfg.management.tls?.ticket_keys_file ?? null },
+      ]))
+        log.warn(w);
       beforeAnnounce?.();
       if (why) log.info(why);
       log.info(

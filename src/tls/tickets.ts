@@ -1,4 +1,5 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { ConfigError } from '../config/index.js';
 import { readBounded } from './material.js';
 
@@ -49,4 +50,27 @@ export function readTicketFile(file: string, path: string): TicketSource {
 export function ticketKeyFor(src: TicketSource, day: number): Buffer {
   if (src.kind === 'file') return Buffer.from(src.keys[day % src.keys.length] as Uint8Array);
   return Buffer.from(hkdfSync('sha256', src.secret, 'wakegate session tickets', `day ${day}`, TICKET_KEY_BYTES));
+}
+
+/**
+ * The start's warnings: a ticket keys file that others than its owner may read. With
+ * it, anyone can decrypt the tickets the gateway issues, and so the traffic of TLS 1.2
+ * sessions resumed from them; it should be private as a certificate's key is (0600).
+ */
+export function exposedTicketFiles(files: readonly { at: string; file: string | null }[]): string[] {
+  const out: string[] = [];
+  for (const { at, file } of files) {
+    if (file === null) continue;
+    let mode: number;
+    try {
+      mode = statSync(file).mode;
+    } catch {
+      continue; // Not there: reading it says so, as a config error.
+    }
+    if ((mode & 0o077) !== 0)
+      out.push(
+        `${at}: ${file} may be read by others than its owner (mode ${(mode & 0o777).toString(8)}); anyone who reads it can decrypt resumed TLS sessions: chmod 600 it`,
+      );
+  }
+  return out;
 }

@@ -1,8 +1,11 @@
-import { writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { loadEdgeTls } from '../../src/tls/edge-tls.js';
-import { dayOf, processTickets, readTicketFile, ticketKeyFor } from '../../src/tls/tickets.js';
+import { dayOf, exposedTicketFiles, processTickets, readTicketFile, ticketKeyFor } from '../../src/tls/tickets.js';
 import { makeCerts, type TestCerts } from '../helpers/certs.js';
 
 const problems = (values: unknown) => {
@@ -116,5 +119,28 @@ describe('session-ticket keys', () => {
     } finally {
       certs.cleanup();
     }
+  });
+});
+
+describe('a ticket keys file others may read', () => {
+  it('is warned of at start (by key path and mode); a private one, or none, is not', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wakegate-tickets-'));
+    const file = join(dir, 'tickets.key');
+    writeFileSync(file, randomBytes(48 * 3));
+    chmodSync(file, 0o644);
+    const warned = exposedTicketFiles([
+      { at: 'server.tls.ticket_keys_file', file },
+      { at: 'server.ops_tls.ticket_keys_file', file: null },
+    ]);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain('server.tls.ticket_keys_file');
+    expect(warned[0]).toContain('mode 644');
+    chmodSync(file, 0o640);
+    expect(exposedTicketFiles([{ at: 'management.tls.ticket_keys_file', file }])[0]).toContain('mode 640');
+    chmodSync(file, 0o600);
+    expect(exposedTicketFiles([{ at: 'server.tls.ticket_keys_file', file }])).toEqual([]);
+    // A file that is not there is the config loader's to refuse, not a warning.
+    expect(exposedTicketFiles([{ at: 'server.tls.ticket_keys_file', file: join(dir, 'none') }])).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
