@@ -1,40 +1,15 @@
 import { copyFileSync } from 'node:fs';
 import http2, { type ClientHttp2Session } from 'node:http2';
 import https from 'node:https';
-import type tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeCerts, type TestCerts } from '../helpers/certs.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2request } from '../helpers/h2.js';
 import { F, frame, hpack, RawH2, request, rstStream, T } from '../helpers/h2-frames.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
-import { handshake } from '../helpers/tls-client.js';
+import { h2tls, handshake, httpsOn, peerPrint } from '../helpers/tls-client.js';
 
 const C = http2.constants;
-/** A peer certificate's SHA-256 as the helpers spell it (lower-case hex, no colons). */
-const print = (c: tls.PeerCertificate) => c.fingerprint256.replaceAll(':', '').toLowerCase();
-
-/** An HTTP/2 session over TLS (ALPN h2), with the TLS socket it runs on. */
-function h2tls(url: string, ca: string): Promise<{ s: ClientHttp2Session; socket: tls.TLSSocket }> {
-  return new Promise((resolve, reject) => {
-    const s = http2.connect(url, { ca }, (_s, socket) => resolve({ s, socket: socket as tls.TLSSocket }));
-    s.once('error', reject);
-  });
-}
-
-/** One HTTPS/1.1 request on `agent`: its status and the certificate its connection saw. */
-function h1(url: string, agent: https.Agent): Promise<{ status: number; cert: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(url, { agent }, (res) => {
-      const cert = print((res.socket as tls.TLSSocket).getPeerCertificate());
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, cert }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /**
  * Issue #37 under load, through the real listener over TLS: a certificate reload while
@@ -87,7 +62,7 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
     const sessions = await Promise.all([1, 2, 3].map(() => h2tls(url, certs.caPem)));
     for (const { socket } of sessions) {
       expect(socket.alpnProtocol).toBe('h2');
-      expect(print(socket.getPeerCertificate())).toBe(old);
+      expect(peerPrint(socket.getPeerCertificate())).toBe(old);
     }
     const agent = new https.Agent({ keepAlive: true, maxSockets: 3, ca: certs.caPem });
     const failures: string[] = [];
@@ -95,7 +70,8 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
     let h1done = 0;
     let going = true;
     const h2loop = async (s: ClientHttp2Session) => {
-      while (going) {
+      // A failure ends the loop: a closed session fails at once, and would spin.
+      while (going && failures.length === 0) {
         try {
           const r = await h2request(s, { ':path': '/open/h2' });
           if (r.status !== 200) failures.push(`h2 ${r.status}`);
@@ -106,9 +82,10 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
       }
     };
     const h1loop = async () => {
-      while (going) {
+      // A failure ends the loop: a closed session fails at once, and would spin.
+      while (going && failures.length === 0) {
         try {
-          const r = await h1(`${url}/open/h1`, agent);
+          const r = await httpsOn(`${url}/open/h1`, agent);
           if (r.status !== 200) failures.push(`h1 ${r.status}`);
         } catch (e) {
           failures.push(`h1 ${(e as Error).message}`);
@@ -134,11 +111,11 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
       // New connections: the new certificate, seen within a bounded number of handshakes.
       let seen = '';
       for (let i = 0; i < 50 && seen !== next.fingerprint; i++)
-        seen = print((await handshake(port, { ca: certs.caPem })).peer);
+        seen = peerPrint((await handshake(port, { ca: certs.caPem })).peer);
       expect(seen).toBe(next.fingerprint);
       const s = await h2tls(url, certs.caPem);
       try {
-        expect(print(s.socket.getPeerCertificate())).toBe(next.fingerprint);
+        expect(peerPrint(s.socket.getPeerCertificate())).toBe(next.fingerprint);
         expect((await h2request(s.s, { ':path': '/open/fresh' })).status).toBe(200);
       } finally {
         s.s.close();
@@ -154,16 +131,16 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
     // Sessions opened before the reload are still open and serving, on the old certificate.
     for (const { s, socket } of sessions) {
       expect(s.closed || s.destroyed).toBe(false);
-      expect(print(socket.getPeerCertificate())).toBe(old);
+      expect(peerPrint(socket.getPeerCertificate())).toBe(old);
       expect((await h2request(s, { ':path': '/open/after' })).status).toBe(200);
       s.close();
     }
     // A keep-alive connection from before is still the old certificate's; a new one is the new's.
-    const kept = await h1(`${url}/open/kept`, agent);
+    const kept = await httpsOn(`${url}/open/kept`, agent);
     expect(kept).toEqual({ status: 200, cert: old });
     agent.destroy();
     const agent2 = new https.Agent({ keepAlive: false, ca: certs.caPem });
-    expect(await h1(`${url}/open/new`, agent2)).toEqual({ status: 200, cert: fresh });
+    expect(await httpsOn(`${url}/open/new`, agent2)).toEqual({ status: 200, cert: fresh });
     agent2.destroy();
     expect(await metric('wakegate_tls_reloads_total')).toEqual(['wakegate_tls_reloads_total{listener="main"} 1']);
   }, 60_000);
@@ -176,13 +153,17 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
     const agent = new https.Agent({ keepAlive: true, maxSockets: 2, ca: certs.caPem });
     const answers: number[] = [];
     let going = true;
-    const h2loop = async () => {
-      while (going)
-        answers.push((await h2request(other.s, { ':path': '/open/beside' }).catch(() => ({ status: -2 }))).status);
+    let bad = false;
+    /** Answers until told to stop, or until one is not a 200 (a closed session fails at once, and would spin). */
+    const loop = async (one: () => Promise<{ status: number }>) => {
+      while (going && !bad) {
+        const status = (await one().catch(() => ({ status: -1 }))).status;
+        answers.push(status);
+        if (status !== 200) bad = true;
+      }
     };
-    const h1loop = async () => {
-      while (going) answers.push((await h1(`${url}/open/beside1`, agent).catch(() => ({ status: -1 }))).status);
-    };
+    const h2loop = () => loop(() => h2request(other.s, { ':path': '/open/beside' }));
+    const h1loop = () => loop(() => httpsOn(`${url}/open/beside1`, agent));
     const loops = [h2loop(), h2loop(), h2loop(), h1loop(), h1loop()];
     let attacker: RawH2 | null = null;
     try {
@@ -205,7 +186,7 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
       expect(c.frames.filter((f) => f.type === T.DATA)).toEqual([]);
       // The others keep being served after it, too.
       const at = answers.length;
-      for (let i = 0; i < 2000 && answers.length < at + 50; i++) await new Promise((r) => setTimeout(r, 5));
+      for (let i = 0; i < 2000 && answers.length < at + 50 && !bad; i++) await new Promise((r) => setTimeout(r, 5));
     } finally {
       going = false;
       await Promise.all(loops);
