@@ -1,4 +1,5 @@
 import net from 'node:net';
+import tls from 'node:tls';
 
 /** A tiny HTTP/2 frame writer and reader (RFC 9113 §4.1), for tests that speak raw frames over a socket. */
 export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -71,9 +72,9 @@ export function hpack(fields: [string, string][]): Buffer {
 }
 
 /** The fields of a GET of `path` on h2c. */
-export const request = (path: string, method = 'GET'): [string, string][] => [
+export const request = (path: string, method = 'GET', scheme = 'http'): [string, string][] => [
   [':method', method],
-  [':scheme', 'http'],
+  [':scheme', scheme],
   [':authority', 'localhost'],
   [':path', path],
 ];
@@ -121,6 +122,19 @@ export class RawH2 {
       const s = net.connect(port, '127.0.0.1', () => {
         const raw = new RawH2(s);
         if (preface) s.write(Buffer.concat([PREFACE, settings()]));
+        resolve(raw);
+      });
+      s.once('error', reject);
+    });
+  }
+
+  /** The same over TLS, h2 chosen by ALPN (the handshake done, the preface sent). */
+  static connectTls(port: number, ca: string): Promise<RawH2> {
+    return new Promise((resolve, reject) => {
+      const s = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
+        if (s.alpnProtocol !== 'h2') return reject(new Error(`ALPN chose ${String(s.alpnProtocol)}, not h2`));
+        const raw = new RawH2(s);
+        s.write(Buffer.concat([PREFACE, settings()]));
         resolve(raw);
       });
       s.once('error', reject);

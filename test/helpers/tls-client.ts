@@ -1,3 +1,4 @@
+import http2, { type ClientHttp2Session } from 'node:http2';
 import https from 'node:https';
 import tls from 'node:tls';
 
@@ -92,5 +93,33 @@ export function handshake(
       s.once('close', () => resolve({ ...out, session, response }));
     });
     s.on('error', reject);
+  });
+}
+
+/** A peer certificate's SHA-256 as Pair.fingerprint spells it (lower-case hex, no colons). */
+export const peerPrint = (c: tls.PeerCertificate): string => c.fingerprint256.replaceAll(':', '').toLowerCase();
+
+/** An HTTP/2 session over TLS (ALPN h2, Node's client) to `url`, with the TLS socket it runs on; closed by the caller. */
+export function h2tls(url: string, ca: string): Promise<{ s: ClientHttp2Session; socket: tls.TLSSocket }> {
+  return new Promise((resolve, reject) => {
+    const s = http2.connect(url, { ca }, (_s, socket) => resolve({ s, socket: socket as tls.TLSSocket }));
+    s.once('error', reject);
+  });
+}
+
+/** One HTTPS/1.1 GET on `agent` (keep-alive or not): its status, the certificate its connection saw, the answer's thread (test hooks). */
+export function httpsOn(url: string, agent: https.Agent): Promise<{ status: number; cert: string; thread?: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, { agent }, (res) => {
+      const cert = peerPrint((res.socket as tls.TLSSocket).getPeerCertificate());
+      const thread = res.headers['x-wakegate-thread'];
+      res.resume();
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, cert, ...(typeof thread === 'string' ? { thread } : {}) }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
   });
 }
