@@ -1,6 +1,6 @@
 import type { DeliveryRecord } from '../webhooks/records.js';
 import type { Coordinator } from './redis.js';
-import { script } from './redis.js';
+import { script } from './script.js';
 
 /*
  * Webhook dispatch shared by a fleet. Redis holds, for each unfinished delivery, only

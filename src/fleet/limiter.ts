@@ -7,7 +7,7 @@ import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { Heartbeat } from './alive.js';
 import { FleetLimiter } from './buckets.js';
-import { Coordinator } from './redis.js';
+import type { Coordinator } from './redis.js';
 
 /** A thread's rate limiter: the fleet's (Redis) when coordination.redis_url is set, else the shared-memory one. */
 export interface LimiterPart {
@@ -41,6 +41,9 @@ export async function coordinatorFor(
   registerCoordination(metrics);
   metrics.coordinationMode.labels(cfg.coordination.on_unavailable).set(1);
   metrics.coordinationInstances.set(1);
+  // Imported here: the Redis client is over 400 modules (about 140 ms of CPU at every
+  // start of a process or edge thread), loaded only by a gateway in a fleet.
+  const { Coordinator } = await import('./redis.js');
   const co = new Coordinator({
     url,
     timeoutMs: cfg.coordination.timeout_ms,

@@ -1,17 +1,12 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { redisLate } from './lateness.js';
+import type { Script } from './script.js';
 import { type Announcement, channelKey, openAnnouncement, signAnnouncement } from './signed.js';
 
-/** A Lua script run by its SHA-1 (EVALSHA), loaded on first use. */
-export interface Script {
-  readonly source: string;
-  readonly sha: string;
-}
-
-export const script = (source: string): Script => ({ source, sha: createHash('sha1').update(source).digest('hex') });
+export { type Script, script } from './script.js';
 
 export type Reply = string | number | null | Reply[];
 

@@ -1,4 +1,4 @@
-import { script } from './redis.js';
+import { script } from './script.js';
 
 /*
  * The fleet's shared token buckets, one Redis hash each: tok (tokens in the bucket),
