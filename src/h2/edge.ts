@@ -1,10 +1,15 @@
+import { METHODS } from 'node:http';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
+import { errorBody } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { H2Request, H2Response } from './exchange.js';
 import { ResetWindow } from './resets.js';
 
+/** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed. */
+const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
+const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
 const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 /** server.http2_limits. */
@@ -132,6 +137,14 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     const path = headers[':path'];
     if (path === undefined || headers[':method'] === 'CONNECT' || d.http1Only(path)) {
       stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
+      return;
+    }
+    // Any token can be :method here (of any length, up to the header list): only those
+    // HTTP/1.1's parser takes are requests, the others malformed as they are there (400, no wake).
+    if (!HTTP1_METHODS.has(headers[':method'] as string)) {
+      stream.respond({ ':status': 400, 'content-type': 'application/json', 'content-length': MALFORMED.length });
+      stream.end(MALFORMED);
+      stream.resume();
       return;
     }
     st.open++;

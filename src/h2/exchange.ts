@@ -34,6 +34,10 @@ export class H2Request implements ClientRequest {
     this.url = headers[':path'] as string;
     this.headers = headers;
     this.rawHeaders = originHeaders(raw);
+    // Node keeps the first of repeated Content-Encoding fields here; the origin gets them all and
+    // decodes by each (`identity` then `gzip` is gzip): joined, as HTTP/1.1's headers object has
+    // them, so the key scan reads the body as the origin will.
+    if (headers['content-encoding'] !== undefined) headers['content-encoding'] = joined(raw, 'content-encoding');
     if (!stream.endAfterHeaders) {
       // A body with no Content-Length is still a body (HTTP/2 frames it): the proxy
       // reads one when either framing header is there, and only ever forwards rawHeaders.
@@ -71,6 +75,16 @@ export class H2Request implements ClientRequest {
   iterator(options: { destroyOnReturn: boolean }): AsyncIterableIterator<unknown> {
     return this.stream.iterator(options);
   }
+}
+
+/** Every value of the field `name` (lower case, as HTTP/2 names are) in `raw`, joined by commas. */
+function joined(raw: readonly string[], name: string): string {
+  let all = '';
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i] !== name) continue;
+    all = all === '' ? (raw[i + 1] as string) : `${all}, ${raw[i + 1]}`;
+  }
+  return all;
 }
 
 /**

@@ -1,4 +1,3 @@
-import { METHODS } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -57,38 +56,6 @@ const HEADER_REFUSED = new GatewayError(
   'the request carries a header the origin connection refuses',
 );
 
-/** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed (400). */
-const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
-const MALFORMED = JSON.stringify({
-  error: { type: 'invalid_request', message: 'malformed request', param: null, retry_after: null, wake_id: null },
-});
-
-/** What HTTP/1.1 answers a request its parser refuses (edge.ts answerMalformed): 400, no wake. */
-function malformed(req: ClientRequest, res: ClientResponse): void {
-  res.writeHead(400, ['content-type', 'application/json', 'content-length', String(MALFORMED.length)]);
-  res.end(MALFORMED);
-  if (!req.complete) req.resume();
-}
-
-/**
- * The Content-Encoding an origin decodes the body by. HTTP/2's header object keeps only
- * the first of repeated fields (Node reads Content-Encoding as single-valued there),
- * while the origin gets every field and joins them, as HTTP/1.1's header object does:
- * the key scan must read the body as the origin will (`identity` then `gzip` is gzip).
- */
-function contentEncoding(req: ClientRequest): string | undefined {
-  const first = req.headers['content-encoding'];
-  if (req.httpVersionMajor !== 2 || first === undefined) return first;
-  const raw = req.rawHeaders;
-  let all: string | undefined;
-  // HTTP/2 field names are lower case.
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i] !== 'content-encoding') continue;
-    all = all === undefined ? raw[i + 1] : `${all}, ${raw[i + 1]}`;
-  }
-  return all ?? first;
-}
-
 /** Proxies plain HTTP requests: admission (src/admission), then a streamed forward on undici. */
 export class ProxyHandler {
   private readonly upstreams: Upstreams;
@@ -140,9 +107,6 @@ export class ProxyHandler {
    * Expect: 100-continue, answered only once admission has passed.
    */
   handle(req: ClientRequest, res: ClientResponse, expectsContinue = false): void {
-    // HTTP/2 carries any token as :method (of any length, up to the header list): only the
-    // methods HTTP/1.1's parser takes are requests here, the others malformed as they are there.
-    if (req.httpVersionMajor === 2 && !HTTP1_METHODS.has(req.method as string)) return malformed(req, res);
     const fw = new Forwarding(this, req, res);
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
@@ -246,7 +210,7 @@ export class ProxyHandler {
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, n);
       release();
       // A gateway key never reaches an origin, in a body either, in any spelling (key-scan.ts; a cheap look first).
-      const refused = refusedBody(body, req.headers['content-type'], contentEncoding(req));
+      const refused = refusedBody(body, req.headers['content-type'], req.headers['content-encoding']);
       if (refused !== null) {
         fw.gone = true;
         return this.fail(fw, new GatewayError(refused.type, refused.message, refused.param));
@@ -283,7 +247,7 @@ export class ProxyHandler {
     }
     let gate: KeyGate;
     try {
-      gate = new KeyGate(req.headers['content-type'], contentEncoding(req));
+      gate = new KeyGate(req.headers['content-type'], req.headers['content-encoding']);
     } catch (e) {
       // Anything else is ours, never a reason to end the process: the client gets a 500.
       if (!(e instanceof BodyRefused)) return this.fail(fw, UNREADABLE);
