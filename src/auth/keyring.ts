@@ -156,7 +156,7 @@ export class KeyRing {
     if ((this.usage.get(id) ?? 0) >= sec) return;
     this.usage.set(id, sec);
     this.dirtyUsage.set(id, sec);
-    if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
+    this.flushUsageSoon();
   }
 
   /** The uses recorded since the last call (an edge thread hands them to the control thread). */
@@ -222,14 +222,16 @@ export class KeyRing {
     if (this.usage.get(id) === sec) return;
     this.usage.set(id, sec);
     this.dirtyUsage.set(id, sec);
-    if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
+    this.flushUsageSoon();
   }
 
-  private armUsageFlush(): void {
+  /** The embedded store: usage written `usageFlushMs` after the first use since the last write (one timer at a time). */
+  private flushUsageSoon(): void {
+    if (this.usageFlushMs === null || this.usageTimer !== null) return;
     this.usageTimer = setTimeout(() => {
       this.usageTimer = null;
       void this.flushUsage();
-    }, this.usageFlushMs ?? 0);
+    }, this.usageFlushMs);
     this.usageTimer.unref();
   }
 
@@ -247,7 +249,7 @@ export class KeyRing {
       // Put them back unless a newer use arrived meanwhile; the next flush retries.
       for (const [id, t] of batch) if (!this.dirtyUsage.has(id)) this.dirtyUsage.set(id, t);
       this.log.warn('writing key usage failed; will retry', { err: e as Error });
-      if (this.usageFlushMs !== null && this.usageTimer === null) this.armUsageFlush();
+      this.flushUsageSoon();
     }
   }
 
@@ -261,7 +263,7 @@ export class KeyRing {
     if (changes) {
       this.unfollow = follow({ table: 'api_keys', changes, everyMs: pollMs, read: () => this.freshRead() });
       this.usageFlushMs = usageFlushMs;
-      if (this.dirtyUsage.size > 0) this.armUsageFlush();
+      if (this.dirtyUsage.size > 0) this.flushUsageSoon();
       return;
     }
     let ticks = 0;
