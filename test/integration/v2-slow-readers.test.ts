@@ -51,10 +51,24 @@ describe('/v2 answers to clients that never read (through the main listener)', (
       const s = net.connect(port, '127.0.0.1');
       s.on('error', () => {});
       s.pause();
+      // One read started, so the first bytes are seen (as readableLength) without reading on.
+      s.on('connect', () => s.read(0));
       s.write(`GET /v2/wakes/${wakeId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${gw.admin}\r\n\r\n`);
       return s;
     });
-    // Reading nothing for several send timeouts (the rule is the gateway's, not a guess at speed).
+    // The answers have begun (each is a 6 MiB detail read from the store: on a loaded host
+    // that alone can take longer than the wait below, and an answer not yet begun cannot be
+    // cut), then nothing is read for several send timeouts (the rule is the gateway's, not a
+    // guess at speed).
+    const begun = async () => {
+      const end = performance.now() + 30_000;
+      while (!clients.every((s) => s.readableLength > 0 || s.destroyed)) {
+        if (performance.now() > end) return false;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      return true;
+    };
+    expect(await begun()).toBe(true);
     await new Promise((r) => setTimeout(r, SEND_TIMEOUT * 6));
     const got = await Promise.all(
       clients.map(

@@ -9,7 +9,7 @@ import { closeBoth, edgeInFront } from '../helpers/edge-handover.js';
 
 const ANSWER = 4 * 1_048_576;
 const BUDGET = 1_048_576;
-const SEND_TIMEOUT = 400;
+const SEND_TIMEOUT = 1_000;
 
 /** Raw clients that ask for a large /v2 answer and never read a byte of it. */
 function nonReaders(port: number, n: number): net.Socket[] {
@@ -84,16 +84,27 @@ describe('handover answers to clients that never read', () => {
   });
 
   it('a slow reader that keeps taking bytes is not cut', async () => {
-    const s = net.connect(edgePort, '127.0.0.1');
+    // Its own edge with a send timeout 25 reader periods long: the rule under test is that
+    // taking bytes at all keeps a client, so a loaded host that delays one read by a few
+    // hundred milliseconds (a 400 ms timeout cut this reader at 3.8 of 4 MiB on a CI run)
+    // must not decide it.
+    const slowTimeout = 2_500;
+    const period = slowTimeout / 25;
+    const slowHand = handOver({ port: (internal.address() as AddressInfo).port, token: 't' }, silentLogger, {
+      sendTimeoutMs: slowTimeout,
+      budgetBytes: BUDGET,
+    });
+    const front = await edgeInFront(slowHand);
+    const s = net.connect(front.port, '127.0.0.1');
     s.on('error', () => {});
     s.pause();
     s.write('GET /v2/wakes/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     let got = 0;
-    // Reads a little every SEND_TIMEOUT / 4: slower than the answer comes, never stalled.
+    // Reads a little every period: slower than the answer comes, never stalled.
     const reader = setInterval(() => {
       const c: Buffer | null = s.read(262_144) ?? s.read();
       if (c) got += c.length;
-    }, SEND_TIMEOUT / 4);
+    }, period);
     const ended = await new Promise<boolean>((r) => {
       s.on('end', () => r(true));
       s.on('close', () => r(true));
@@ -101,6 +112,9 @@ describe('handover answers to clients that never read', () => {
       s.on('readable', () => {});
     });
     clearInterval(reader);
+    for (let c = s.read(); c; c = s.read()) got += (c as Buffer).length;
+    front.edge.closeAllConnections();
+    await new Promise((r) => front.edge.close(r));
     expect(ended).toBe(true);
     expect(got).toBeGreaterThan(ANSWER);
   });
