@@ -8,8 +8,11 @@
 // sockets, parsing requests) keeps its code's name.
 //   BENCH_ROUNDS (2), BENCH_SECONDS (8), BODY_BYTES (1000), BENCH_CONNECTIONS (50),
 //   BENCH_TOP (25: functions listed by self time for the full gateway), BENCH_KEEP_PROFILES
-//   (a directory to keep the profiles in, for Chrome's DevTools or speedscope).
+//   (a directory to keep the profiles in, for Chrome's DevTools or speedscope),
+//   BENCH_PROFILE=tracing (the full gateway with tracing off against the same exporting
+//   every request's spans to a receiver in this process, instead of the three above).
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -113,7 +116,26 @@ function analyse(profile) {
 
 const origin = await startOrigin(Number(process.env.BODY_BYTES ?? 1000));
 const targets = [];
-{
+/** BENCH_PROFILE=tracing: the full gateway with tracing off against it exporting every request's spans. */
+const TRACING = process.env.BENCH_PROFILE === 'tracing';
+let collector = null;
+if (TRACING) {
+  // An OTLP/HTTP receiver that takes each export whole and answers an empty ExportTraceServiceResponse.
+  collector = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise((r) => collector.listen(0, '127.0.0.1', r));
+  const otlp = `http://127.0.0.1:${collector.address().port}/v1/traces`;
+  for (const [name, yaml] of [
+    ['tracing off', ''],
+    ['tracing 100%', `tracing: { otlp_url: "${otlp}", sample_ratio: 1 }\n`],
+  ]) {
+    const tag = name.replace(/\W+/g, '-');
+    const g = await startBenchGateway(join(tmp, tag), origin.url, 'required', yaml, preload(tag));
+    targets.push({ name, url: g.url, headers: g.headers, proc: g.gateway, file: preload(tag).PROFILE_FILE });
+  }
+} else {
   const port = await freePort();
   const p = await startProcess(
     'bare undici',
@@ -129,15 +151,17 @@ const targets = [];
     proc: p,
     file: preload('bare').PROFILE_FILE,
   });
+  for (const [name, yaml] of [
+    ['wakegate full', ''],
+    ['wakegate full, detail off', DETAIL_OFF_YAML],
+  ]) {
+    const tag = name.replace(/\W+/g, '-');
+    const g = await startBenchGateway(join(tmp, tag), origin.url, 'required', yaml, preload(tag));
+    targets.push({ name, url: g.url, headers: g.headers, proc: g.gateway, file: preload(tag).PROFILE_FILE });
+  }
 }
-for (const [name, yaml] of [
-  ['wakegate full', ''],
-  ['wakegate full, detail off', DETAIL_OFF_YAML],
-]) {
-  const tag = name.replace(/\W+/g, '-');
-  const g = await startBenchGateway(join(tmp, tag), origin.url, 'required', yaml, preload(tag));
-  targets.push({ name, url: g.url, headers: g.headers, proc: g.gateway, file: preload(tag).PROFILE_FILE });
-}
+/** The column every other is compared with, and the one compared. */
+const [BASE, SUBJECT] = TRACING ? ['tracing off', 'tracing 100%'] : ['bare undici', 'wakegate full'];
 
 const totals = new Map(targets.map((t) => [t.name, { reqs: 0, user: 0, sys: 0, all: 0, a: [] }]));
 for (let round = 0; round < ROUNDS; round++) {
@@ -198,7 +222,7 @@ const breakdown = (pick, title) => {
     .map((k) => [k, ...maps.map((m) => f1(m.get(k))), f1((full.get(k) ?? 0) - (maps[0].get(k) ?? 0))]);
   rows.push(['sampled, all', ...maps.map((m) => f1([...m.values()].reduce((x, y) => x + y, 0))), '']);
   console.log(`\n${title} (us per request)\n`);
-  console.log(table(['code', ...names, 'full - bare'], rows));
+  console.log(table(['code', ...names, `${SUBJECT} - ${BASE}`], rows));
 };
 
 console.log(
@@ -221,17 +245,18 @@ console.log(
 );
 breakdown('self', 'By code: the frame each sample was in');
 breakdown('caller', "By caller: charged to the innermost frame of the proxy's own code");
-const fns = perReq('wakegate full', 'fns');
-const bareFns = perReq('bare undici', 'fns');
+const fns = perReq(SUBJECT, 'fns');
+const bareFns = perReq(BASE, 'fns');
 const top = [...fns].sort((a, b) => b[1] - a[1]).slice(0, TOP);
-console.log(`\nThe full gateway's top ${TOP} functions by self time (us per request)\n`);
+console.log(`\n${SUBJECT}: the top ${TOP} functions by self time (us per request)\n`);
 console.log(
   table(
-    ['function', 'wakegate full', 'bare undici'],
+    ['function', SUBJECT, BASE],
     top.map(([k, v]) => [k, f1(v), f1(bareFns.get(k))]),
   ),
 );
 
 for (const t of targets) await t.proc.stop('SIGTERM');
 await origin.stop('SIGKILL');
+collector?.close();
 rmSync(tmp, { recursive: true, force: true });
