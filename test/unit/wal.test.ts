@@ -281,6 +281,19 @@ describe('the wake log line', () => {
     const line = codec.encode(more) as string;
     expect(codec.isCurrent(line)).toBe(true);
     expect(codec.decode(line)).toEqual(more);
+    // The ids are written unescaped, so a line whose ids are not of their one form (an edited
+    // or damaged log) is read without them, never with a tab or a backslash in an id.
+    for (const [t, sp] of [
+      ['4BF92F3577B34DA6A3CE929D0E0E4736', '00f067aa0ba902b7'],
+      ['4bf92f3577b34da6a3ce929d0e0e473\\t', '00f067aa0ba902b7'],
+      ['4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b'],
+      ['', '00f067aa0ba902b7'],
+    ] as const) {
+      const bad = codec.decode(line.replace(`${more.trace_id}\t${more.span_id}`, `${t}\t${sp}`));
+      expect(bad.trace_id).toBeUndefined();
+      expect(bad.span_id).toBeUndefined();
+      expect(bad.tls_fingerprint).toBe(more.tls_fingerprint);
+    }
     // The same wake as the version before these fields wrote it: 32 fields, read without them.
     const cells = line.split('\t');
     const before = [...cells.slice(0, 18), ...cells.slice(23)].join('\t');
