@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { Admission } from './admission/admission.js';
 import { RouteTable } from './admission/routes.js';
-import { authenticate } from './auth/authorize.js';
 import type { KeyRing } from './auth/keyring.js';
 import type { Capture } from './capture/pipeline.js';
 import { holdsGatewayKey } from './capture/text.js';
@@ -169,7 +168,7 @@ export function createEdge(d: EdgeDeps): Edge {
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
     // /v2: continue only for a key that is known and live; the API answers the rest.
-    if (authenticate(d.ring, req.headers.authorization, d.clock.now()).error === null) {
+    if (proxyDeps.admission.identifies(req.headers.authorization)) {
       res.writeContinue();
       return readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
     }

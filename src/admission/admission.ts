@@ -104,6 +104,15 @@ export class Admission {
   }
 
   /**
+   * Whether `authorization` names a known, live key: admission's key step alone, nothing
+   * drawn, touched or recorded. What `Expect: 100-continue` on /v2 asks before the body
+   * is invited; the call itself then passes admission whole (call()).
+   */
+  identifies(authorization: string | undefined): boolean {
+    return authenticate(this.d.ring, authorization, this.d.clock.now()).error === null;
+  }
+
+  /**
    * A /v2 call its router matched to an operation asking `gate` (a call an edge thread
    * handed over keeps its client's address); `x` is its exchange, when it is recorded.
    */

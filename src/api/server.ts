@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { isRefusal } from '../admission/admission.js';
+import { type Admitted, isRefusal } from '../admission/admission.js';
 import { apiGate, type Gate } from '../admission/gate.js';
-import { authenticate } from '../auth/authorize.js';
+import { type Refusal, refusal } from '../admission/refusal.js';
 import type { KeyRecord } from '../auth/key.js';
 import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
@@ -51,6 +51,9 @@ function toGatewayError(err: unknown): GatewayError {
  * Builds the /v2 management API. The gateway owns the HTTP server; `handler` is
  * what the gateway's listener calls for /v2 management paths.
  */
+/** The gate of a /v2 call no operation matched (the router refused its path): any live key. */
+const ANY_KEY = apiGate('', null);
+
 export async function buildApi(
   deps: ApiDeps,
   server: Server,
@@ -67,27 +70,34 @@ export async function buildApi(
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     return503OnClosing: true,
     // The router's own refusals (a path segment too long, a malformed escape) get the
-    // same body as every other error, and the key is checked first, as for any call.
+    // same body as every other error, and pass the one admission first as a call any
+    // live key may make: a refused key (or an exhausted bucket) is told before the path.
     frameworkErrors: (err, request, reply) => {
-      const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
-      const a = authenticate(deps.ring, request.headers.authorization, deps.clock.now());
-      const g =
-        a.error ??
-        new GatewayError(
-          'invalid_request',
-          err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-            ? 'a path segment is longer than 200 characters: no id is that long'
-            : 'the path is not valid: a percent-escape is malformed',
-          'path',
-        );
-      const res = reply.raw;
-      const body = JSON.stringify(errorBody(g.type, wakeId, g.message, g.param));
-      res.writeHead(g.status, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(body),
-        ...(g.status === 401 ? { 'www-authenticate': 'Bearer' } : {}),
-      });
-      res.end(body);
+      const x = (request.raw as WithExchange)[EXCHANGE] ?? null;
+      const answer = (v: Admitted | Refusal) => {
+        const g = isRefusal(v)
+          ? v.error
+          : new GatewayError(
+              'invalid_request',
+              err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+                ? 'a path segment is longer than 200 characters: no id is that long'
+                : 'the path is not valid: a percent-escape is malformed',
+              'path',
+            );
+        const headers = isRefusal(v) ? v.headers : v.limitHeaders;
+        const res = reply.raw;
+        if (headers !== null)
+          for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i] as string, headers[i + 1] as string);
+        const body = JSON.stringify(errorBody(g.type, x?.id ?? null, g.message, g.param));
+        res.writeHead(g.status, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(body),
+        });
+        res.end(body);
+      };
+      const v = deps.admission.call(request.raw, ANY_KEY, x);
+      if (v instanceof Promise) v.then(answer, () => answer(refusal(new GatewayError('internal_error'))));
+      else answer(v);
     },
   });
 

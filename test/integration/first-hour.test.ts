@@ -131,6 +131,16 @@ describe('the first hour: results a user acts on', () => {
       expect(r.body.error, path).toMatchObject({ type: 'invalid_request', param: 'path', retry_after: null });
       expect(r.body.error.wake_id, path).toMatch(/^wk_/);
     }
+    // They pass the one admission as any call does: the caller's bucket is drawn from and told.
+    const remaining = async () => {
+      const r = await fetch(`${t.url}${long}`, { headers: bearer(t.admin) });
+      await r.arrayBuffer();
+      expect(r.status).toBe(400);
+      expect(r.headers.get('x-ratelimit-limit')).not.toBeNull();
+      return Number(r.headers.get('x-ratelimit-remaining'));
+    };
+    const first = await remaining();
+    expect(await remaining()).toBeLessThan(first);
     for (const headers of [{}, { 'content-type': 'application/json' }] as Record<string, string>[]) {
       const q = await fetch(`${t.url}/v2/wakes`, {
         method: 'QUERY',
