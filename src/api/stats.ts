@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { MANAGEMENT_ROUTES } from '../capture/wake-filter.js';
 import { GatewayError } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import { actingEnvironment, environmentParam } from './env.js';
@@ -46,7 +47,13 @@ export function statsPlugin(app: FastifyInstance, deps: ApiDeps): void {
       if (since >= until) throw new GatewayError('invalid_request', 'since: must be before until', 'since');
       if (until - since > MAX_RANGE)
         throw new GatewayError('invalid_request', 'since: the range is at most 7 days', 'since');
-      const rows = await deps.wakes.stats(env, since, until, q.route, q.management === 'exclude');
+      const rows = await deps.wakes.stats(
+        env,
+        since,
+        until,
+        q.route,
+        q.management === 'exclude' ? MANAGEMENT_ROUTES : [],
+      );
       const routes = new Map<string, { route: string; points: unknown[] }>();
       for (const r of rows) {
         let s = routes.get(r.route);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { WakeFilter } from '../capture/wake-filter.js';
+import { MANAGEMENT_ROUTES, type WakeFilter } from '../capture/wake-filter.js';
 import { GatewayError, missing } from '../errors.js';
 import { idTime } from '../ids.js';
 import type { ApiDeps } from './context.js';
@@ -84,7 +84,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       }
       if (q.method !== undefined) filter.method = q.method;
       if (q.route !== undefined) filter.route = q.route;
-      if (q.management === 'exclude') filter.hideManagement = true;
+      if (q.management === 'exclude') filter.excludeRoutes = MANAGEMENT_ROUTES;
       if (q.status !== undefined) filter.status = q.status;
       if (q.status_class !== undefined) filter.statusClass = Number(q.status_class[0]);
       if (q.path !== undefined) {

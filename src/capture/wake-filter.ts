@@ -21,6 +21,9 @@ export interface WakeFilter {
   until?: number;
   method?: string;
   route?: string;
-  /** Leave out the gateway's own traffic: the /v2 API's calls and the console's files (routes v2 and console). */
-  hideManagement?: boolean;
+  /** Routes left out (MANAGEMENT_ROUTES: the gateway's own traffic). */
+  excludeRoutes?: readonly string[];
 }
+
+/** The routes of the gateway's own traffic: the /v2 API's calls and the console's files. */
+export const MANAGEMENT_ROUTES: readonly string[] = ['v2', 'console'];

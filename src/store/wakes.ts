@@ -100,9 +100,6 @@ export class WakeInserter {
   }
 }
 
-/** The routes of the gateway's own traffic. */
-export const MANAGEMENT_ROUTES = ['v2', 'console'];
-
 /** One route's traffic in one minute (GET /v2/stats). */
 export interface StatsRow {
   route: string;
@@ -249,9 +246,9 @@ export class WakeQuerier {
       where.push('route = {route:String}');
       params.route = filter.route;
     }
-    if (filter.hideManagement) {
+    if (filter.excludeRoutes !== undefined && filter.excludeRoutes.length > 0) {
       where.push('route NOT IN {mgmt:Array(String)}');
-      params.mgmt = MANAGEMENT_ROUTES;
+      params.mgmt = filter.excludeRoutes;
     }
     if (after) {
       // Keyset on (captured_at, id): rows sharing a millisecond are ordered by id,
@@ -285,7 +282,7 @@ export class WakeQuerier {
     since: number,
     until: number,
     route?: string,
-    hideManagement = false,
+    excludeRoutes: readonly string[] = [],
   ): Promise<StatsRow[]> {
     const params: Record<string, unknown> = { env: environment, since, until };
     let extra = '';
@@ -293,9 +290,9 @@ export class WakeQuerier {
       extra = ' AND route = {route:String}';
       params.route = route;
     }
-    if (hideManagement) {
+    if (excludeRoutes.length > 0) {
       extra += ' AND route NOT IN {mgmt:Array(String)}';
-      params.mgmt = MANAGEMENT_ROUTES;
+      params.mgmt = excludeRoutes;
     }
     const sql = `SELECT route, toUnixTimestamp64Milli(toDateTime64(toStartOfMinute(captured_at), 3, 'UTC')) AS minute_ms,
         count() AS requests, countIf(status >= 500) AS errors,

@@ -482,4 +482,30 @@ describe('wakes table', () => {
     ).insert([], sealed?.token as string, sealed?.file as string);
     expect(await q.get('upgrade', after.id, after.captured_at)).toEqual({ ...after, path_truncated: false });
   });
+  it("leaves out the routes it is asked to (the gateway's own traffic: management=exclude), in lists and stats", async () => {
+    const { MANAGEMENT_ROUTES } = await import('../../src/capture/wake-filter.js');
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
+    const q = new WakeQuerier(store);
+    const env = 'exclude-routes';
+    const t = base + 3_600_000;
+    const ws = ['payments', 'v2', 'console', 'orders'].map((route, i) =>
+      wake(i, { environment: env, route, captured_at: t + i }),
+    );
+    await ins.insert(ws, env);
+    const now = t + 60_000;
+    const routes = async (excludeRoutes?: readonly string[]) =>
+      (await q.list({ environment: env, ...(excludeRoutes ? { excludeRoutes } : {}) }, 10, null, now)).rows
+        .map((w) => w.route)
+        .sort();
+    expect(await routes()).toEqual(['console', 'orders', 'payments', 'v2']);
+    expect(await routes(MANAGEMENT_ROUTES)).toEqual(['orders', 'payments']);
+    expect(await routes([])).toEqual(['console', 'orders', 'payments', 'v2']);
+    const stats = async (excludeRoutes?: readonly string[]) =>
+      [...new Set((await q.stats(env, t - 60_000, now, undefined, excludeRoutes)).map((r) => r.route))].sort();
+    expect(await stats()).toEqual(['console', 'orders', 'payments', 'v2']);
+    expect(await stats(MANAGEMENT_ROUTES)).toEqual(['orders', 'payments']);
+  });
 });
