@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import type net from 'node:net';
 import tls from 'node:tls';
@@ -25,6 +26,20 @@ export interface FrontDeps {
   listener: string;
 }
 
+/**
+ * The session id context every ticket is bound to (OpenSSL resumes a session only in
+ * the context it was made in, else it does a full handshake): the same on every thread
+ * and instance with the same client-certificate settings (Node's default derives from
+ * argv), so tickets resume anywhere, and another once the client CA changes, so a
+ * client whose certificate the new CA would refuse cannot skip the check by resuming.
+ */
+function sessionContext(clientAuth: string, ca: string | null): string {
+  return createHash('sha256')
+    .update(`wakegate\0${clientAuth}\0${ca ?? ''}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
 /** A TLS listener in front of an HTTP server. */
 export interface TlsFront {
   readonly server: tls.Server;
@@ -50,10 +65,12 @@ export function tlsFront(d: FrontDeps): TlsFront {
     key: m.certs[0]?.key,
     minVersion: s.min_version,
     ...ca(m),
-    // The same on every thread and instance (Node's default derives from argv): tickets resume anywhere.
-    sessionIdContext: 'wakegate',
+    sessionIdContext: sessionContext(s.client_auth, m.ca),
   });
-  let sni = new SniTable(d.material, ca(d.material));
+  let sni = new SniTable(d.material, {
+    ...ca(d.material),
+    sessionIdContext: sessionContext(s.client_auth, d.material.ca),
+  });
   const server = tls.createServer({
     ...contextOptions(d.material),
     ALPNProtocols: d.acceptH2 ? ['h2', 'http/1.1'] : ['http/1.1'],
@@ -91,7 +108,7 @@ export function tlsFront(d: FrontDeps): TlsFront {
     server,
     update(m) {
       server.setSecureContext(contextOptions(m));
-      sni = new SniTable(m, ca(m));
+      sni = new SniTable(m, { ...ca(m), sessionIdContext: sessionContext(s.client_auth, m.ca) });
       // A new context has new ticket keys of its own: put the day's back, so tickets keep resuming.
       keys();
     },

@@ -102,7 +102,7 @@ export class SniTable {
   private readonly x509: X509Certificate[];
   private readonly seen = new Map<string, SecureContext | null>();
 
-  constructor(m: TlsMaterial, extra: { ca?: string }) {
+  constructor(m: TlsMaterial, extra: { ca?: string; sessionIdContext?: string }) {
     this.contexts = m.certs.map((c) => createSecureContext({ ...c, ...extra }));
     this.x509 = m.certs.map((c) => new X509Certificate(c.cert));
   }
