@@ -9,6 +9,17 @@ import { ResetWindow } from './resets.js';
 
 /** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed. */
 const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
+/** Host and :authority both sent, naming different authorities (compared without case). */
+function otherHost(h: IncomingHttpHeaders): boolean {
+  const host = h.host;
+  const authority = h[':authority'];
+  return (
+    host !== undefined &&
+    authority !== undefined &&
+    (host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase())
+  );
+}
+
 const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
 const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
@@ -141,7 +152,9 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     }
     // Any token can be :method here (of any length, up to the header list): only those
     // HTTP/1.1's parser takes are requests, the others malformed as they are there (400, no wake).
-    if (!HTTP1_METHODS.has(headers[':method'] as string)) {
+    // A Host naming another authority than :authority is malformed too (RFC 9113 §8.3.1):
+    // the gateway and the origin must not each read a different one.
+    if (!HTTP1_METHODS.has(headers[':method'] as string) || otherHost(headers)) {
       stream.respond({ ':status': 400, 'content-type': 'application/json', 'content-length': MALFORMED.length });
       stream.end(MALFORMED);
       stream.resume();

@@ -354,6 +354,39 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     await othersServed();
   });
 
+  it('a Host that names another authority than :authority is a malformed request (RFC 9113 §8.3.1), never forwarded', async () => {
+    const answer = async (fields: [string, string][]) => {
+      const c = await RawH2.connect(port);
+      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(fields)));
+      const until = Date.now() + 3000;
+      while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
+        await new Promise((r) => setTimeout(r, 20));
+      c.destroy();
+      const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
+      return Buffer.concat(data).toString();
+    };
+    const base = request('/open/seen-host');
+    for (const host of ['admin.internal', 'localhost:8443', 'localhost.', 'evil.test']) {
+      seen.length = 0;
+      expect(JSON.parse(await answer([...base, ['host', host]])), host).toMatchObject({
+        error: { type: 'invalid_request', message: 'malformed request' },
+      });
+      expect(seen, host).toHaveLength(0);
+    }
+    // The same authority (names are case-insensitive), or only one of the two: served.
+    for (const fields of [
+      [...base, ['host', 'localhost']],
+      [...base, ['host', 'LocalHost']],
+      base,
+      base.filter(([n]) => n !== ':authority').concat([['host', 'elsewhere.test']]),
+    ] as [string, string][][]) {
+      seen.length = 0;
+      expect(await answer(fields), JSON.stringify(fields)).toBe('ok');
+      expect(seen).toHaveLength(1);
+    }
+    await othersServed();
+  });
+
   it('malformed requests (pseudo-headers, forbidden fields, CR/LF/NUL, a length the DATA belies) never reach the origin', async () => {
     const req = (path: string, method = 'GET') => request(path, method);
     const refused: { name: string; fields: [string, string][]; body?: Buffer; trailers?: [string, string][] }[] = [
