@@ -26,6 +26,8 @@ export class FleetQueue implements DeliveryQueue {
   private readonly outcomes: Outcomes;
   /** Outcomes Redis has not heard of yet (it was unreachable when they were made). */
   private unreleased: DeliveryRecord[] = [];
+  /** Deliveries stored and held here that Redis has not heard of yet (it was unreachable when they were made). */
+  private unannounced: DeliveryRecord[] = [];
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
@@ -43,8 +45,17 @@ export class FleetQueue implements DeliveryQueue {
 
   async add(rows: DeliveryRecord[]): Promise<void> {
     await this.o.rows.put(rows);
-    await this.o.leases.add(rows);
+    // Stored: from here on they are this instance's to attempt, whether or not Redis hears
+    // of them now (a claim puts back in the fleet's queue a delivery Redis does not list).
     for (const d of rows) this.held.push(d);
+    try {
+      await this.o.leases.add(rows);
+    } catch (e) {
+      // Redis unreachable: told at the next scan that reaches it, so the fleet lists them
+      // even if this instance goes away first (its queue was filled from storage already).
+      this.unannounced.push(...rows);
+      this.o.log.debug('new webhook deliveries not yet in the fleet queue (Redis unavailable)', { err: e as Error });
+    }
   }
 
   due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
@@ -79,16 +90,22 @@ export class FleetQueue implements DeliveryQueue {
   }
 
   withdraw(endpointId: string): DeliveryRecord[] {
-    return this.held.withdraw(endpointId);
+    const out = this.held.withdraw(endpointId);
+    // Ended for the fleet too: storage has them dead-lettered, so no scan would take them
+    // in again, and Redis would list them as due for good, ahead of every later delivery
+    // in a scan (which reads the most overdue first, a bounded number).
+    for (const d of out) this.cancel(d.id, 'a delivery withdrawn for a deleted endpoint stays in the fleet queue');
+    return out;
+  }
+
+  /** Ends a delivery in the fleet's queue; a failure is said once (the fleet may still name it). */
+  private cancel(id: string, failure: string): void {
+    void this.o.leases.cancel(id).catch((e: Error) => this.o.log.warn(failure, { delivery_id: id, err: e }));
   }
 
   end(d: DeliveryRecord): DeliveryRecord | null {
     // Another instance may hold it: it ends there too (at its next claim or release).
-    void this.o.leases
-      .cancel(d.id)
-      .catch((e: Error) =>
-        this.o.log.warn('a delivery sent again by hand may be attempted once more', { delivery_id: d.id, err: e }),
-      );
+    this.cancel(d.id, 'a delivery sent again by hand may be attempted once more');
     return this.held.take(d);
   }
 
@@ -110,6 +127,8 @@ export class FleetQueue implements DeliveryQueue {
       for (const d of this.unreleased.splice(0)) {
         if ((await leases.release(d).catch(() => null)) === null) this.unreleased.push(d);
       }
+      const unannounced = this.unannounced.splice(0);
+      if ((await leases.add(unannounced).catch(() => null)) === null) this.unannounced.push(...unannounced);
       if (await leases.unseeded()) {
         const all = await rows.unfinished();
         await leases.add(all);
