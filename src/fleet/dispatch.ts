@@ -46,8 +46,16 @@ end
 return n
 `);
 
+/** CANCEL: KEYS = state, due; ARGV = the ended state, how long it stays (ms), id. Both at once: no scan sees one without the other. */
+const CANCEL = script(`
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1
+`);
+
 /** A finished delivery's state stays this long (ms), so no instance holding an old copy attempts it again. */
 const ENDED_MS = 86_400_000;
+const ENDED = JSON.stringify({ next_attempt_at: null });
 
 /**
  * CLAIM: KEYS = state, lease, due; ARGV = owner, lease ms, now, the caller's state, id.
@@ -175,9 +183,7 @@ export class DeliveryLeases {
 
   /** Ends a delivery for the whole fleet (sent again by hand): no instance attempts it again. */
   async cancel(id: string): Promise<void> {
-    const ended = JSON.stringify({ next_attempt_at: null });
-    await this.co.command(['SET', stateKey(id), ended, 'PX', String(ENDED_MS)], 'lease', 5000);
-    await this.co.command(['ZREM', DUE, id], 'lease', 5000);
+    await this.co.run(CANCEL, [stateKey(id), DUE], [ENDED, ENDED_MS, id], 'lease', 5000);
   }
 
   /** The ids of deliveries due by `until` (any instance's): what they are is read from storage. */

@@ -8,6 +8,7 @@ import { DeliveryLeases } from '../../src/fleet/dispatch.js';
 import { Coordinator } from '../../src/fleet/redis.js';
 import { createLogger, type Logger, silentLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
+import { pendingDelivery } from '../../src/webhooks/delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import type { DeliveryRecord } from '../../src/webhooks/records.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
@@ -101,27 +102,33 @@ let made = 0;
 /** A new delivery, due now on the fleet's clock unless `over` says otherwise. */
 function delivery(f: Fleet, over: Partial<DeliveryRecord> = {}): DeliveryRecord {
   const n = ++made;
-  const now = f.clock.now();
-  return {
-    id: `dlv_${n}_${randomBytes(4).toString('hex')}`,
-    environment: 'production',
-    endpoint_id: 'we_a',
-    event_id: `evt_${n}`,
-    event_type: 'wake.error',
-    payload: JSON.stringify({ n }),
-    attempt: 0,
-    max_attempts: 8,
-    status: 'pending',
-    response_status: 0,
-    response_body: '',
-    duration_ms: 0,
-    is_replay: false,
-    replay_of: null,
-    created_at: now,
-    next_attempt_at: now,
-    updated_at: now,
-    ...over,
-  };
+  const d = pendingDelivery(
+    {
+      environment: 'production',
+      endpoint_id: 'we_a',
+      event_id: `evt_${n}`,
+      event_type: 'wake.error',
+      payload: JSON.stringify({ n }),
+      max_attempts: 8,
+    },
+    f.clock.now(),
+  );
+  return { ...d, id: `dlv_${n}_${randomBytes(4).toString('hex')}`, ...over };
+}
+
+/** `g` scans and claims what falls due (as its timer would every 2 s) until it holds a lease another instance let expire. */
+async function takeOver(f: Fleet, g: Gateway, what: string): Promise<DeliveryRecord | null> {
+  let got: DeliveryRecord | null = null;
+  await until(
+    async () => {
+      await g.queue.scan();
+      for (const x of g.queue.due(f.clock.now(), all)) got = (await g.queue.claim(x)) ?? got;
+      return got !== null;
+    },
+    what,
+    10_000,
+  );
+  return got;
 }
 
 /** The outcome of an attempt of `d` that failed, to be retried at `next`. */
@@ -463,16 +470,7 @@ describe('FleetQueue: an instance that dies or stalls mid-attempt', () => {
     expect(b.queue.waiting).toBe(0);
 
     // B keeps looking (as its timer would, every 2 s), and takes it once the lease expired.
-    let got: DeliveryRecord | null = null;
-    await until(
-      async () => {
-        await b.queue.scan();
-        for (const x of b.queue.due(f.clock.now(), all)) got = (await b.queue.claim(x)) ?? got;
-        return got !== null;
-      },
-      'the dead instance lease to expire',
-      10_000,
-    );
+    const got = await takeOver(f, b, 'the dead instance lease to expire');
     expect(Date.now() - leasedAt).toBeGreaterThanOrEqual(leaseMs - 200);
     // Made again under its number (attempt 3 is next): the cut-short attempt is not counted.
     expect(got).toMatchObject({ id: d.id, attempt: 2, payload: d.payload });
@@ -489,16 +487,7 @@ describe('FleetQueue: an instance that dies or stalls mid-attempt', () => {
     await a.queue.add([d]);
     const slow = await a.queue.claim(a.queue.due(now, all)[0] as DeliveryRecord);
     expect(slow).not.toBeNull();
-    let got: DeliveryRecord | null = null;
-    await until(
-      async () => {
-        await b.queue.scan();
-        for (const x of b.queue.due(f.clock.now(), all)) got = (await b.queue.claim(x)) ?? got;
-        return got !== null;
-      },
-      'the stalled instance lease to expire',
-      10_000,
-    );
+    const got = await takeOver(f, b, 'the stalled instance lease to expire');
     const before = await inRedis(f, d.id);
     expect(before.lease).toBe(b.co.owner);
 

@@ -23,6 +23,17 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
   /** What reached the origin of each /open/seen request: its header and trailer fields. */
   const seen: string[] = [];
 
+  /** One stream of `fields` on a raw connection, ended with its HEADERS: the body of its answer (3 s at most). */
+  const answerOf = async (fields: [string, string][]) => {
+    const c = await RawH2.connect(port);
+    c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(fields)));
+    const until = Date.now() + 3000;
+    while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
+      await new Promise((r) => setTimeout(r, 20));
+    c.destroy();
+    const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
+    return Buffer.concat(data).toString();
+  };
   const othersServed = async () => {
     const r = await h2once(t.url, { ':path': '/open/other' });
     expect(r.status).toBe(200);
@@ -321,16 +332,7 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
   });
 
   it(':method is one HTTP/1.1 takes: any other token (of any length) is a malformed request, never forwarded nor stored', async () => {
-    const answer = async (method: string) => {
-      const c = await RawH2.connect(port);
-      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(request('/open/seen-method', method))));
-      const until = Date.now() + 3000;
-      while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
-        await new Promise((r) => setTimeout(r, 20));
-      c.destroy();
-      const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
-      return Buffer.concat(data).toString();
-    };
+    const answer = (method: string) => answerOf(request('/open/seen-method', method));
     const before = (await t.gw.wakes.list({ environment: 'production', pathPattern: '^/open/seen-method$' }, 100, null))
       .rows.length;
     for (const bad of ['X'.repeat(15_000), 'FOO', 'get', 'Post', 'BREW']) {
@@ -355,16 +357,7 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
   });
 
   it('a Host that names another authority than :authority is a malformed request (RFC 9113 §8.3.1), never forwarded', async () => {
-    const answer = async (fields: [string, string][]) => {
-      const c = await RawH2.connect(port);
-      c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(fields)));
-      const until = Date.now() + 3000;
-      while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
-        await new Promise((r) => setTimeout(r, 20));
-      c.destroy();
-      const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
-      return Buffer.concat(data).toString();
-    };
+    const answer = answerOf;
     const base = request('/open/seen-host');
     for (const host of ['admin.internal', 'localhost:8443', 'localhost.', 'evil.test']) {
       seen.length = 0;

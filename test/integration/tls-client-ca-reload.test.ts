@@ -1,11 +1,11 @@
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
 import { makeCerts, type TestCerts } from '../helpers/certs.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { echoOrigin, type TestServer } from '../helpers/origin.js';
 import { type Handshake, handshake } from '../helpers/tls-client.js';
+import { manualTlsWatch } from '../helpers/tls-watch.js';
 
 /**
  * A client CA taken away by a reload is taken away from resumed sessions too: a session
@@ -17,8 +17,7 @@ describe('client_auth: required, the client CA replaced', () => {
   let origin: TestServer;
   let t: TestGateway;
   let port: number;
-  const lines: string[] = [];
-  let changed: () => void = () => {};
+  const watch = manualTlsWatch();
   const live = () => join(certs.dir, 'live-client-ca.pem');
 
   beforeAll(async () => {
@@ -37,16 +36,7 @@ describe('client_auth: required, the client CA replaced', () => {
         },
         routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: origin.url } }],
       },
-      {
-        log: createLogger('info', (l) => lines.push(l)),
-        tlsWatch: {
-          watch: (_files, c) => {
-            changed = c;
-            return () => {};
-          },
-          debounceMs: 0,
-        },
-      },
+      { log: watch.log, tlsWatch: watch.tlsWatch },
     );
     port = Number(new URL(t.url).port);
   });
@@ -56,13 +46,8 @@ describe('client_auth: required, the client CA replaced', () => {
     certs?.cleanup();
   });
 
-  const reloaded = async () => {
-    const before = lines.length;
-    changed();
-    for (let i = 0; i < 100 && lines.length === before; i++) await new Promise((r) => setTimeout(r, 5));
-    return lines.slice(before).join('');
-  };
-  const served = (h: Handshake | null) => h !== null && h.response.startsWith('HTTP/1.1 200');
+  const reloaded = async () => (await watch.reloaded()).join('');
+  const served = (h: Handshake | null) => h?.response.startsWith('HTTP/1.1 200') === true;
   const asClient = (session?: Buffer) =>
     handshake(port, {
       ca: certs.caPem,

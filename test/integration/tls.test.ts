@@ -8,6 +8,7 @@ import { makeCerts, type TestCerts } from '../helpers/certs.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { echoOrigin, type TestServer } from '../helpers/origin.js';
 import { handshake, httpsGet } from '../helpers/tls-client.js';
+import { manualTlsWatch } from '../helpers/tls-watch.js';
 
 /** TLS on the main listener: SNI, session tickets, reloads without a restart (issue #37). */
 describe('TLS at the edge', () => {
@@ -16,8 +17,7 @@ describe('TLS at the edge', () => {
   let t: TestGateway;
   let url: string;
   let port: number;
-  const lines: string[] = [];
-  let changed: () => void = () => {};
+  const watch = manualTlsWatch();
 
   beforeAll(async () => {
     certs = makeCerts();
@@ -37,16 +37,7 @@ describe('TLS at the edge', () => {
         },
         routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: origin.url } }],
       },
-      {
-        log: createLogger('info', (l) => lines.push(l)),
-        tlsWatch: {
-          watch: (_files, c) => {
-            changed = c;
-            return () => {};
-          },
-          debounceMs: 0,
-        },
-      },
+      { log: watch.log, tlsWatch: watch.tlsWatch },
     );
     port = Number(new URL(t.url).port);
     url = `https://127.0.0.1:${port}`;
@@ -61,13 +52,7 @@ describe('TLS at the edge', () => {
     const text = await (await fetch(`${t.opsUrl}/metrics`)).text();
     return text.split('\n').filter((l) => l.startsWith(name));
   };
-  const reloaded = async () => {
-    const before = lines.length;
-    changed();
-    // The debounce is a zero timer: the reload runs on the next turn.
-    for (let i = 0; i < 100 && lines.length === before; i++) await new Promise((r) => setTimeout(r, 5));
-    return lines.slice(before);
-  };
+  const reloaded = watch.reloaded;
 
   it('proxies over TLS, and tells the origin the client spoke https', async () => {
     const r = await httpsGet(`${url}/open/x`, { ca: certs.caPem });
