@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, startGateway } from '../helpers/gateway.js';
 import { echoOrigin, type TestServer } from '../helpers/origin.js';
 
 /** Issue #25, item 9: the console (and the /v2 it calls) never share an origin with a proxied app. */
