@@ -257,6 +257,7 @@ function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
     limits: s.http2_limits,
     idleTimeoutMs: s.keep_alive_timeout_ms,
     requestTimeoutMs: s.request_timeout_ms,
+    sendTimeoutMs: s.send_timeout_ms,
     handle: (req, res, expectsContinue) => proxy.handle(req, res, expectsContinue),
     http1Only: (url) => onMain && isManagementPath(url) && !holdsGatewayKey(url),
     goaway: d.metrics.h2Goaway,

@@ -5,6 +5,7 @@ import { errorBody } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { H2Request, H2Response } from './exchange.js';
+import { FlushSweep } from './flush-sweep.js';
 import { ResetWindow } from './resets.js';
 
 /** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed. */
@@ -36,6 +37,8 @@ export interface H2EdgeDeps {
   idleTimeoutMs: number;
   /** A request body must have arrived whole this long after its headers, else the stream is reset (server.request_timeout_ms; 0: none). */
   requestTimeoutMs: number;
+  /** An ended answer its client's flow control keeps from going out for this long is cut (server.send_timeout_ms). */
+  sendTimeoutMs: number;
   /** Serves one request: the proxy's handle. */
   handle: (req: ClientRequest, res: ClientResponse, expectsContinue: boolean) => void;
   /** Paths HTTP/2 does not serve here (/v2): reset with HTTP_1_1_REQUIRED, so the client retries on HTTP/1.1. */
@@ -93,6 +96,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     maxSessionMemory: 10,
   });
   const sessions = new Set<ServerHttp2Session>();
+  const sweep = new FlushSweep(d.sendTimeoutMs, d.log);
   let pending: Socket | null = null;
   let draining = false;
 
@@ -162,7 +166,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     }
     st.open++;
     const req = new H2Request(stream, headers, raw, st.socket);
-    const res = new H2Response(stream, headers[':method'] === 'HEAD');
+    const res = new H2Response(stream, headers[':method'] === 'HEAD', sweep);
     let timer: NodeJS.Timeout | null = null;
     // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
     stream.on('close', () => {
@@ -226,6 +230,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     },
     close() {
       for (const s of sessions) s.destroy();
+      sweep.close();
     },
   };
 }

@@ -7,6 +7,7 @@ import http2, {
 import type { Socket } from 'node:net';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
+import type { FlushSweep } from './flush-sweep.js';
 
 const { NGHTTP2_INTERNAL_ERROR } = http2.constants;
 const NONE: string[] = [];
@@ -115,9 +116,14 @@ export class H2Response implements ClientResponse {
   /** The answer was ended (end(), or write with the last bytes Content-Length announced) on a stream that could still carry it. */
   private ended = false;
 
+  /** The proxy's own send timer is on the stream (an answer streamed to a client falling behind): the sweep need not look. */
+  private timed = false;
+
   constructor(
     readonly stream: ServerHttp2Stream,
     private readonly head: boolean,
+    /** Ended answers whose bytes the client's flow control holds back are cut by it (null: none). */
+    private readonly sweep: FlushSweep | null = null,
   ) {}
 
   get headersSent(): boolean {
@@ -184,6 +190,7 @@ export class H2Response implements ClientResponse {
       this.left = -1;
       this.ended = this.delivers();
       this.stream.end(chunk);
+      this.flushWithin();
       return true;
     }
     if (this.left > 0) this.left -= chunk.length;
@@ -195,7 +202,13 @@ export class H2Response implements ClientResponse {
     this.ended = this.delivers();
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
+    this.flushWithin();
     return this;
+  }
+
+  /** An ended answer not yet sent whole is left to the sweep, unless the send timer watches it already. */
+  private flushWithin(): void {
+    if (this.ended && !this.timed && this.sweep !== null) this.sweep.watch(this);
   }
 
   /** Cuts the stream (RST_STREAM INTERNAL_ERROR): the client knows the answer is not whole. */
@@ -217,6 +230,7 @@ export class H2Response implements ClientResponse {
   }
 
   setTimeout(ms: number, onTimeout: () => void): this {
+    this.timed = true;
     this.stream.setTimeout(ms, onTimeout);
     return this;
   }
@@ -244,6 +258,7 @@ export class H2Response implements ClientResponse {
 
   /** The stream has closed (the edge's listener, once): the proxy's close listeners, in the order they came. */
   closed(): void {
+    this.sweep?.unwatch(this);
     const first = this.onClose;
     const more = this.moreOnClose;
     this.onClose = null;

@@ -66,9 +66,6 @@ export class ProxyHandler {
   private buffered = 0;
   /** Answers held for slow clients, and those streaming at their pace, per address. */
   readonly downloads: Downloads;
-  /** HTTP/2 answers ended and not sent whole yet (left when their stream closes), looked at every send_timeout_ms. */
-  private readonly unflushed = new Set<Forwarding>();
-  private sweep: NodeJS.Timeout | null = null;
 
   constructor(private readonly d: ProxyDeps) {
     this.upstreams = new Upstreams(d.server.connections);
@@ -92,7 +89,6 @@ export class ProxyHandler {
       for (const v of headers) h.push(v);
       res.writeHead(e.status, h);
       res.end(body);
-      fw.flushWithin();
     } else {
       res.destroy();
     }
@@ -395,46 +391,7 @@ export class ProxyHandler {
     return false;
   }
 
-  /**
-   * An HTTP/2 answer ended (its bytes maybe held back by the client's flow control):
-   * looked at by one sweep every send_timeout_ms rather than a timer per stream. One
-   * whose unsent bytes have not gone down between two sweeps is cut, so a client that
-   * never opens its window holds a stream between one and two send_timeout_ms.
-   */
-  watchFlush(fw: Forwarding): void {
-    this.unflushed.add(fw);
-    if (this.sweep !== null) return;
-    this.sweep = setInterval(() => this.sweepUnflushed(), this.d.downloads.sendTimeoutMs);
-    this.sweep.unref();
-  }
-
-  /** Its stream closed: nothing left to look at. */
-  unwatchFlush(fw: Forwarding): void {
-    this.unflushed.delete(fw);
-  }
-
-  private sweepUnflushed(): void {
-    for (const fw of this.unflushed) {
-      const res = fw.res;
-      const unsent = res.writableLength;
-      if (res.destroyed || res.writableFinished) this.unflushed.delete(fw);
-      else if (fw.unsent === -1 || unsent < fw.unsent) fw.unsent = unsent;
-      else {
-        this.d.log.debug('answer cut: its client took none of it within send_timeout_ms', { route: fw.x.route });
-        this.unflushed.delete(fw);
-        res.destroy();
-      }
-    }
-    if (this.unflushed.size === 0 && this.sweep !== null) {
-      clearInterval(this.sweep);
-      this.sweep = null;
-    }
-  }
-
   close(): Promise<void> {
-    if (this.sweep !== null) clearInterval(this.sweep);
-    this.sweep = null;
-    this.unflushed.clear();
     return this.upstreams.close();
   }
 }
@@ -465,10 +422,6 @@ class Forwarding {
   /** The origin's slots whose streaming place this answer holds (it streams at the client's pace). */
   streams: Slots | null = null;
   private resume: (() => void) | null = null;
-  /** Its ended answer's bytes still unsent when the flush sweep last looked (-1: not looked yet). */
-  unsent = -1;
-  /** In the flush sweep's set (HTTP/2, its answer ended). */
-  private watched = false;
 
   constructor(
     private readonly p: ProxyHandler,
@@ -480,7 +433,6 @@ class Forwarding {
   }
 
   readonly onClose = (): void => {
-    if (this.watched) this.p.unwatchFlush(this);
     // Recorded first (a client gone mid-response is a 499, not the 502 of the abort).
     this.p.closed(this);
     if (this.held !== 0 || this.streams !== null) this.letGo();
@@ -573,19 +525,6 @@ class Forwarding {
       }
     }
     this.res.end();
-    this.flushWithin();
-  }
-
-  /**
-   * HTTP/2: an ended answer the client's flow control holds back (a window it never
-   * opens) would keep its stream, and so its session, open for good, however small:
-   * it is cut after send_timeout_ms without progress, as a slow HTTP/1.1 reader is
-   * (ProxyHandler.watchFlush: a timer per stream measured ~7 us a request).
-   */
-  flushWithin(): void {
-    if (this.req.httpVersionMajor !== 2 || this.timed || this.res.destroyed) return;
-    this.watched = true;
-    this.p.watchFlush(this);
   }
 
   onError(err: Error & { code?: string }): void {

@@ -6,6 +6,10 @@ import type { H2Response } from '../../src/h2/exchange.js';
 import { createLogger } from '../../src/log.js';
 import type { ClientRequest, ClientResponse } from '../../src/proxy/client.js';
 import { h2connect, h2request } from '../helpers/h2.js';
+import { F, frame, hpack, RawH2, request, settings, T } from '../helpers/h2-frames.js';
+
+/** server.send_timeout_ms of the edge under test: what the flush sweep cuts by. */
+const SEND_TIMEOUT = 300;
 
 /**
  * The HTTP/2 stand-in for a response (exchange.ts) under the edge, with a handler of
@@ -24,6 +28,7 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
       limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: 200 },
       idleTimeoutMs: 30_000,
       requestTimeoutMs: 0,
+      sendTimeoutMs: SEND_TIMEOUT,
       handle: (req, res) => serve(req, res),
       http1Only: () => false,
       goaway: { labels: () => ({ inc() {} }) },
@@ -151,5 +156,29 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
     const a = await h2request(session, { ':path': '/big' });
     expect(a.body.equals(big)).toBe(true);
     expect(wrote).toBe(true);
+  });
+  it('an answer ended behind a window its client never opens is cut by the edge (within two send timeouts), with no timer of the proxy', async () => {
+    let ended = 0;
+    serve = (_req, res) => {
+      res.writeHead(200, ['content-type', 'text/plain', 'content-length', '5']);
+      res.write(Buffer.from('hello'));
+      ended++;
+    };
+    const port = (server.address() as net.AddressInfo).port;
+    const c = await RawH2.connect(port, false);
+    c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), settings([[0x4, 0]])]));
+    const t0 = Date.now();
+    c.write(frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack(request('/held'))));
+    const cut = () => c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1);
+    while (Date.now() - t0 < 5000 && !cut()) await new Promise((r) => setTimeout(r, 20));
+    const took = Date.now() - t0;
+    c.destroy();
+    expect(ended).toBe(1);
+    expect(cut()).toBe(true);
+    expect(c.frames.some((f) => f.type === T.DATA)).toBe(false);
+    expect(took).toBeGreaterThanOrEqual(SEND_TIMEOUT - 50);
+    // A reader on the same edge meanwhile gets its answer whole.
+    const a = await h2request(session, { ':path': '/read' });
+    expect(a.body.toString()).toBe('hello');
   });
 });
