@@ -1,5 +1,5 @@
 import { copyFileSync } from 'node:fs';
-import http2, { type ClientHttp2Session } from 'node:http2';
+import http2 from 'node:http2';
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeCerts, type TestCerts } from '../helpers/certs.js';
@@ -8,6 +8,7 @@ import { h2request } from '../helpers/h2.js';
 import { F, frame, hpack, RawH2, request, rstStream, T } from '../helpers/h2-frames.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { h2tls, handshake, httpsOn, peerPrint } from '../helpers/tls-client.js';
+import { mixedLoad } from '../helpers/tls-load.js';
 
 const C = http2.constants;
 
@@ -65,43 +66,10 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
       expect(peerPrint(socket.getPeerCertificate())).toBe(old);
     }
     const agent = new https.Agent({ keepAlive: true, maxSockets: 3, ca: certs.caPem });
-    const failures: string[] = [];
-    let h2done = 0;
-    let h1done = 0;
-    let going = true;
-    const h2loop = async (s: ClientHttp2Session) => {
-      // A failure ends the loop: a closed session fails at once, and would spin.
-      while (going && failures.length === 0) {
-        try {
-          const r = await h2request(s, { ':path': '/open/h2' });
-          if (r.status !== 200) failures.push(`h2 ${r.status}`);
-        } catch (e) {
-          failures.push(`h2 ${(e as Error).message}`);
-        }
-        h2done++;
-      }
-    };
-    const h1loop = async () => {
-      // A failure ends the loop: a closed session fails at once, and would spin.
-      while (going && failures.length === 0) {
-        try {
-          const r = await httpsOn(`${url}/open/h1`, agent);
-          if (r.status !== 200) failures.push(`h1 ${r.status}`);
-        } catch (e) {
-          failures.push(`h1 ${(e as Error).message}`);
-        }
-        h1done++;
-      }
-    };
     // Three sessions of four concurrent streams each, and three keep-alive connections.
-    const loops = [...sessions.flatMap(({ s }) => [1, 2, 3, 4].map(() => h2loop(s))), h1loop(), h1loop(), h1loop()];
-    const until = async (ok: () => boolean) => {
-      for (let i = 0; i < 2000 && !ok() && failures.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-      expect(failures).toEqual([]);
-      expect(ok()).toBe(true);
-    };
+    const load = mixedLoad({ sessions: sessions.map((x) => x.s), perSession: 4, agent, h1: 3, url, prefix: '/open' });
     try {
-      await until(() => h2done >= 60 && h1done >= 30);
+      await load.until(() => load.h2done >= 60 && load.h1done >= 30);
 
       const next = certs.make('next', 'localhost-next', ['DNS:localhost', 'IP:127.0.0.1']);
       copyFileSync(next.cert, `${certs.dir}/live.pem`);
@@ -121,13 +89,12 @@ describe('TLS with HTTP/2 and HTTP/1.1 under load', () => {
         s.s.close();
       }
       // The load goes on after the reload, on the sessions opened before it.
-      const [a2, a1] = [h2done, h1done];
-      await until(() => h2done >= a2 + 60 && h1done >= a1 + 30);
+      const [a2, a1] = [load.h2done, load.h1done];
+      await load.until(() => load.h2done >= a2 + 60 && load.h1done >= a1 + 30);
     } finally {
-      going = false;
-      await Promise.all(loops);
+      await load.stop();
     }
-    expect(failures).toEqual([]);
+    expect(load.failures).toEqual([]);
     // Sessions opened before the reload are still open and serving, on the old certificate.
     for (const { s, socket } of sessions) {
       expect(s.closed || s.destroyed).toBe(false);

@@ -1,17 +1,13 @@
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync } from 'node:fs';
 import type { ClientHttp2Session } from 'node:http2';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newSecret } from '../../src/ids.js';
 import { hasReusePort } from '../../src/startup.js';
-import { makeCerts, type TestCerts } from '../helpers/certs.js';
-import { type ChildGateway, spawnGateway } from '../helpers/child.js';
 import { h2request } from '../helpers/h2.js';
-import { startServer, type TestServer } from '../helpers/origin.js';
 import { h2tls, handshake, httpsOn, peerPrint } from '../helpers/tls-client.js';
+import { mixedLoad, startTlsChild, type TlsChild } from '../helpers/tls-load.js';
 
 // Runs again on the Node LTS (scripts/test-on-lts.sh), where two threads share the port (on an older Node these tests skip).
 
@@ -21,52 +17,15 @@ import { h2tls, handshake, httpsOn, peerPrint } from '../helpers/tls-client.js';
  * threads keep sending.
  */
 describe.runIf(hasReusePort())('TLS reload under load on two edge threads', () => {
-  let certs: TestCerts;
-  let origin: TestServer;
-  let dir: string;
-  let g: ChildGateway;
-  let url: string;
+  let t: TlsChild;
 
   beforeAll(async () => {
-    certs = makeCerts();
-    copyFileSync(certs.server.cert, join(certs.dir, 'live.pem'));
-    copyFileSync(certs.server.key, join(certs.dir, 'live.key'));
-    origin = await startServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.end('ok'));
-    });
-    dir = mkdtempSync(join(tmpdir(), 'wakegate-tls-h2-threads-'));
-    writeFileSync(
-      join(dir, 'cfg.yaml'),
-      [
-        'server:',
-        '  threads: 2',
-        '  tls:',
-        `    certificates: [{ cert: ${join(certs.dir, 'live.pem')}, key: ${join(certs.dir, 'live.key')} }]`,
-        'log: { level: info }',
-        'routes:',
-        `  - { name: free, prefix: /free, auth: none, origins: { production: ${origin.url} } }`,
-        '',
-      ].join('\n'),
-    );
-    g = await spawnGateway(['serve', '--config', join(dir, 'cfg.yaml')], {
-      DATA_DIR: join(dir, 'data'),
-      WAKEGATE_ADMIN_KEY: `svc_live_${newSecret()}`,
-      WAKEGATE_TEST_HOOKS: '1',
-    });
-    url = `https://localhost:${g.port}`;
+    t = await startTlsChild('tls-h2-threads');
   }, 60_000);
-  afterAll(async () => {
-    if (g && g.proc.exitCode === null) {
-      g.proc.kill('SIGTERM');
-      await g.exited;
-    }
-    await origin?.close();
-    rmSync(dir, { recursive: true, force: true });
-    certs?.cleanup();
-  });
+  afterAll(() => t?.stop());
 
   it('reloads on SIGHUP with h2 and HTTP/1.1 keep-alive load on both threads: no error, old sessions keep the old certificate, new connections on each thread get the new', async () => {
+    const { certs, g, url } = t;
     const old = certs.server.fingerprint;
     /** Sessions by the thread serving them: opened until each thread has two (the kernel spreads connections). */
     const sessions: { s: ClientHttp2Session; socket: tls.TLSSocket; thread: string }[] = [];
@@ -81,46 +40,10 @@ describe.runIf(hasReusePort())('TLS reload under load on two edge threads', () =
     for (const { socket } of sessions) expect(peerPrint(socket.getPeerCertificate())).toBe(old);
 
     const agent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: certs.caPem });
-    const failures: string[] = [];
-    const h1threads = new Set<string>();
-    let h2done = 0;
-    let h1done = 0;
-    let going = true;
-    const h2loop = async (s: ClientHttp2Session) => {
-      // A failure ends the loop: a closed session fails at once, and would spin.
-      while (going && failures.length === 0) {
-        try {
-          const r = await h2request(s, { ':path': '/free/h2' });
-          if (r.status !== 200) failures.push(`h2 ${r.status}`);
-        } catch (e) {
-          failures.push(`h2 ${(e as Error).message}`);
-        }
-        h2done++;
-      }
-    };
-    const h1loop = async () => {
-      // A failure ends the loop: a closed session fails at once, and would spin.
-      while (going && failures.length === 0) {
-        try {
-          const r = await httpsOn(`${url}/free/h1`, agent);
-          if (r.status !== 200) failures.push(`h1 ${r.status}`);
-          if (r.thread) h1threads.add(r.thread);
-        } catch (e) {
-          failures.push(`h1 ${(e as Error).message}`);
-        }
-        h1done++;
-      }
-    };
-    // Four sessions of three concurrent streams each, and four keep-alive connections.
-    const loops = [...sessions.flatMap(({ s }) => [1, 2, 3].map(() => h2loop(s))), ...[1, 2, 3, 4].map(() => h1loop())];
-    const until = async (ok: () => boolean) => {
-      for (let i = 0; i < 2000 && !ok() && failures.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-      expect(failures).toEqual([]);
-      expect(ok()).toBe(true);
-    };
+    const load = mixedLoad({ sessions: sessions.map((x) => x.s), perSession: 3, agent, h1: 4, url, prefix: '/free' });
     const next = certs.make('next', 'after-sighup', ['DNS:localhost', 'IP:127.0.0.1']);
     try {
-      await until(() => h2done >= 60 && h1done >= 30);
+      await load.until(() => load.h2done >= 60 && load.h1done >= 30);
       copyFileSync(next.cert, join(certs.dir, 'live.pem'));
       copyFileSync(next.key, join(certs.dir, 'live.key'));
       g.proc.kill('SIGHUP');
@@ -133,13 +56,12 @@ describe.runIf(hasReusePort())('TLS reload under load on two edge threads', () =
       }
       expect([...renewed].sort()).toEqual(['1', '2']);
       // The load goes on after the reload, on the sessions and connections opened before it.
-      const [a2, a1] = [h2done, h1done];
-      await until(() => h2done >= a2 + 60 && h1done >= a1 + 30);
+      const [a2, a1] = [load.h2done, load.h1done];
+      await load.until(() => load.h2done >= a2 + 60 && load.h1done >= a1 + 30);
     } finally {
-      going = false;
-      await Promise.all(loops);
+      await load.stop();
     }
-    expect(failures).toEqual([]);
+    expect(load.failures).toEqual([]);
     expect(g.stderr()).toContain('TLS certificates reloaded');
     // Sessions from before, on both threads, are still open and serving on the old certificate.
     for (const { s, socket, thread } of sessions) {
