@@ -7,6 +7,9 @@ import type { DeliveryLeases } from './dispatch.js';
 /** A fleet's instances look for deliveries to take over this often, this far ahead. */
 const SCAN_EVERY_MS = 2000;
 const SCAN_AHEAD_MS = 5000;
+/** A scan reads the fleet's due deliveries this many at a time, up to this many pages, until one names a delivery this instance does not hold. */
+const SCAN_PAGE = 1000;
+const SCAN_PAGES = 10;
 /** Redis unreachable at a claim: no attempt without a lease; it is tried again this much later. */
 const CLAIM_AGAIN_MS = 1000;
 
@@ -136,8 +139,16 @@ export class FleetQueue implements DeliveryQueue {
         n += this.takeIn(all);
       }
       // Redis names what is due; what each delivery is (payload, endpoint, attempts allowed) is storage's.
-      const ids = (await leases.due(this.o.clock.now() + SCAN_AHEAD_MS)).filter((id) => !this.held.holds(id));
-      n += this.takeIn(await rows.unfinishedAmong(ids));
+      // Page by page past what this instance holds already (a backlog of its own, due and
+      // waiting for its endpoint, must not hide another instance's deliveries from it).
+      const until = this.o.clock.now() + SCAN_AHEAD_MS;
+      const fresh: string[] = [];
+      for (let page = 0; page < SCAN_PAGES && fresh.length === 0; page++) {
+        const ids = await leases.due(until, SCAN_PAGE, page * SCAN_PAGE);
+        for (const id of ids) if (!this.held.holds(id)) fresh.push(id);
+        if (ids.length < SCAN_PAGE) break;
+      }
+      n += this.takeIn(await rows.unfinishedAmong(fresh));
     } catch (e) {
       this.o.log.debug('webhook queue scan failed (Redis or storage unavailable)', { err: e as Error });
     }

@@ -103,7 +103,7 @@ return 1
 
 /** SCAN: KEYS = due; ARGV = until, most, the state keys' full prefix. The ids due by `until` that have a state. */
 const SCAN = script(`
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', tonumber(ARGV[4]), tonumber(ARGV[2]))
 local r = {}
 for _, id in ipairs(ids) do
   if redis.call('EXISTS', ARGV[3] .. id) == 1 then r[#r + 1] = id else redis.call('ZREM', KEYS[1], id) end
@@ -186,9 +186,9 @@ export class DeliveryLeases {
     await this.co.run(CANCEL, [stateKey(id), DUE], [ENDED, ENDED_MS, id], 'lease', 5000);
   }
 
-  /** The ids of deliveries due by `until` (any instance's): what they are is read from storage. */
-  async due(until: number, most = 1000): Promise<string[]> {
-    const r = await this.co.run(SCAN, [DUE], [until, most, this.co.key(STATE)], 'lease', 5000);
+  /** The ids of deliveries due by `until` (any instance's), the most overdue first, `most` from `from` on: what they are is read from storage. */
+  async due(until: number, most = 1000, from = 0): Promise<string[]> {
+    const r = await this.co.run(SCAN, [DUE], [until, most, this.co.key(STATE), from], 'lease', 5000);
     return Array.isArray(r) ? r.filter((id): id is string => typeof id === 'string' && DELIVERY_ID.test(id)) : [];
   }
 

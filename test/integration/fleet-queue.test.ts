@@ -726,6 +726,27 @@ async function relay(port: number) {
   };
 }
 
+describe('FleetQueue: a backlog of its own', () => {
+  it("does not hide another instance's delivery from its scan (the fleet's due set is read past what it holds)", async () => {
+    const f = fleet();
+    const a = await gateway(f);
+    const b = await gateway(f);
+    expect(await a.queue.resume()).toBe(0);
+    const t0 = f.clock.now();
+    // 1,200 of A's own, overdue and waiting (its endpoint at its cap), ahead in the due set.
+    await a.queue.add(
+      Array.from({ length: 1200 }, () => delivery(f, { endpoint_id: 'we_busy', next_attempt_at: t0 - 1000 })),
+    );
+    // B makes one, then goes away before attempting it.
+    const d = delivery(f, { endpoint_id: 'we_other' });
+    await b.queue.add([d]);
+    await b.co.close();
+    expect(await a.queue.scan()).toBe(1);
+    expect(a.queue.due(t0, (ep) => ep === 'we_other').map((x) => x.id)).toEqual([d.id]);
+    expect(await a.queue.claim(d)).toMatchObject({ id: d.id, attempt: 0 });
+  });
+});
+
 describe('FleetQueue: deliveries withdrawn for a deleted endpoint', () => {
   const f = fleet();
   let live: DeliveryRecord;
