@@ -97,18 +97,25 @@ export class FleetQueue implements DeliveryQueue {
     // Ended for the fleet too: storage has them dead-lettered, so no scan would take them
     // in again, and Redis would list them as due for good, ahead of every later delivery
     // in a scan (which reads the most overdue first, a bounded number).
-    for (const d of out) this.cancel(d.id, 'a delivery withdrawn for a deleted endpoint stays in the fleet queue');
+    if (out.length > 0) {
+      this.cancel(
+        out.map((d) => d.id),
+        'deliveries withdrawn for a deleted endpoint stay in the fleet queue',
+      );
+    }
     return out;
   }
 
-  /** Ends a delivery in the fleet's queue; a failure is said once (the fleet may still name it). */
-  private cancel(id: string, failure: string): void {
-    void this.o.leases.cancel(id).catch((e: Error) => this.o.log.warn(failure, { delivery_id: id, err: e }));
+  /** Ends deliveries in the fleet's queue; a failure is said once (the fleet may still name them). */
+  private cancel(ids: string[], failure: string): void {
+    void this.o.leases
+      .cancel(ids)
+      .catch((e: Error) => this.o.log.warn(failure, { delivery_id: ids[0] as string, deliveries: ids.length, err: e }));
   }
 
   end(d: DeliveryRecord): DeliveryRecord | null {
     // Another instance may hold it: it ends there too (at its next claim or release).
-    this.cancel(d.id, 'a delivery sent again by hand may be attempted once more');
+    this.cancel([d.id], 'a delivery sent again by hand may be attempted once more');
     return this.held.take(d);
   }
 

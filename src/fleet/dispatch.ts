@@ -46,11 +46,17 @@ end
 return n
 `);
 
-/** CANCEL: KEYS = state, due; ARGV = the ended state, how long it stays (ms), id. Both at once: no scan sees one without the other. */
+/**
+ * CANCEL: KEYS = due, state keys…; ARGV = the ended state, how long it stays (ms), ids….
+ * Each delivery's state ended and its place in the due set gone at once: no scan sees one
+ * without the other.
+ */
 const CANCEL = script(`
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  redis.call('ZREM', KEYS[1], ARGV[i + 1])
+end
+return #KEYS - 1
 `);
 
 /** A finished delivery's state stays this long (ms), so no instance holding an old copy attempts it again. */
@@ -181,9 +187,16 @@ export class DeliveryLeases {
     return r === 1;
   }
 
-  /** Ends a delivery for the whole fleet (sent again by hand): no instance attempts it again. */
-  async cancel(id: string): Promise<void> {
-    await this.co.run(CANCEL, [stateKey(id), DUE], [ENDED, ENDED_MS, id], 'lease', 5000);
+  /**
+   * Ends deliveries for the whole fleet (sent again by hand, or their endpoint deleted): no
+   * instance attempts them again. 500 a call, one call after another, so a large backlog
+   * does not queue thousands of calls ahead of the rate limiter's on the connection.
+   */
+  async cancel(ids: readonly string[]): Promise<void> {
+    for (let i = 0; i < ids.length; i += 500) {
+      const part = ids.slice(i, i + 500);
+      await this.co.run(CANCEL, [DUE, ...part.map(stateKey)], [ENDED, ENDED_MS, ...part], 'lease', 5000);
+    }
   }
 
   /** The ids of deliveries due by `until` (any instance's), the most overdue first, `most` from `from` on: what they are is read from storage. */
