@@ -68,6 +68,8 @@ function fleet(): Fleet {
 interface Gateway {
   co: Coordinator;
   queue: FleetQueue;
+  /** Calls this instance has made to Redis for the queue (wakegate_coordination_round_trips_total{op="lease"}). */
+  leaseCalls(): Promise<number>;
 }
 
 /** One instance of the fleet: a Coordinator of its own and a FleetQueue on it. */
@@ -95,7 +97,9 @@ async function gateway(f: Fleet, o: { leaseMs?: number; url?: string; log?: Logg
     await queue.flush();
     await co.close();
   });
-  return { co, queue };
+  const leaseCalls = async () =>
+    (await metrics.coordinationRoundTrips.get()).values.find((v) => v.labels.op === 'lease')?.value ?? 0;
+  return { co, queue, leaseCalls };
 }
 
 let made = 0;
@@ -753,6 +757,7 @@ describe('FleetQueue: deliveries withdrawn for a deleted endpoint', () => {
   let withdrawn: DeliveryRecord[] = [];
   let handedToB: string[] = [];
   let dueLeft = 0;
+  let cancelCalls = 0;
 
   beforeAll(async () => {
     const a = await gateway(f);
@@ -767,6 +772,7 @@ describe('FleetQueue: deliveries withdrawn for a deleted endpoint', () => {
     live = delivery(f, { endpoint_id: 'we_live' });
     await a.queue.add([live]);
     // The endpoint is deleted on A (as DELETE /v2/webhooks/endpoints/{id} does: Dispatcher.cancel).
+    const calls = await a.leaseCalls();
     withdrawn = a.queue.withdraw('we_gone');
     expect(withdrawn).toHaveLength(1000);
     for (const d of withdrawn) a.queue.record({ ...d, status: 'dead_lettered', next_attempt_at: null });
@@ -775,6 +781,7 @@ describe('FleetQueue: deliveries withdrawn for a deleted endpoint', () => {
     // The withdrawal reaches Redis in the background (a cancel per delivery): given 5 s.
     const zcard = async () => Number(await inspect.sendCommand(['ZCARD', `${f.prefix}wh:due`]));
     await until(async () => (await zcard()) <= 1, 'the withdrawn deliveries to leave the due set').catch(() => {});
+    cancelCalls = (await a.leaseCalls()) - calls;
     // B, another instance, looks for what it could take over (as it would when A dies):
     // for 2 s at most, as its timer would every 2 s.
     const end = Date.now() + 2000;
@@ -796,6 +803,10 @@ describe('FleetQueue: deliveries withdrawn for a deleted endpoint', () => {
 
   it('do not stay in the fleet due set', () => {
     expect(dueLeft).toBe(1);
+  });
+
+  it('leave in a few calls to Redis, not one each (500 a call)', () => {
+    expect(cancelCalls).toBe(2);
   });
 });
 
