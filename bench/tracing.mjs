@@ -3,16 +3,21 @@
 // (utime + stime of all its threads, /proc/<pid>/stat, before and after a load of fixed
 // duration at 50 connections), and its main thread's alone (the JavaScript: with
 // threads: 1 it proxies, builds and exports; not the storage engine's threads),
-// with tracing off, at 1% and at 100% head sampling, side by side in one run (each
-// round loads them one at a time, the order turning, and compares each with off in the
-// same round; medians of the rounds; BENCH_TOGETHER=1 loads them all at once), each
+// with tracing off, at 1% and at 100% head sampling, side by side in one run (by
+// default each round loads them all at once, each at the same fixed rate, so every one
+// sees the same host at the same moment and does the same work a second: on a shared
+// 2-core host, one at a time as fast as they answer gave rounds 1.7x apart and rows
+// compared at different throughputs; each is compared with off in the same round,
+// medians of the rounds; BENCH_TOGETHER=0 loads them one at a time, the order turning), each
 // exporting to a local OTLP receiver that decodes every request with the OpenTelemetry
 // project's generated definitions and counts the spans; then the request thread's own
 // added cost in ns (a micro-bench of the id minting and the traceparent header), and
 // the control thread's per exported request (`--micro`: these two alone). Targets:
 // <= 3% more CPU at 1%, <= 10% at 100%, <= 0.5 us on the request thread.
 // BENCH_DURATION (s, 8), BENCH_ROUNDS (3), BENCH_WARMUP (s, 2), BENCH_LOAD_RATE (req/s
-// each, default as fast as they answer).
+// each, 2500; 0: as fast as they answer). At a fixed rate a request costs more than
+// flat out (the per-second work is spread over fewer), so the table also gives the
+// added microseconds.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -45,9 +50,9 @@ const RATE = Number(process.env.BENCH_RATE ?? 2000);
  * overallRate) instead of as fast as it answers, so all serve alike and their
  * per-second work (the storage engine's, timers) weighs alike on each request.
  */
-const LOAD_RATE = process.env.BENCH_LOAD_RATE === undefined ? null : Number(process.env.BENCH_LOAD_RATE);
-/** BENCH_TOGETHER=1: every gateway loaded at once in a round (the default: one at a time, the order turning). */
-const TOGETHER = process.env.BENCH_TOGETHER === '1';
+const LOAD_RATE = Number(process.env.BENCH_LOAD_RATE ?? 2500) || null;
+/** Every gateway loaded at once in a round (BENCH_TOGETHER=0: one at a time, the order turning). */
+const TOGETHER = process.env.BENCH_TOGETHER !== '0';
 const CONNECTIONS = 50;
 const tmp = mkdtempSync(join(tmpdir(), 'wakegate-bench-tracing-'));
 const procs = [];
@@ -460,10 +465,13 @@ async function main() {
     // Against off in the same round (measured minutes apart at most): a machine whose load drifts moves both.
     const ratio = median(t.cpu.map((c, i) => c / targets[0].cpu[i]));
     const mainRatio = median(t.main.map((c, i) => c / targets[0].main[i]));
+    // The same in microseconds, to set against a request's cost at another rate.
+    const added = median(t.cpu.map((c, i) => c - targets[0].cpu[i]));
     rows.push([
       t.name,
       cpu.toFixed(1),
       t.name === 'off' ? '—' : `${((ratio - 1) * 100).toFixed(1)}%`,
+      t.name === 'off' ? '—' : added.toFixed(1),
       t.cpu.map((c) => c.toFixed(1)).join(' / '),
       median(t.main).toFixed(1),
       t.name === 'off' ? '—' : `${((mainRatio - 1) * 100).toFixed(1)}%`,
@@ -483,6 +491,7 @@ async function main() {
         'tracing',
         'CPU us / request (median)',
         'vs off (median of rounds)',
+        'added us / request',
         'rounds',
         'main thread us / request',
         'main vs off',
