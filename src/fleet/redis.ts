@@ -6,8 +6,6 @@ import { redisLate } from './lateness.js';
 import type { Script } from './script.js';
 import { type Announcement, channelKey, openAnnouncement, signAnnouncement } from './signed.js';
 
-export { type Script, script } from './script.js';
-
 export type Reply = string | number | null | Reply[];
 
 /** Raised instead of waiting when Redis is down or slower than the caller allows. */

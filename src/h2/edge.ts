@@ -14,11 +14,9 @@ const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
 function otherHost(h: IncomingHttpHeaders): boolean {
   const host = h.host;
   const authority = h[':authority'];
-  return (
-    host !== undefined &&
-    authority !== undefined &&
-    (host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase())
-  );
+  // The same string (nearly always, when both come) is decided without a lower-cased copy.
+  if (host === undefined || authority === undefined || host === authority) return false;
+  return host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase();
 }
 
 const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));

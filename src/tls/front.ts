@@ -59,18 +59,18 @@ export interface TlsFront {
 export function tlsFront(d: FrontDeps): TlsFront {
   const s = d.settings;
   const label = d.metrics.handshakeFailures.labels(d.listener);
-  const ca = (m: TlsMaterial) => (m.ca === null ? {} : { ca: m.ca });
+  // What every context of the listener shares: the client CAs, and the session id context they make.
+  const shared = (m: TlsMaterial) => ({
+    ...(m.ca === null ? {} : { ca: m.ca }),
+    sessionIdContext: sessionContext(s.client_auth, m.ca),
+  });
   const contextOptions = (m: TlsMaterial): tls.SecureContextOptions => ({
     cert: m.certs[0]?.cert,
     key: m.certs[0]?.key,
     minVersion: s.min_version,
-    ...ca(m),
-    sessionIdContext: sessionContext(s.client_auth, m.ca),
+    ...shared(m),
   });
-  let sni = new SniTable(d.material, {
-    ...ca(d.material),
-    sessionIdContext: sessionContext(s.client_auth, d.material.ca),
-  });
+  let sni = new SniTable(d.material, shared(d.material));
   const server = tls.createServer({
     ...contextOptions(d.material),
     ALPNProtocols: d.acceptH2 ? ['h2', 'http/1.1'] : ['http/1.1'],
@@ -108,7 +108,7 @@ export function tlsFront(d: FrontDeps): TlsFront {
     server,
     update(m) {
       server.setSecureContext(contextOptions(m));
-      sni = new SniTable(m, { ...ca(m), sessionIdContext: sessionContext(s.client_auth, m.ca) });
+      sni = new SniTable(m, shared(m));
       // A new context has new ticket keys of its own: put the day's back, so tickets keep resuming.
       keys();
     },

@@ -120,6 +120,12 @@ function delivery(f: Fleet, over: Partial<DeliveryRecord> = {}): DeliveryRecord 
   return { ...d, id: `dlv_${n}_${randomBytes(4).toString('hex')}`, ...over };
 }
 
+/** A new fleet of two instances, A and B. */
+async function twoGateways(): Promise<{ f: Fleet; a: Gateway; b: Gateway }> {
+  const f = fleet();
+  return { f, a: await gateway(f), b: await gateway(f) };
+}
+
 /** `g` scans and claims what falls due (as its timer would every 2 s) until it holds a lease another instance let expire. */
 async function takeOver(f: Fleet, g: Gateway, what: string): Promise<DeliveryRecord | null> {
   let got: DeliveryRecord | null = null;
@@ -201,9 +207,7 @@ async function race(gs: Gateway[], now: number): Promise<Map<string, { k: number
 
 describe('FleetQueue: a delivery is leased to one instance of the fleet at a time', () => {
   it('what one instance adds another takes in by its scan, and only one of their claims wins', async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     const t0 = f.clock.now();
     const d = delivery(f);
     await a.queue.add([d]);
@@ -251,9 +255,7 @@ describe('FleetQueue: a delivery is leased to one instance of the fleet at a tim
   });
 
   it('a scan takes in only what falls due within 5 s of the clock', async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     const t0 = f.clock.now();
     // The fleet's queue is filled already (a first start takes in all storage holds: tested below).
     expect(await a.queue.resume()).toBe(0);
@@ -389,9 +391,7 @@ describe('FleetQueue: a delivery is leased to one instance of the fleet at a tim
   });
 
   it('a retry is handed out at its time, not before, and a stale copy waits for the time and number the fleet has', async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     const t0 = f.clock.now();
     const d = delivery(f);
     await a.queue.add([d]);
@@ -513,9 +513,7 @@ describe('FleetQueue: an instance that dies or stalls mid-attempt', () => {
 
 describe('FleetQueue: the rest of the interface', () => {
   it('end(): a delivery sent again by hand ends for the whole fleet, even while another instance attempts it', async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     const now = f.clock.now();
     const d = delivery(f);
     const other = delivery(f, { endpoint_id: 'we_b' });
@@ -664,9 +662,7 @@ describe('FleetQueue: the rest of the interface', () => {
   });
 
   it('start() looks every 2 s by itself and tells found; stop() stops looking and keeps what waits', async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     let found = 0;
     b.queue.start(() => found++);
     await b.queue.resume();
@@ -732,9 +728,7 @@ async function relay(port: number) {
 
 describe('FleetQueue: a backlog of its own', () => {
   it("does not hide another instance's delivery from its scan (the fleet's due set is read past what it holds)", async () => {
-    const f = fleet();
-    const a = await gateway(f);
-    const b = await gateway(f);
+    const { f, a, b } = await twoGateways();
     expect(await a.queue.resume()).toBe(0);
     const t0 = f.clock.now();
     // 1,200 of A's own, overdue and waiting (its endpoint at its cap), ahead in the due set.
