@@ -6,30 +6,17 @@
 // the engine's queries run; the engine's own threads have names of their own), and
 // the RSS split into the V8 heap (the process metrics), anonymous memory and mapped
 // files (the engine's library is most of them).
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cpuSeconds, rssMb, startFullStack, table } from './lib.mjs';
+import { cpuSeconds, rssMb, startFullStack, table, threadTicks } from './lib.mjs';
 
 const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 30);
 const SETTLE_SECONDS = Number(process.env.SETTLE_SECONDS ?? 10);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** CPU ticks (user + system) of each thread, by thread id, with its name. */
-function threads(pid) {
-  const out = new Map();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const name = f.slice(f.indexOf('(') + 1, f.lastIndexOf(')'));
-      const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-      out.set(tid, { name, ticks: Number(rest[11]) + Number(rest[12]) });
-    } catch {
-      // The thread ended.
-    }
-  }
-  return out;
-}
+const threads = (pid) => new Map(threadTicks(pid).map((t) => [t.tid, { name: t.name, ticks: t.user + t.sys }]));
 
 async function metric(url, name) {
   const text = await (await fetch(`${url}/metrics`)).text();

@@ -192,6 +192,30 @@ export function cpuSeconds(pid) {
   return (Number(rest[11]) + Number(rest[12])) / 100;
 }
 
+/**
+ * Each thread of a process: its id, name and CPU ticks so far (user and system, USER_HZ
+ * = 100 a second), read from /proc/<pid>/task/<tid>/stat; a thread that ends meanwhile is left out.
+ */
+export function threadTicks(pid) {
+  const out = [];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let f;
+    try {
+      f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    out.push({
+      tid,
+      name: f.slice(f.indexOf('(') + 1, f.lastIndexOf(')')),
+      user: Number(rest[11]),
+      sys: Number(rest[12]),
+    });
+  }
+  return out;
+}
+
 /** CPU seconds (user + system) a process's main thread has used so far. */
 export function mainThreadCpuSeconds(pid) {
   const f = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');

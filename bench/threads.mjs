@@ -5,10 +5,10 @@
 // user+system time per request served, grouped by thread name: the main thread
 // (JavaScript), "node" (V8's GC helpers and libuv's pool) and the embedded engine's
 // own threads (inserts, merges), user and system time apart. Also the RSS and the JS heap and external memory.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cannon, DETAIL_OFF_YAML, startBenchGateway, startOrigin, table } from './lib.mjs';
+import { cannon, DETAIL_OFF_YAML, startBenchGateway, startOrigin, table, threadTicks } from './lib.mjs';
 
 const SIZE = Number(process.env.BODY_BYTES ?? 32_000);
 const DETAIL = process.env.DETAIL !== 'off';
@@ -18,19 +18,11 @@ const TICK_US = 1e6 / 100; // /proc reports CPU time in clock ticks (USER_HZ = 1
 /** CPU ticks of each thread of a process, summed by thread name (the main thread apart). */
 function threads(pid) {
   const out = {};
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    } catch {
-      continue; // the thread ended meanwhile
-    }
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
-    const key = tid === String(pid) ? 'main thread' : name;
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  for (const { tid, name, user, sys } of threadTicks(pid)) {
+    const key = tid === String(pid) ? 'main thread' : name.replace(/\d+$/, '');
     const t = out[key] ?? { user: 0, sys: 0 };
-    t.user += Number(f[11]);
-    t.sys += Number(f[12]);
+    t.user += user;
+    t.sys += sys;
     out[key] = t;
   }
   return out;

@@ -19,7 +19,7 @@
 // flat out (the per-second work is spread over fewer), so the table also gives the
 // added microseconds.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { loadavg, tmpdir } from 'node:os';
@@ -28,18 +28,16 @@ import { forwardRequestHeaders } from '../dist/proxy/headers.js';
 import { HexPool, TraceStart, traceparentOf } from '../dist/tracing/context.js';
 import { OtlpWriter } from '../dist/tracing/otlp.js';
 import { wakeSpans } from '../dist/tracing/spans.js';
-import { cannon, median, settle, startBenchGateway, startOrigin, table, treeCpuSeconds } from './lib.mjs';
-
-/** CPU seconds of a process's main thread (its JavaScript, where threads: 1 proxies and exports): not the storage engine's threads nor V8's helpers. */
-function mainCpuSeconds(pid) {
-  try {
-    const f = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
-    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
+import {
+  cannon,
+  mainThreadCpuSeconds,
+  median,
+  settle,
+  startBenchGateway,
+  startOrigin,
+  table,
+  treeCpuSeconds,
+} from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
@@ -350,7 +348,7 @@ async function exportPathCost() {
   const N = 200_000;
   // Requests finish 256 at a time, a timer turn between (the exports run on their own turns).
   const run = async (hook) => {
-    const t0 = mainCpuSeconds(process.pid);
+    const t0 = mainThreadCpuSeconds(process.pid);
     for (let i = 0; i < N; i += 256) {
       for (let k = i; k < i + 256; k++) {
         const a = x(k);
@@ -362,7 +360,7 @@ async function exportPathCost() {
       while (tracing.exporter.queuedSpans > 0);
     }
     await new Promise((r) => setTimeout(r, 20));
-    return ((mainCpuSeconds(process.pid) - t0) * 1e6) / N;
+    return ((mainThreadCpuSeconds(process.pid) - t0) * 1e6) / N;
   };
   const diffs = [];
   await run(tracing.hook);
@@ -427,7 +425,7 @@ async function main() {
     const note = (t, r, c0, m0) => {
       const n = Math.max(1, r.requests.total);
       t.cpu.push(((treeCpuSeconds(t.pid) - c0) * 1e6) / n);
-      t.main.push(((mainCpuSeconds(t.pid) - m0) * 1e6) / n);
+      t.main.push(((mainThreadCpuSeconds(t.pid) - m0) * 1e6) / n);
       t.rps.push(r.requests.average);
       t.served += r['2xx'];
     };
@@ -436,7 +434,7 @@ async function main() {
       // runs slows them alike. On a busy host this process cannot load four gateways,
       // and a request's CPU is then mostly the storage engine's idle work spread over few.
       const c0 = targets.map((t) => treeCpuSeconds(t.pid));
-      const m0 = targets.map((t) => mainCpuSeconds(t.pid));
+      const m0 = targets.map((t) => mainThreadCpuSeconds(t.pid));
       const rs = await Promise.all(targets.map(load));
       for (const [i, t] of targets.entries()) note(t, rs[i], c0[i], m0[i]);
     } else {
@@ -446,7 +444,7 @@ async function main() {
         const t = targets[(k + round - 1) % targets.length];
         await settle([t.pid]);
         const c0 = treeCpuSeconds(t.pid);
-        const m0 = mainCpuSeconds(t.pid);
+        const m0 = mainThreadCpuSeconds(t.pid);
         note(t, await load(t), c0, m0);
       }
     }
