@@ -9,8 +9,10 @@
 //   BENCH_ROUNDS (2), BENCH_SECONDS (8), BODY_BYTES (1000), BENCH_CONNECTIONS (50),
 //   BENCH_TOP (25: functions listed by self time for the full gateway), BENCH_KEEP_PROFILES
 //   (a directory to keep the profiles in, for Chrome's DevTools or speedscope),
-//   BENCH_PROFILE=tracing (the full gateway with tracing off against the same exporting
-//   every request's spans to a receiver in this process, instead of the three above).
+//   BENCH_PROFILE=tracing (instead of the three above: one gateway tracing with sample_ratio
+//   0, loaded in turn with requests whose traceparent says not sampled and sampled, so the
+//   second's spans are all exported, to a receiver in this process that drains them).
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -127,13 +129,33 @@ if (TRACING) {
   });
   await new Promise((r) => collector.listen(0, '127.0.0.1', r));
   const otlp = `http://127.0.0.1:${collector.address().port}/v1/traces`;
-  for (const [name, yaml] of [
-    ['tracing off', ''],
-    ['tracing 100%', `tracing: { otlp_url: "${otlp}", sample_ratio: 1 }\n`],
+  // One gateway (tracing on, sample_ratio 0) profiled under two loads in turn: requests whose
+  // traceparent says not sampled (00) and sampled (01, followed): the same process, heap and
+  // store, so the difference is exporting's own.
+  const g = await startBenchGateway(
+    join(tmp, 'traced'),
+    origin.url,
+    'required',
+    `tracing: { otlp_url: "${otlp}", sample_ratio: 0 }\n`,
+    preload('traced'),
+  );
+  for (const [name, flags] of [
+    ['not sampled', '00'],
+    ['sampled', '01'],
   ]) {
-    const tag = name.replace(/\W+/g, '-');
-    const g = await startBenchGateway(join(tmp, tag), origin.url, 'required', yaml, preload(tag));
-    targets.push({ name, url: g.url, headers: g.headers, proc: g.gateway, file: preload(tag).PROFILE_FILE });
+    const setupRequest = (req) => {
+      const id = randomBytes(24).toString('hex');
+      req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
+      return req;
+    };
+    targets.push({
+      name,
+      url: g.url,
+      headers: g.headers,
+      proc: g.gateway,
+      file: preload('traced').PROFILE_FILE,
+      requests: [{ setupRequest }],
+    });
   }
 } else {
   const port = await freePort();
@@ -161,13 +183,19 @@ if (TRACING) {
   }
 }
 /** The column every other is compared with, and the one compared. */
-const [BASE, SUBJECT] = TRACING ? ['tracing off', 'tracing 100%'] : ['bare undici', 'wakegate full'];
+const [BASE, SUBJECT] = TRACING ? ['not sampled', 'sampled'] : ['bare undici', 'wakegate full'];
 
 const totals = new Map(targets.map((t) => [t.name, { reqs: 0, user: 0, sys: 0, all: 0, a: [] }]));
 for (let round = 0; round < ROUNDS; round++) {
   for (const t of targets) {
     const pid = t.proc.proc.pid;
-    await cannon({ url: `${t.url}/warm`, connections: CONNECTIONS, duration: 2, headers: t.headers });
+    await cannon({
+      url: `${t.url}/warm`,
+      connections: CONNECTIONS,
+      duration: 2,
+      headers: t.headers,
+      ...(t.requests ? { requests: t.requests } : {}),
+    });
     rmSync(t.file, { force: true });
     process.kill(pid, 'SIGUSR2');
     await new Promise((r) => setTimeout(r, 200));
@@ -178,6 +206,7 @@ for (let round = 0; round < ROUNDS; round++) {
       connections: CONNECTIONS,
       duration: SECONDS,
       headers: t.headers,
+      ...(t.requests ? { requests: t.requests } : {}),
     });
     const c1 = mainThreadCpu(pid);
     const a1 = cpuSeconds(pid);
@@ -256,7 +285,7 @@ console.log(
   ),
 );
 
-for (const t of targets) await t.proc.stop('SIGTERM');
+for (const p of new Set(targets.map((t) => t.proc))) await p.stop('SIGTERM');
 await origin.stop('SIGKILL');
 collector?.close();
 rmSync(tmp, { recursive: true, force: true });

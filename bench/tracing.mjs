@@ -30,11 +30,14 @@ import { OtlpWriter } from '../dist/tracing/otlp.js';
 import { wakeSpans } from '../dist/tracing/spans.js';
 import {
   cannon,
+  freePort,
   mainThreadCpuSeconds,
   median,
+  ROOT,
   settle,
   startBenchGateway,
   startOrigin,
+  startProcess,
   table,
   treeCpuSeconds,
 } from './lib.mjs';
@@ -510,6 +513,127 @@ async function main() {
   receiver.close();
 }
 
+/** autocannon's setupRequest: a traceparent of a new random trace whose sampled flag is `flags`. */
+const traceparentFlagged = (flags) => (req) => {
+  const id = randomBytes(24).toString('hex');
+  req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
+  return req;
+};
+
+/**
+ * `--paired`: sampling's own cost in one process, flat out. One gateway traces with
+ * sample_ratio 0, and is loaded in turn with requests whose traceparent says "not
+ * sampled" (00: ids kept in the wake, no span) and "sampled" (01: the gateway follows
+ * the caller, every request's spans exported), one window after the other: the same
+ * heap, connections, store and data, so their difference is what exporting costs, with
+ * no process-to-process variance in it. A gateway with tracing off and no traceparent
+ * is loaded in the same rounds, for what a request costs with nothing of tracing. Each
+ * window alone and as fast as the gateway answers, the order turning each round.
+ */
+async function paired() {
+  const origin = await startOrigin();
+  procs.push(origin);
+  // A receiver in a process of its own that only drains: decoding in this process (as the
+  // default mode's does) slowed its load generator in the sampled windows alone, and a
+  // gateway served fewer requests a second costs more a request (its per-second work and
+  // fewer requests a turn), which showed as tracing's cost.
+  const drainPort = await freePort();
+  const drain = await startProcess(
+    'otlp drain',
+    process.execPath,
+    [join(ROOT, 'bench/servers/otlp-drain.mjs')],
+    { PORT: String(drainPort) },
+    `http://127.0.0.1:${drainPort}/`,
+  );
+  procs.push(drain);
+  const receiver = { url: `http://127.0.0.1:${drainPort}/v1/traces` };
+  const off = await startBenchGateway(join(tmp, 'off'), origin.url, 'required', '', {}, 1);
+  procs.push(off.gateway);
+  const on = await startBenchGateway(
+    join(tmp, 'on'),
+    origin.url,
+    'required',
+    `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0 }\n`,
+    {},
+    1,
+  );
+  procs.push(on.gateway);
+  const windows = [
+    { name: 'off (no traceparent)', g: off, setup: null },
+    { name: 'on, not sampled (00)', g: on, setup: traceparentFlagged('00') },
+    { name: 'on, sampled (01): 100%', g: on, setup: traceparentFlagged('01') },
+  ].map((w) => ({ ...w, pid: w.g.gateway.proc.pid, cpu: [], main: [], rps: [] }));
+  const load = (w, duration, path) =>
+    cannon({
+      url: `${w.g.url}${path}`,
+      connections: CONNECTIONS,
+      duration,
+      headers: w.g.headers,
+      ...(w.setup === null ? {} : { requests: [{ setupRequest: w.setup }] }),
+    });
+  for (const w of windows) {
+    process.stderr.write(`warm-up ${w.name}\n`);
+    await load(w, WARMUP, '/warm');
+  }
+  for (let round = 1; round <= ROUNDS; round++) {
+    process.stderr.write(`round ${round}\n`);
+    for (let k = 0; k < windows.length; k++) {
+      const w = windows[(k + round - 1) % windows.length];
+      await settle([off.gateway.proc.pid, on.gateway.proc.pid]);
+      const c0 = treeCpuSeconds(w.pid);
+      const m0 = mainThreadCpuSeconds(w.pid);
+      const r = await load(w, DURATION, `/bench/items?id=${round}`);
+      const n = Math.max(1, r.requests.total);
+      w.cpu.push(((treeCpuSeconds(w.pid) - c0) * 1e6) / n);
+      w.main.push(((mainThreadCpuSeconds(w.pid) - m0) * 1e6) / n);
+      w.rps.push(r.requests.average);
+    }
+  }
+  const [a, b, c] = windows;
+  const pairs = (x, y, f) => median(x.map((v, i) => f(v, y[i])));
+  const rows = windows.map((w) => [
+    w.name,
+    median(w.cpu).toFixed(1),
+    w === a ? '—' : `${((pairs(w.cpu, a.cpu, (p, q) => p / q) - 1) * 100).toFixed(1)}%`,
+    w === a ? '—' : pairs(w.cpu, a.cpu, (p, q) => p - q).toFixed(1),
+    w.cpu.map((v) => v.toFixed(1)).join(' / '),
+    median(w.main).toFixed(1),
+    Math.round(median(w.rps)).toLocaleString('en-US'),
+  ]);
+  console.log(
+    `\nbench:tracing --paired — Node ${process.versions.node}, ${ROUNDS} rounds of ${DURATION} s windows at ${CONNECTIONS} connections, each alone and flat out, threads: 1; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
+  console.log(
+    table(
+      [
+        'window',
+        'CPU us / request (median)',
+        'vs off',
+        'added us / request',
+        'rounds',
+        'main thread us / request',
+        'req/s',
+      ],
+      rows,
+    ),
+  );
+  const own = pairs(c.cpu, b.cpu, (p, q) => p - q);
+  const ownMain = pairs(c.main, b.main, (p, q) => p - q);
+  console.log(
+    `\nsampling's own cost, same process (sampled minus not sampled, paired by round): ${own.toFixed(1)} us a request (main thread ${ownMain.toFixed(1)} us), ${((own / median(a.cpu)) * 100).toFixed(1)}% of a request with tracing off; rounds ${c.cpu.map((v, i) => (v - b.cpu[i]).toFixed(1)).join(' / ')}`,
+  );
+  const drained = await (await fetch(`http://127.0.0.1:${drainPort}/`)).json();
+  const metrics = await (await fetch(`${on.opsUrl}/metrics`)).text();
+  const exported = { exported: 0, dropped: 0 };
+  for (const m of metrics.matchAll(/^wakegate_trace_spans_(exported|dropped)_total(?:\{[^}]*\})? (\d+)/gm))
+    exported[m[1]] += Number(m[2]);
+  console.log(
+    `receiver (another process, drains): ${drained.requests} export requests, ${(drained.bytes / 1e6).toFixed(1)} MB; the gateway counted ${exported.exported} spans exported, ${exported.dropped} dropped`,
+  );
+}
+
 function printExportCost() {
   const c = exportCost();
   console.log(
@@ -534,7 +658,8 @@ try {
     console.log(table(['case', 'without', 'with', 'added ns'], microBench()));
     printExportCost();
     await printExportPathCost();
-  } else await main();
+  } else if (process.argv.includes('--paired')) await paired();
+  else await main();
 } finally {
   for (const p of procs.reverse()) await p.stop();
   rmSync(tmp, { recursive: true, force: true });

@@ -257,6 +257,29 @@ export class OtlpWriter implements SpanSink {
     const n = v.length;
     this.ensure(24 + k.length + 3 * n);
     const b = this.buf;
+    // Nearly every attribute: ASCII, and short enough that each length is one byte.
+    const kv1 = k.length + 4 + n;
+    if (kv1 < 0x80) {
+      let p = this.pos;
+      b[p++] = this.attrTag;
+      b[p++] = kv1;
+      for (let i = 0; i < k.length; i++) b[p++] = k[i] as number;
+      b[p++] = T_VALUE;
+      b[p++] = n + 2;
+      b[p++] = T_STRING;
+      b[p++] = n;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = v.charCodeAt(i);
+        if (c >= 0x80) break;
+        b[p + i] = c;
+      }
+      if (i === n) {
+        this.pos = p + n;
+        return;
+      }
+      // Past ASCII: written below, over what was.
+    }
     // Sized for one byte per character (ASCII, nearly always); moved if it was not.
     let m = n;
     let any = 1 + varintSize(m) + m;
