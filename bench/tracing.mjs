@@ -513,12 +513,20 @@ async function main() {
   receiver.close();
 }
 
-/** autocannon's setupRequest: a traceparent of a new random trace whose sampled flag is `flags`. */
-const traceparentFlagged = (flags) => (req) => {
-  const id = randomBytes(24).toString('hex');
-  req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
-  return req;
-};
+/**
+ * autocannon's setupRequest: a traceparent of a new random trace whose sampled flag is
+ * `flags`, or (`name` another header) the same bytes under a name the gateway only
+ * forwards, so the load generator does the same work in every window: a window whose
+ * requests cost it less to make is loaded harder, and a gateway's cost a request
+ * depends on how hard it is loaded.
+ */
+const traceparentFlagged =
+  (flags, name = 'traceparent') =>
+  (req) => {
+    const id = randomBytes(24).toString('hex');
+    req.headers = { ...req.headers, [name]: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
+    return req;
+  };
 
 /**
  * `--paired`: sampling's own cost in one process, flat out. One gateway traces with
@@ -526,9 +534,10 @@ const traceparentFlagged = (flags) => (req) => {
  * sampled" (00: ids kept in the wake, no span) and "sampled" (01: the gateway follows
  * the caller, every request's spans exported), one window after the other: the same
  * heap, connections, store and data, so their difference is what exporting costs, with
- * no process-to-process variance in it. A gateway with tracing off and no traceparent
- * is loaded in the same rounds, for what a request costs with nothing of tracing. Each
- * window alone and as fast as the gateway answers, the order turning each round.
+ * no process-to-process variance in it. A gateway with tracing off is loaded in the same
+ * rounds with the same header under another name, for what a request costs with
+ * nothing of tracing. Each window alone and as fast as the gateway answers, the order
+ * turning each round.
  */
 async function paired() {
   const origin = await startOrigin();
@@ -559,7 +568,7 @@ async function paired() {
   );
   procs.push(on.gateway);
   const windows = [
-    { name: 'off (no traceparent)', g: off, setup: null },
+    { name: 'off (x-bench-trace instead)', g: off, setup: traceparentFlagged('01', 'x-bench-trace') },
     { name: 'on, not sampled (00)', g: on, setup: traceparentFlagged('00') },
     { name: 'on, sampled (01): 100%', g: on, setup: traceparentFlagged('01') },
   ].map((w) => ({ ...w, pid: w.g.gateway.proc.pid, cpu: [], main: [], rps: [] }));
