@@ -11,10 +11,9 @@
 //   (a directory to keep the profiles in, for Chrome's DevTools or speedscope),
 //   BENCH_PROFILE=tracing (instead of the three above: one gateway tracing with sample_ratio
 //   0, loaded in turn with requests whose traceparent says not sampled and sampled, so the
-//   second's spans are all exported, to a receiver in this process that drains them).
+//   second's spans are all exported, to a receiver in a process of its own that drains them).
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -122,13 +121,17 @@ const targets = [];
 const TRACING = process.env.BENCH_PROFILE === 'tracing';
 let collector = null;
 if (TRACING) {
-  // An OTLP/HTTP receiver that takes each export whole and answers an empty ExportTraceServiceResponse.
-  collector = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
-  });
-  await new Promise((r) => collector.listen(0, '127.0.0.1', r));
-  const otlp = `http://127.0.0.1:${collector.address().port}/v1/traces`;
+  // An OTLP/HTTP receiver in a process of its own that takes each export whole and answers
+  // 200: in this one, its work would slow the load generator in the sampled windows alone.
+  const drainPort = await freePort();
+  collector = await startProcess(
+    'otlp drain',
+    process.execPath,
+    [join(ROOT, 'bench/servers/otlp-drain.mjs')],
+    { PORT: String(drainPort) },
+    `http://127.0.0.1:${drainPort}/`,
+  );
+  const otlp = `http://127.0.0.1:${drainPort}/v1/traces`;
   // One gateway (tracing on, sample_ratio 0) profiled under two loads in turn: requests whose
   // traceparent says not sampled (00) and sampled (01, followed): the same process, heap and
   // store, so the difference is exporting's own.
@@ -287,5 +290,5 @@ console.log(
 
 for (const p of new Set(targets.map((t) => t.proc))) await p.stop('SIGTERM');
 await origin.stop('SIGKILL');
-collector?.close();
+await collector?.stop();
 rmSync(tmp, { recursive: true, force: true });
