@@ -12,7 +12,9 @@
 // exporting to a local OTLP receiver that decodes every request with the OpenTelemetry
 // project's generated definitions and counts the spans; then the request thread's own
 // added cost in ns (a micro-bench of the id minting and the traceparent header), and
-// the control thread's per exported request (`--micro`: these two alone). Targets:
+// the control thread's per exported request (`--micro`: these two alone). `--paired`:
+// sampling's cost flat out in one process (sampled against not-sampled requests on one
+// gateway, beside one with tracing off; see paired() below). Targets:
 // <= 3% more CPU at 1%, <= 10% at 100%, <= 0.5 us on the request thread.
 // BENCH_DURATION (s, 8), BENCH_ROUNDS (3), BENCH_WARMUP (s, 2), BENCH_LOAD_RATE (req/s
 // each, 1500, which this 2-core host sustains for all four at once; 0: as fast as they answer). At a fixed rate a request costs more than
