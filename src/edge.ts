@@ -125,12 +125,13 @@ export function createEdge(d: EdgeDeps): Edge {
   server.maxConnections = s.max_connections;
   const tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
+  const trusted = trustedProxies(s.trusted_proxies);
   const proxyDeps = {
     admission: new Admission({ routes, ring: d.ring, limiter: d.limiter, metrics: d.metrics, clock: d.clock }),
     recorder: d.capture.recorder,
     metrics: d.metrics,
     log: d.log,
-    trusted: trustedProxies(s.trusted_proxies),
+    trusted,
     server: {
       bufferBytes: s.buffer_request_body_bytes,
       bufferTotal: s.max_buffered_request_bytes,
@@ -143,7 +144,7 @@ export function createEdge(d: EdgeDeps): Edge {
       perClient: s.max_streaming_downloads_per_client,
       sendTimeoutMs: s.send_timeout_ms,
     },
-    trace: traceStart(cfg),
+    trace: traceStart(cfg, trusted),
   };
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;

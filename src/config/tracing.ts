@@ -15,8 +15,14 @@ export const tracingSchema = z.strictObject({
     .url()
     .refine((u) => /^https?:\/\//.test(u), 'must be an http:// or https:// URL such as http://collector:4318/v1/traces')
     .nullable(),
-  /** Head sampling of the traces (0..1), decided from the trace id; a caller's sampled flag is followed. */
+  /** Head sampling of the traces (0..1), decided from the trace id; a caller's sampled flag is followed (follow_sampled). */
   sample_ratio: z.number().min(0).max(1),
+  /**
+   * Whose `traceparent` sampled flag (01) has the request's spans exported whatever the
+   * ratio: anyone's (always, OpenTelemetry's parent-based sampling), only a client in
+   * server.trusted_proxies' (trusted), or no one's (never: the ratio alone decides).
+   */
+  follow_sampled: z.enum(['always', 'trusted', 'never']),
   /** Requests exported whatever the sampling: those that raised wake.error (5xx) or wake.slow. */
   always_sample: z.array(z.enum(['errors', 'slow'])).max(2),
   /** The resource's service.name. */
@@ -49,6 +55,7 @@ export type TracingConfig = z.infer<typeof tracingSchema>;
 export const tracingDefaults: TracingConfig = {
   otlp_url: null,
   sample_ratio: 0.01,
+  follow_sampled: 'always',
   always_sample: ['errors', 'slow'],
   service_name: 'wakegate',
   headers: {},

@@ -107,7 +107,7 @@ export class ProxyHandler {
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
     noteClientCert(req.socket, fw.x);
-    this.d.trace.begin(fw.x, req.headers.traceparent);
+    this.d.trace.begin(fw.x, req.headers.traceparent, req.socket);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).

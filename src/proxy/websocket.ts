@@ -113,7 +113,7 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
   noteClientCert(req.socket, x);
-  d.trace.begin(x, req.headers.traceparent);
+  d.trace.begin(x, req.headers.traceparent, req.socket);
   const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the

@@ -100,6 +100,15 @@ export interface TraceStartOptions {
   /** Spans are exported (tracing.otlp_url is set): ids are minted for requests that bring none. */
   enabled: boolean;
   sampleRatio: number;
+  /** Whose sampled flag is followed (tracing.follow_sampled); 'always' when not given. */
+  follow?: 'always' | 'trusted' | 'never';
+  /** With 'trusted': whether the client's address is a trusted proxy's (server.trusted_proxies). */
+  trusted?: (ip: string) => boolean;
+}
+
+/** The connection a request came on (its peer's address read only when a trusted flag must be checked). */
+export interface Peer {
+  readonly remoteAddress?: string | undefined;
 }
 
 /**
@@ -115,16 +124,24 @@ export class TraceStart {
   private readonly threshold: string;
   /** Its first 4 digits as a number: most ids are decided on their first 4 random digits alone. */
   private readonly high: number;
+  private readonly follow: 'always' | 'trusted' | 'never';
+  private readonly trusted: (ip: string) => boolean;
 
   constructor(o: TraceStartOptions) {
     this.enabled = o.enabled;
+    this.follow = o.follow ?? 'always';
+    this.trusted = o.trusted ?? (() => false);
     const t = Math.floor(o.sampleRatio * RANDOM_SPAN);
     this.threshold = t >= RANDOM_SPAN ? 'g' : t.toString(16).padStart(14, '0');
     this.high = t >= RANDOM_SPAN ? 0x10000 : Number.parseInt(this.threshold.slice(0, 4), 16);
   }
 
-  /** Fills `x`'s trace fields from the request's `traceparent` header (or mints them). */
-  begin(x: TraceFields, traceparent: string | string[] | undefined): void {
+  /**
+   * Fills `x`'s trace fields from the request's `traceparent` header (or mints them).
+   * `peer`: the client's connection, whose address decides whether its sampled flag is
+   * followed with `follow: 'trusted'` (none: not followed then).
+   */
+  begin(x: TraceFields, traceparent: string | string[] | undefined, peer?: Peer): void {
     const flags = typeof traceparent === 'string' ? readTraceparent(traceparent, x) : -1;
     if (flags < 0) {
       if (!this.enabled) return; // Off, and no (valid) trace came: nothing is minted or sent.
@@ -137,12 +154,19 @@ export class TraceStart {
     while (span === ZERO_SPAN) span = this.pool.take(16);
     x.spanId = span;
     if (this.enabled) {
-      x.traceSampled = (flags > 0 && (flags & 1) === 1) || this.sampled(x.traceId);
+      x.traceSampled = (flags > 0 && (flags & 1) === 1 && this.follows(peer)) || this.sampled(x.traceId);
       x.traceFlags = x.traceSampled ? '01' : '00';
     } else {
       // Not recording: the caller's decision passes through unchanged.
       x.traceFlags = flags === 1 ? '01' : flags === 0 ? '00' : flags.toString(16).padStart(2, '0');
     }
+  }
+
+  /** A caller's sampled flag is followed (asked only when it set one). */
+  private follows(peer: Peer | undefined): boolean {
+    if (this.follow === 'always') return true;
+    if (this.follow === 'never' || peer === undefined) return false;
+    return this.trusted(peer.remoteAddress ?? '');
   }
 
   /** The trace id's digits 18..31 below the threshold: the first 4 read by table, the rest compared only on a tie. */
@@ -158,8 +182,16 @@ export class TraceStart {
 }
 
 /** The request thread's TraceStart of a config: ids minted only when spans are exported. */
-export function traceStart(cfg: { tracing: { otlp_url: string | null; sample_ratio: number } }): TraceStart {
-  return new TraceStart({ enabled: cfg.tracing.otlp_url !== null, sampleRatio: cfg.tracing.sample_ratio });
+export function traceStart(
+  cfg: { tracing: { otlp_url: string | null; sample_ratio: number; follow_sampled: 'always' | 'trusted' | 'never' } },
+  trusted?: (ip: string) => boolean,
+): TraceStart {
+  return new TraceStart({
+    enabled: cfg.tracing.otlp_url !== null,
+    sampleRatio: cfg.tracing.sample_ratio,
+    follow: cfg.tracing.follow_sampled,
+    ...(trusted === undefined ? {} : { trusted }),
+  });
 }
 
 /** The `traceparent` the origin receives: the request's trace, the gateway's span as the parent. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { call, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { h2once } from '../helpers/h2.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
 import { type Receiver, startReceiver as startHooks } from '../helpers/receiver.js';
@@ -272,5 +273,71 @@ describe('tracing: slow requests and webhook attempts', () => {
       'wakegate.attempt': 1,
     });
     expect(hook?.links).toEqual([{ traceId: trace, spanId: server?.spanId }]);
+  });
+});
+
+describe('tracing: whose sampled flag is followed (tracing.follow_sampled)', () => {
+  let origin: TestServer;
+  let receiver: OtlpReceiver;
+  /**
+   * A gateway (h2c beside HTTP/1.1 on its listener) asked once over each protocol, each
+   * request of a trace of its own that says sampled: each trace id with the traceparent
+   * the origin got. One gateway at a time: the embedded engine opens one directory a process.
+   */
+  const ask = async (follow: string, trusted: string[], mark: string): Promise<[string, string][]> => {
+    const g = await startGateway({
+      server: { http2: 'h2c', trusted_proxies: trusted },
+      routes: routes(origin.url),
+      tracing: {
+        otlp_url: receiver.url,
+        sample_ratio: 0,
+        follow_sampled: follow,
+        always_sample: [],
+        flush_interval_ms: 20,
+      },
+    });
+    try {
+      const h1 = `${mark}1`.padEnd(32, '0');
+      const h2 = `${mark}2`.padEnd(32, '0');
+      const r1 = await get(`${g.url}/open/a`, { traceparent: `00-${h1}-${PARENT}-01` });
+      const r2 = await h2once(g.url, { ':path': '/open/b', traceparent: `00-${h2}-${PARENT}-01` });
+      return [
+        [h1, r1.seen.traceparent ?? ''],
+        [h2, (JSON.parse(r2.text) as { traceparent: string }).traceparent],
+      ];
+    } finally {
+      // A stop exports what waits.
+      await g.cleanup();
+    }
+  };
+  const exported = (traceIds: string[]) => traceIds.filter((id) => receiver.spans.some((s) => s.traceId === id));
+
+  beforeAll(async () => {
+    origin = await traceOrigin();
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await receiver.close();
+    await origin.close();
+  });
+
+  it('never: a client saying sampled at ratio 0 is not exported, and the origin is told not sampled', async () => {
+    const seen = await ask('never', [], 'a');
+    for (const [id, tp] of seen) expect(tp).toMatch(new RegExp(`^00-${id}-[0-9a-f]{16}-00$`));
+    expect(exported(seen.map(([id]) => id))).toEqual([]);
+  });
+
+  it('trusted: followed only from server.trusted_proxies', async () => {
+    const untrusted = await ask('trusted', ['10.0.0.0/8'], 'b');
+    for (const [, tp] of untrusted) expect(tp).toMatch(/-00$/);
+    const fromProxy = await ask('trusted', ['127.0.0.1'], 'c');
+    for (const [, tp] of fromProxy) expect(tp).toMatch(/-01$/);
+    expect(exported([...untrusted, ...fromProxy].map(([id]) => id))).toEqual(fromProxy.map(([id]) => id));
+  });
+
+  it('always (the default): anyone’s is followed', async () => {
+    const seen = await ask('always', [], 'd');
+    for (const [, tp] of seen) expect(tp).toMatch(/-01$/);
+    expect(exported(seen.map(([id]) => id))).toEqual(seen.map(([id]) => id));
   });
 });

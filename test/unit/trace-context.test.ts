@@ -68,6 +68,41 @@ describe('TraceStart', () => {
     }
   });
 
+  it('follows a caller’s sampled flag as tracing.follow_sampled says: anyone’s, a trusted proxy’s, no one’s', () => {
+    const trusted = (ip: string) => ip === '10.0.0.1';
+    const sampled = (follow: 'always' | 'trusted' | 'never', header: string, ip?: string) => {
+      const x = fields();
+      const peer = ip === undefined ? undefined : { remoteAddress: ip };
+      new TraceStart({ enabled: true, sampleRatio: 0, follow, trusted }).begin(x, header, peer);
+      // The origin is told the gateway's own decision; the caller's trace is kept either way.
+      expect(x.traceId).toBe(TRACE);
+      expect(traceparentOf(x)?.endsWith(x.traceSampled ? '-01' : '-00')).toBe(true);
+      return x.traceSampled;
+    };
+    expect(sampled('always', VALID, '192.0.2.9')).toBe(true);
+    expect(sampled('always', VALID)).toBe(true);
+    expect(sampled('trusted', VALID, '10.0.0.1')).toBe(true);
+    expect(sampled('trusted', VALID, '192.0.2.9')).toBe(false);
+    expect(sampled('trusted', VALID)).toBe(false);
+    expect(sampled('never', VALID, '10.0.0.1')).toBe(false);
+    // Flags other than sampled (a later version's bits) ask for nothing.
+    expect(sampled('always', `00-${TRACE}-${PARENT}-02`, '10.0.0.1')).toBe(false);
+    expect(sampled('always', `00-${TRACE}-${PARENT}-03`, '10.0.0.1')).toBe(true);
+  });
+
+  it('never takes an invalid traceparent’s flags as sampled', () => {
+    for (const header of [
+      `ff-${TRACE}-${PARENT}-01`,
+      `00-${TRACE}-${PARENT}-0g`,
+      `00-${'0'.repeat(32)}-${PARENT}-01`,
+    ]) {
+      const x = fields();
+      new TraceStart({ enabled: true, sampleRatio: 0 }).begin(x, header, { remoteAddress: '10.0.0.1' });
+      expect(x.traceId).not.toBe(TRACE);
+      expect(x.traceSampled).toBe(false);
+    }
+  });
+
   it('mints nothing and sends nothing when tracing is off and no traceparent came', () => {
     const x = fields();
     new TraceStart({ enabled: false, sampleRatio: 1 }).begin(x, undefined);
