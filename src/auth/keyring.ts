@@ -45,6 +45,14 @@ export class KeyRing {
   private polling: Promise<boolean> | null = null;
   /** Announced keys being re-read from storage: the newest version announced for each. */
   private readonly rereads = new Map<string, { version: number }>();
+  /**
+   * Revocations announced for a version this ring does not hold yet (the key unknown
+   * here, its first read still on its way): id to the revoking version and when it was
+   * heard. A version older than that one is held revoked from then, so a read that
+   * left before the revocation was stored cannot bring the key in live. Gone once a
+   * version as new is held; bounded as the rereads are.
+   */
+  private readonly revoking = new Map<string, { version: number; at: number }>();
 
   /**
    * `table` null: a copy kept by the thread that owns the table (an edge thread's ring).
@@ -74,6 +82,11 @@ export class KeyRing {
   apply(k: KeyRecord, fromPeer = false): void {
     const held = this.byId.get(k.id);
     if (held && held.updated_at > k.updated_at) return;
+    const revoking = this.revoking.size === 0 ? undefined : this.revoking.get(k.id);
+    if (revoking !== undefined) {
+      if (k.updated_at >= revoking.version) this.revoking.delete(k.id);
+      else if (k.revoked_at === null || k.revoked_at > revoking.at) k = { ...k, revoked_at: revoking.at };
+    }
     // Stored versions of a key never share a time (each is at least 1 ms after the one
     // before), so a version as old as the one held that would lift a revocation is a
     // stale read racing an announced revocation (applied at the old time): refused.
@@ -108,6 +121,11 @@ export class KeyRing {
     // Its own version, refused from now: the version storage holds replaces it (it is newer).
     const refused = revoked && held !== undefined && (held.revoked_at === null || held.revoked_at > now);
     if (refused) this.apply({ ...held, revoked_at: now }, true);
+    // Not held yet: whatever older version a read brings in is held revoked (apply).
+    else if (revoked && held === undefined && this.revoking.size < MAX_REREADS) {
+      const r = this.revoking.get(id);
+      if (r === undefined || r.version < version) this.revoking.set(id, { version, at: r?.at ?? now });
+    }
     const running = this.rereads.get(id);
     if (running) {
       running.version = Math.max(running.version, version);

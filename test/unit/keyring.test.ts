@@ -41,6 +41,40 @@ describe('the key ring against a stale read', () => {
   });
 });
 
+describe('the key ring against a stale read of a key it did not hold yet', () => {
+  it('never serves a key whose revocation was announced while its first read was on its way', async () => {
+    const v1: KeyRecord = { ...keyRecord('key_b'), updated_at: 1000 };
+    const v2: KeyRecord = { ...v1, revoked_at: 1900, updated_at: 2000 };
+    const reads: ((k: KeyRecord) => void)[] = [];
+    const table = {
+      get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
+      changedSince: async () => [],
+    } as unknown as KeyTable;
+    const ring = new KeyRing(table, createLogger('silent'));
+    // The key's creation announced: its read leaves at once and is slow to answer.
+    const first = ring.announced('key_b', 1000, false, 1100);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(reads).toHaveLength(1);
+    // Its revocation announced meanwhile: nothing held yet, so nothing to refuse here.
+    await ring.announced('key_b', 2000, true, 1950);
+    expect(ring.get('key_b')).toBeUndefined();
+    // The slow read lands with the version before the revocation: held, but revoked.
+    reads[0]?.(v1);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(ring.get('key_b')?.revoked_at).toBe(1950);
+    // The next read brings the stored revocation, which replaces the one made here.
+    await new Promise((r) => setTimeout(r, 80));
+    expect(reads).toHaveLength(2);
+    reads[1]?.(v2);
+    await first;
+    expect(ring.get('key_b')).toEqual(v2);
+    // A later version of the key (a new rotation, say) is taken as it is.
+    const v3: KeyRecord = { ...v2, updated_at: 3000 };
+    ring.apply(v3);
+    expect(ring.get('key_b')).toEqual(v3);
+  });
+});
+
 describe('the key ring on the embedded store', () => {
   afterEach(() => vi.useRealTimers());
 
