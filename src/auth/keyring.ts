@@ -46,11 +46,11 @@ export class KeyRing {
   /** Announced keys being re-read from storage: the newest version announced for each. */
   private readonly rereads = new Map<string, { version: number }>();
   /**
-   * Revocations announced for a version this ring does not hold yet (the key unknown
-   * here, its first read still on its way): id to the revoking version and when it was
-   * heard. A version older than that one is held revoked from then, so a read that
-   * left before the revocation was stored cannot bring the key in live. Gone once a
-   * version as new is held; bounded as the rereads are.
+   * Revocations announced for a version this ring does not hold yet: id to the revoking
+   * version and when it was heard. A version older than that one is held revoked from
+   * then, so a read that left before the revocation was stored (the key's first read, or
+   * one for a change made just before) cannot bring the key in live. Gone once a version
+   * as new is held; bounded as the rereads are.
    */
   private readonly revoking = new Map<string, { version: number; at: number }>();
 
@@ -118,14 +118,15 @@ export class KeyRing {
     const table = this.table;
     const held = this.byId.get(id);
     if (!table || (held?.updated_at ?? -1) >= version) return Promise.resolve();
-    // Its own version, refused from now: the version storage holds replaces it (it is newer).
-    const refused = revoked && held !== undefined && (held.revoked_at === null || held.revoked_at > now);
-    if (refused) this.apply({ ...held, revoked_at: now }, true);
-    // Not held yet: whatever older version a read brings in is held revoked (apply).
-    else if (revoked && held === undefined && this.revoking.size < MAX_REREADS) {
+    // Until the revoking version is held, any older one (what is held, or what a read that
+    // left before the revocation was stored brings in) is held revoked from now (apply).
+    if (revoked && this.revoking.size < MAX_REREADS) {
       const r = this.revoking.get(id);
       if (r === undefined || r.version < version) this.revoking.set(id, { version, at: r?.at ?? now });
     }
+    // Its own version, refused from now: the version storage holds replaces it (it is newer).
+    const refused = revoked && held !== undefined && (held.revoked_at === null || held.revoked_at > now);
+    if (refused) this.apply({ ...held, revoked_at: now }, true);
     const running = this.rereads.get(id);
     if (running) {
       running.version = Math.max(running.version, version);

@@ -75,6 +75,36 @@ describe('the key ring against a stale read of a key it did not hold yet', () =>
   });
 });
 
+describe('the key ring against a stale read of a version between the held one and the revocation', () => {
+  it('keeps an announced revocation when a read lands with a newer version made before it', async () => {
+    const v1: KeyRecord = { ...keyRecord('key_c'), updated_at: 1000 };
+    // A change stored after v1 (a new label, say), then the revocation.
+    const v15: KeyRecord = { ...v1, label: 'renamed', updated_at: 1500 };
+    const v2: KeyRecord = { ...v15, revoked_at: 1900, updated_at: 2000 };
+    const reads: ((k: KeyRecord) => void)[] = [];
+    const table = {
+      get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
+      changedSince: async () => [],
+    } as unknown as KeyTable;
+    const ring = new KeyRing(table, createLogger('silent'));
+    ring.apply(v1);
+    const first = ring.announced('key_c', 1500, false, 1600);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(reads).toHaveLength(1);
+    await ring.announced('key_c', 2000, true, 1950);
+    expect(ring.get('key_c')?.revoked_at).toBe(1950);
+    // The read that left for the change lands with it: newer than held, older than the revocation.
+    reads[0]?.(v15);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(ring.get('key_c')?.label).toBe('renamed');
+    expect(ring.get('key_c')?.revoked_at).toBe(1950);
+    await new Promise((r) => setTimeout(r, 80));
+    reads[1]?.(v2);
+    await first;
+    expect(ring.get('key_c')).toEqual(v2);
+  });
+});
+
 describe('the key ring on the embedded store', () => {
   afterEach(() => vi.useRealTimers());
 
