@@ -48,9 +48,10 @@ export class KeyRing {
   /**
    * Revocations announced for a version this ring does not hold yet: id to the revoking
    * version and when it was heard. A version older than that one is held revoked from
-   * then, so a read that left before the revocation was stored (the key's first read, or
-   * one for a change made just before) cannot bring the key in live. Gone once a version
-   * as new is held; bounded as the rereads are.
+   * then (apply), so neither what is held nor a read that left before the revocation was
+   * stored (the key's first read, or one for a change made just before) serves the key.
+   * Gone once a version as new is held (a reread or the poll brings it); only
+   * authenticated announcements add to it.
    */
   private readonly revoking = new Map<string, { version: number; at: number }>();
 
@@ -82,15 +83,13 @@ export class KeyRing {
   apply(k: KeyRecord, fromPeer = false): void {
     const held = this.byId.get(k.id);
     if (held && held.updated_at > k.updated_at) return;
+    // A version older than an announced revocation (held before it, or brought by a read
+    // that left before it was stored) is held revoked from when it was heard.
     const revoking = this.revoking.size === 0 ? undefined : this.revoking.get(k.id);
     if (revoking !== undefined) {
       if (k.updated_at >= revoking.version) this.revoking.delete(k.id);
       else if (k.revoked_at === null || k.revoked_at > revoking.at) k = { ...k, revoked_at: revoking.at };
     }
-    // Stored versions of a key never share a time (each is at least 1 ms after the one
-    // before), so a version as old as the one held that would lift a revocation is a
-    // stale read racing an announced revocation (applied at the old time): refused.
-    if (held && held.updated_at === k.updated_at && held.revoked_at !== null && k.revoked_at === null) return;
     if (held && held.secret_hash !== k.secret_hash) this.byHash.delete(held.secret_hash);
     if (held?.tls_fingerprint && this.byFingerprint.get(held.tls_fingerprint)?.id === k.id)
       this.byFingerprint.delete(held.tls_fingerprint);
@@ -118,15 +117,13 @@ export class KeyRing {
     const table = this.table;
     const held = this.byId.get(id);
     if (!table || (held?.updated_at ?? -1) >= version) return Promise.resolve();
-    // Until the revoking version is held, any older one (what is held, or what a read that
-    // left before the revocation was stored brings in) is held revoked from now (apply).
-    if (revoked && this.revoking.size < MAX_REREADS) {
+    if (revoked) {
       const r = this.revoking.get(id);
       if (r === undefined || r.version < version) this.revoking.set(id, { version, at: r?.at ?? now });
     }
-    // Its own version, refused from now: the version storage holds replaces it (it is newer).
+    // What is held, refused from now (apply): the version storage holds replaces it (it is newer).
     const refused = revoked && held !== undefined && (held.revoked_at === null || held.revoked_at > now);
-    if (refused) this.apply({ ...held, revoked_at: now }, true);
+    if (refused) this.apply(held, true);
     const running = this.rereads.get(id);
     if (running) {
       running.version = Math.max(running.version, version);

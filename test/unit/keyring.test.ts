@@ -6,6 +6,18 @@ import { TableChanges } from '../../src/store/changes.js';
 import type { KeyTable } from '../../src/store/keys.js';
 import { keyRecord } from '../helpers/keys.js';
 
+/** A ring over a table whose reads of one key answer only when the test says (`reads[i](version)`). */
+function slowReads() {
+  const reads: ((k: KeyRecord) => void)[] = [];
+  const table = {
+    get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
+    changedSince: async () => [],
+  } as unknown as KeyTable;
+  return { ring: new KeyRing(table, createLogger('silent')), reads };
+}
+
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /**
  * An announced revocation is in force at once; a storage read that was already on its
  * way (started before the revocation was stored) must not lift it when it lands.
@@ -14,26 +26,21 @@ describe('the key ring against a stale read', () => {
   it('keeps an announced revocation when an older read of the key lands after it', async () => {
     const v1: KeyRecord = { ...keyRecord('key_a'), updated_at: 1000 };
     const v2: KeyRecord = { ...v1, revoked_at: 1900, updated_at: 2000 };
-    const reads: ((k: KeyRecord) => void)[] = [];
-    const table = {
-      get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
-      changedSince: async () => [],
-    } as unknown as KeyTable;
-    const ring = new KeyRing(table, createLogger('silent'));
+    const { ring, reads } = slowReads();
     ring.apply(v1);
     // A change (not a revocation) announced: its read leaves at once and is slow to answer.
     const first = ring.announced('key_a', 1500, false, 1800);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(reads).toHaveLength(1);
     // The revocation announced meanwhile: refused here at once.
     await ring.announced('key_a', 2000, true, 1950);
     expect(ring.get('key_a')?.revoked_at).toBe(1950);
     // The slow read lands with the version before the revocation.
     reads[0]?.(v1);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(ring.get('key_a')?.revoked_at).not.toBeNull();
     // The next read brings the stored revocation, which replaces the one made here.
-    await new Promise((r) => setTimeout(r, 80));
+    await tick(80);
     expect(reads).toHaveLength(2);
     reads[1]?.(v2);
     await first;
@@ -45,25 +52,20 @@ describe('the key ring against a stale read of a key it did not hold yet', () =>
   it('never serves a key whose revocation was announced while its first read was on its way', async () => {
     const v1: KeyRecord = { ...keyRecord('key_b'), updated_at: 1000 };
     const v2: KeyRecord = { ...v1, revoked_at: 1900, updated_at: 2000 };
-    const reads: ((k: KeyRecord) => void)[] = [];
-    const table = {
-      get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
-      changedSince: async () => [],
-    } as unknown as KeyTable;
-    const ring = new KeyRing(table, createLogger('silent'));
+    const { ring, reads } = slowReads();
     // The key's creation announced: its read leaves at once and is slow to answer.
     const first = ring.announced('key_b', 1000, false, 1100);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(reads).toHaveLength(1);
     // Its revocation announced meanwhile: nothing held yet, so nothing to refuse here.
     await ring.announced('key_b', 2000, true, 1950);
     expect(ring.get('key_b')).toBeUndefined();
     // The slow read lands with the version before the revocation: held, but revoked.
     reads[0]?.(v1);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(ring.get('key_b')?.revoked_at).toBe(1950);
     // The next read brings the stored revocation, which replaces the one made here.
-    await new Promise((r) => setTimeout(r, 80));
+    await tick(80);
     expect(reads).toHaveLength(2);
     reads[1]?.(v2);
     await first;
@@ -81,24 +83,19 @@ describe('the key ring against a stale read of a version between the held one an
     // A change stored after v1 (a new label, say), then the revocation.
     const v15: KeyRecord = { ...v1, label: 'renamed', updated_at: 1500 };
     const v2: KeyRecord = { ...v15, revoked_at: 1900, updated_at: 2000 };
-    const reads: ((k: KeyRecord) => void)[] = [];
-    const table = {
-      get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
-      changedSince: async () => [],
-    } as unknown as KeyTable;
-    const ring = new KeyRing(table, createLogger('silent'));
+    const { ring, reads } = slowReads();
     ring.apply(v1);
     const first = ring.announced('key_c', 1500, false, 1600);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(reads).toHaveLength(1);
     await ring.announced('key_c', 2000, true, 1950);
     expect(ring.get('key_c')?.revoked_at).toBe(1950);
     // The read that left for the change lands with it: newer than held, older than the revocation.
     reads[0]?.(v15);
-    await new Promise((r) => setTimeout(r, 5));
+    await tick(5);
     expect(ring.get('key_c')?.label).toBe('renamed');
     expect(ring.get('key_c')?.revoked_at).toBe(1950);
-    await new Promise((r) => setTimeout(r, 80));
+    await tick(80);
     reads[1]?.(v2);
     await first;
     expect(ring.get('key_c')).toEqual(v2);
