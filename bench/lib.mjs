@@ -1,8 +1,10 @@
 // Shared helpers for the benchmarks: ports, child processes, readiness, autocannon, tables.
 import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -269,3 +271,31 @@ export const benchKey = (id, rateLimit) => ({
   revoked_at: null,
   updated_at: 0,
 });
+
+/** The 1, 5 and 15 minute load averages, for a bench's heading. */
+export const loadAverage = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+/**
+ * autocannon's setupRequest: a `traceparent` of a new random trace on each request,
+ * whose flags are `flags`; or (`name` another header) the same bytes under a name the
+ * gateway only forwards, so a load generator does the same work for a row without one
+ * (a row whose requests cost it less to make is loaded harder).
+ */
+export const withTraceparent =
+  (flags = '00', name = 'traceparent') =>
+  (req) => {
+    const id = randomBytes(24).toString('hex');
+    req.headers = { ...req.headers, [name]: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
+    return req;
+  };
+
+/** The sum of a metric's samples (every label set) on a gateway's /metrics. */
+export async function metricSum(opsUrl, name) {
+  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'gm'))) n += Number(m[1]);
+  return n;
+}

@@ -12,7 +12,6 @@
 //   BENCH_PROFILE=tracing (instead of the three above: one gateway tracing with sample_ratio
 //   0, loaded in turn with requests whose traceparent says not sampled and sampled, so the
 //   second's spans are all exported, to a receiver in a process of its own that drains them).
-import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +25,7 @@ import {
   startOrigin,
   startProcess,
   table,
+  withTraceparent,
 } from './lib.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -146,18 +146,13 @@ if (TRACING) {
     ['not sampled', '00'],
     ['sampled', '01'],
   ]) {
-    const setupRequest = (req) => {
-      const id = randomBytes(24).toString('hex');
-      req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
-      return req;
-    };
     targets.push({
       name,
       url: g.url,
       headers: g.headers,
       proc: g.gateway,
       file: preload('traced').PROFILE_FILE,
-      requests: [{ setupRequest }],
+      requests: [{ setupRequest: withTraceparent(flags) }],
     });
   }
 } else {

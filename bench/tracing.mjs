@@ -20,11 +20,10 @@
 // each, 1500, which this 2-core host sustains for all four at once; 0: as fast as they answer). At a fixed rate a request costs more than
 // flat out (the per-second work is spread over fewer), so the table also gives the
 // added microseconds.
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forwardRequestHeaders } from '../dist/proxy/headers.js';
 import { HexPool, TraceStart, traceparentOf } from '../dist/tracing/context.js';
@@ -33,8 +32,10 @@ import { wakeSpans } from '../dist/tracing/spans.js';
 import {
   cannon,
   freePort,
+  loadAverage,
   mainThreadCpuSeconds,
   median,
+  metricSum,
   ROOT,
   settle,
   startBenchGateway,
@@ -42,6 +43,7 @@ import {
   startProcess,
   table,
   treeCpuSeconds,
+  withTraceparent,
 } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
@@ -386,13 +388,6 @@ async function exportPathCost() {
   };
 }
 
-/** autocannon's setupRequest: a traceparent of a new random trace on each request. */
-function withTraceparent(req) {
-  const id = randomBytes(24).toString('hex');
-  req.headers = { ...req.headers, traceparent: `00-${id.slice(0, 32)}-${id.slice(32)}-00` };
-  return req;
-}
-
 async function main() {
   const origin = await startOrigin();
   procs.push(origin);
@@ -425,7 +420,7 @@ async function main() {
         duration: DURATION,
         headers: t.headers,
         ...(LOAD_RATE === null ? {} : { overallRate: LOAD_RATE }),
-        ...(t.traced ? { requests: [{ setupRequest: withTraceparent }] } : {}),
+        ...(t.traced ? { requests: [{ setupRequest: withTraceparent() }] } : {}),
       });
     const note = (t, r, c0, m0) => {
       const n = Math.max(1, r.requests.total);
@@ -455,13 +450,6 @@ async function main() {
     }
   }
   await new Promise((r) => setTimeout(r, 1500));
-  const metric = async (t, name) => {
-    const text = await (await fetch(`${t.opsUrl}/metrics`)).text();
-    return [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'gm'))].reduce(
-      (a, m) => a + Number(m[1]),
-      0,
-    );
-  };
   const rows = [];
   for (const t of targets) {
     const cpu = median(t.cpu);
@@ -479,14 +467,12 @@ async function main() {
       median(t.main).toFixed(1),
       t.name === 'off' ? '—' : `${((mainRatio - 1) * 100).toFixed(1)}%`,
       Math.round(median(t.rps)).toLocaleString('en-US'),
-      t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_exported_total')),
-      t.name.startsWith('off') ? '—' : String(await metric(t, 'wakegate_trace_spans_dropped_total')),
+      t.name.startsWith('off') ? '—' : String(await metricSum(t.opsUrl, 'wakegate_trace_spans_exported_total')),
+      t.name.startsWith('off') ? '—' : String(await metricSum(t.opsUrl, 'wakegate_trace_spans_dropped_total')),
     ]);
   }
   console.log(
-    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each${LOAD_RATE === null ? '' : ` at ${LOAD_RATE} req/s`} (${TOGETHER ? 'all at once' : 'one at a time, the order turning'}), ${ROUNDS} rounds, keyed route (everything on), threads: 1; load average ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}\n`,
+    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each${LOAD_RATE === null ? '' : ` at ${LOAD_RATE} req/s`} (${TOGETHER ? 'all at once' : 'one at a time, the order turning'}), ${ROUNDS} rounds, keyed route (everything on), threads: 1; load average ${loadAverage()}\n`,
   );
   console.log(
     table(
@@ -514,21 +500,6 @@ async function main() {
   await printExportPathCost();
   receiver.close();
 }
-
-/**
- * autocannon's setupRequest: a traceparent of a new random trace whose sampled flag is
- * `flags`, or (`name` another header) the same bytes under a name the gateway only
- * forwards, so the load generator does the same work in every window: a window whose
- * requests cost it less to make is loaded harder, and a gateway's cost a request
- * depends on how hard it is loaded.
- */
-const traceparentFlagged =
-  (flags, name = 'traceparent') =>
-  (req) => {
-    const id = randomBytes(24).toString('hex');
-    req.headers = { ...req.headers, [name]: `00-${id.slice(0, 32)}-${id.slice(32)}-${flags}` };
-    return req;
-  };
 
 /**
  * `--paired`: sampling's own cost in one process, flat out. One gateway traces with
@@ -570,9 +541,9 @@ async function paired() {
   );
   procs.push(on.gateway);
   const windows = [
-    { name: 'off (x-bench-trace instead)', g: off, setup: traceparentFlagged('01', 'x-bench-trace') },
-    { name: 'on, not sampled (00)', g: on, setup: traceparentFlagged('00') },
-    { name: 'on, sampled (01): 100%', g: on, setup: traceparentFlagged('01') },
+    { name: 'off (x-bench-trace instead)', g: off, setup: withTraceparent('01', 'x-bench-trace') },
+    { name: 'on, not sampled (00)', g: on, setup: withTraceparent('00') },
+    { name: 'on, sampled (01): 100%', g: on, setup: withTraceparent('01') },
   ].map((w) => ({ ...w, pid: w.g.gateway.proc.pid, cpu: [], main: [], rps: [] }));
   const load = (w, duration, path) =>
     cannon({
@@ -612,9 +583,7 @@ async function paired() {
     Math.round(median(w.rps)).toLocaleString('en-US'),
   ]);
   console.log(
-    `\nbench:tracing --paired — Node ${process.versions.node}, ${ROUNDS} rounds of ${DURATION} s windows at ${CONNECTIONS} connections, each alone and flat out, threads: 1; load average ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}\n`,
+    `\nbench:tracing --paired — Node ${process.versions.node}, ${ROUNDS} rounds of ${DURATION} s windows at ${CONNECTIONS} connections, each alone and flat out, threads: 1; load average ${loadAverage()}\n`,
   );
   console.log(
     table(
@@ -636,12 +605,10 @@ async function paired() {
     `\nsampling's own cost, same process (sampled minus not sampled, paired by round): ${own.toFixed(1)} us a request (main thread ${ownMain.toFixed(1)} us), ${((own / median(a.cpu)) * 100).toFixed(1)}% of a request with tracing off; rounds ${c.cpu.map((v, i) => (v - b.cpu[i]).toFixed(1)).join(' / ')}`,
   );
   const drained = await (await fetch(`http://127.0.0.1:${drainPort}/`)).json();
-  const metrics = await (await fetch(`${on.opsUrl}/metrics`)).text();
-  const exported = { exported: 0, dropped: 0 };
-  for (const m of metrics.matchAll(/^wakegate_trace_spans_(exported|dropped)_total(?:\{[^}]*\})? (\d+)/gm))
-    exported[m[1]] += Number(m[2]);
+  const exported = await metricSum(on.opsUrl, 'wakegate_trace_spans_exported_total');
+  const dropped = await metricSum(on.opsUrl, 'wakegate_trace_spans_dropped_total');
   console.log(
-    `receiver (another process, drains): ${drained.requests} export requests, ${(drained.bytes / 1e6).toFixed(1)} MB; the gateway counted ${exported.exported} spans exported, ${exported.dropped} dropped`,
+    `receiver (another process, drains): ${drained.requests} export requests, ${(drained.bytes / 1e6).toFixed(1)} MB; the gateway counted ${exported} spans exported, ${dropped} dropped`,
   );
 }
 
@@ -661,11 +628,7 @@ async function printExportPathCost() {
 
 try {
   if (process.argv.includes('--micro')) {
-    console.log(
-      `load average ${loadavg()
-        .map((l) => l.toFixed(2))
-        .join(' ')}`,
-    );
+    console.log(`load average ${loadAverage()}`);
     console.log(table(['case', 'without', 'with', 'added ns'], microBench()));
     printExportCost();
     await printExportPathCost();
