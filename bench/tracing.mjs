@@ -175,7 +175,7 @@ function microBench() {
  */
 class SdkSpans {
   spans = [];
-  attrs = {};
+  current = {};
   resource = { attributes: { 'service.name': 'wakegate' } };
   scope = { name: 'wakegate', version: 'bench' };
   hr(ms) {
@@ -187,7 +187,7 @@ class SdkSpans {
   }
   begin(s) {
     const ctx = { traceId: s.traceId, spanId: s.spanId, traceFlags: 1 };
-    this.attrs = {};
+    this.current = {};
     this.spans.push({
       name: s.name,
       kind: s.kind - 1,
@@ -200,7 +200,7 @@ class SdkSpans {
       endTime: this.hr(s.endMs),
       duration: this.hr(s.endMs - s.startMs),
       ended: true,
-      attributes: this.attrs,
+      attributes: this.current,
       droppedAttributesCount: 0,
       events: [],
       droppedEventsCount: 0,
@@ -212,20 +212,23 @@ class SdkSpans {
     });
   }
   str(k, v) {
-    this.attrs[k.name] = v;
+    this.current[k.name] = v;
   }
   num(k, v) {
-    this.attrs[k.name] = v;
+    this.current[k.name] = v;
   }
   bool(k, v) {
-    this.attrs[k.name] = v;
+    this.current[k.name] = v;
+  }
+  attrs(a) {
+    for (const [k, v] of a.list) this.current[k.name] = v;
   }
   event(name, timeMs) {
-    this.attrs = {};
-    this.last.events.push({ name, time: this.hr(timeMs), attributes: this.attrs });
+    this.current = {};
+    this.last.events.push({ name, time: this.hr(timeMs), attributes: this.current });
   }
   endEvent() {
-    this.attrs = this.last.attributes;
+    this.current = this.last.attributes;
   }
   link(traceId, spanId) {
     this.last.links.push({ context: { traceId, spanId, traceFlags: 1 }, attributes: {} });

@@ -31,6 +31,12 @@ export interface ExporterOptions<T> {
   post: Post;
   timers: Timers;
   exported: (n: number) => void;
+  /**
+   * The last encoded body was answered 2xx, so the collector read all of it: its memory
+   * may be written over by the next `encode`. Never called for a body that failed
+   * (kept for a retry, or perhaps still being written to a connection given up on).
+   */
+  reusable?: () => void;
   dropped: (reason: 'queue_full' | 'export_failed' | 'rejected', n: number) => void;
   queued: (n: number) => void;
   /** Told of an export that failed (once per batch, when its spans are dropped). */
@@ -137,6 +143,7 @@ export class SpanExporter<T> {
       this.o.timers.clearTimeout(timer);
       this.inflight = null;
       if (status >= 200 && status < 300) {
+        this.o.reusable?.();
         this.o.exported(n);
         this.succeeded++;
       } else if (RETRYABLE.has(status) && tries < this.o.maxRetries && !this.closed) {

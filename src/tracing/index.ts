@@ -83,6 +83,7 @@ export function createTracing(d: TracingDeps): Tracing {
       }
       return writer.finish();
     },
+    reusable: () => writer.recycle(),
     post,
     timers: d.timers ?? realTimers,
     exported: (n) => metrics.traceSpansExported.inc(n),

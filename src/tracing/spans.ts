@@ -10,7 +10,7 @@ import {
   ATTR_USER_AGENT_ORIGINAL,
 } from '@opentelemetry/semantic-conventions';
 import type { Config } from '../config/index.js';
-import { CLIENT, otlpKey, SERVER, type SpanSink } from './otlp.js';
+import { CLIENT, type OtlpAttrs, type OtlpKey, otlpAttrs, otlpKey, SERVER, type SpanSink } from './otlp.js';
 import type { SpanInput } from './span-input.js';
 
 /**
@@ -53,15 +53,23 @@ const K = {
   refusedReason: otlpKey('wakegate.admission.refused_reason'),
 };
 
+/**
+ * A URL's `server.address` and `server.port`: an IPv6 address without the brackets a
+ * URL writes it in (the conventions' value is the address), the scheme's port when none.
+ */
+export function serverOf(u: URL): { host: string; port: number } {
+  const h = u.hostname;
+  const host = h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h;
+  return { host, port: u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port) };
+}
+
 /** The origin a route sends an environment's requests to: host and port, for the CLIENT span. */
 function originsOf(routes: Config['routes']): Map<string, Map<string, { host: string; port: number }>> {
   const out = new Map<string, Map<string, { host: string; port: number }>>();
   for (const r of routes) {
     const envs = new Map<string, { host: string; port: number }>();
     for (const [env, url] of Object.entries(r.origins)) {
-      const u = new URL(url);
-      const port = u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port);
-      envs.set(env, { host: u.hostname, port });
+      envs.set(env, serverOf(new URL(url)));
     }
     out.set(r.name, envs);
   }
@@ -69,20 +77,86 @@ function originsOf(routes: Config['routes']): Map<string, Map<string, { host: st
 }
 
 /**
+ * What every request of one route, environment and method shares: the SERVER span's
+ * name and its attributes that do not change (per protocol), and the CLIENT span's.
+ */
+interface Shape {
+  name: string;
+  http1: OtlpAttrs;
+  h2: OtlpAttrs;
+  client: OtlpAttrs;
+}
+
+/** Methods whose shapes are kept (any other token is written afresh: a client picks it, so it is not a bound). */
+const KEPT_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Shapes kept at most (routes x environments x methods; environments come and go). */
+const MAX_SHAPES = 4096;
+
+/**
  * A finished request's spans: the SERVER span (`{method} {route}`, HTTP semantic
  * conventions) with an event for the admission decision, and a CLIENT span for its
- * upstream attempt when it went upstream.
+ * upstream attempt when it went upstream. What a route's requests share is encoded
+ * once (a Shape, and the admission event's outcome and bucket); the rest per request.
  */
 export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
   const origins = originsOf(cfg.routes);
   const buckets = new Map(cfg.routes.map((r) => [r.name, r.rate_limit]));
+  const shapes = new Map<string, Map<string, Map<string, Shape>>>();
+  let kept = 0;
+  const shapeOf = (s: SpanInput): Shape => {
+    const byEnv = shapes.get(s.route);
+    const cached = byEnv?.get(s.environment)?.get(s.method);
+    if (cached !== undefined) return cached;
+    const method: [OtlpKey, string] = [K.method, s.method];
+    const route: [OtlpKey, string] = [K.route, s.route];
+    const env: [OtlpKey, string] = [K.environment, s.environment];
+    const origin = origins.get(s.route)?.get(s.environment);
+    const shape: Shape = {
+      name: `${s.method} ${s.route}`,
+      http1: otlpAttrs([method, route, [K.protocol, '1.1'], env]),
+      h2: otlpAttrs([method, route, [K.protocol, '2'], env]),
+      client: otlpAttrs(
+        origin === undefined ? [method] : [method, [K.serverAddress, origin.host], [K.serverPort, origin.port]],
+      ),
+    };
+    if (!KEPT_METHODS.has(s.method) || kept >= MAX_SHAPES) return shape;
+    const envs = byEnv ?? new Map<string, Map<string, Shape>>();
+    if (byEnv === undefined) shapes.set(s.route, envs);
+    const methods = envs.get(s.environment) ?? new Map<string, Shape>();
+    if (methods.size === 0) envs.set(s.environment, methods);
+    methods.set(s.method, shape);
+    kept++;
+    return shape;
+  };
+  // The admission event's outcome and the route's bucket, admitted and refused.
+  const outcomes = new Map<string, [admitted: OtlpAttrs, refused: OtlpAttrs]>();
+  const outcomeOf = (route: string, upstream: boolean): OtlpAttrs => {
+    let o = outcomes.get(route);
+    if (o === undefined) {
+      const bucket = buckets.get(route);
+      const of = (outcome: string) =>
+        otlpAttrs(
+          bucket === undefined
+            ? [[K.outcome, outcome]]
+            : [
+                [K.outcome, outcome],
+                [K.rateLimit, bucket],
+              ],
+        );
+      o = [of('admitted'), of('refused')];
+      // Routes are the configuration's: bounded.
+      if (buckets.has(route)) outcomes.set(route, o);
+    }
+    return upstream ? o[0] : o[1];
+  };
   return (s: SpanInput, w: SpanSink): void => {
     const end = s.start + s.durationMs;
     const upstream = s.upstreamAtMs >= 0;
+    const shape = shapeOf(s);
     // OpenTelemetry's HTTP conventions: a server span is an error for a 5xx (or no answer), not a 4xx.
     const serverError = s.status >= 500 || s.status === 0 ? s.errorType || String(s.status) : '';
     w.begin({
-      name: `${s.method} ${s.route}`,
+      name: shape.name,
       kind: SERVER,
       traceId: s.traceId,
       spanId: s.spanId,
@@ -91,23 +165,19 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       startMs: s.start,
       endMs: end,
     });
-    w.str(K.method, s.method);
-    w.str(K.route, s.route);
+    // http.request.method, http.route, network.protocol.version, wakegate.environment.
+    w.attrs(s.protocol === 'h2' ? shape.h2 : shape.http1);
     w.str(K.path, s.path);
     w.num(K.status, s.status);
     w.str(K.client, s.clientIp);
-    w.str(K.protocol, s.protocol === 'h2' ? '2' : '1.1');
     w.str(K.wakeId, s.wakeId);
-    w.str(K.environment, s.environment);
     if (s.userAgent !== '') w.str(K.userAgent, s.userAgent);
     if (s.errorType !== '') w.str(K.errorType, s.errorType);
     else if (serverError !== '') w.str(K.errorType, serverError);
     // The admission decision: who it was admitted as, against which bucket, or why it was refused.
     w.event('wakegate.admission', s.start + Math.max(0, s.upstreamAtMs));
-    w.str(K.outcome, upstream ? 'admitted' : 'refused');
+    w.attrs(outcomeOf(s.route, upstream));
     if (s.keyId !== '') w.str(K.keyId, s.keyId);
-    const bucket = buckets.get(s.route);
-    if (bucket !== undefined) w.str(K.rateLimit, bucket);
     if (!upstream && s.errorType !== '') w.str(K.refusedReason, s.errorType);
     w.endEvent();
     w.end(serverError);
@@ -122,12 +192,8 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       startMs: s.start + s.upstreamAtMs,
       endMs: end,
     });
-    w.str(K.method, s.method);
-    const origin = origins.get(s.route)?.get(s.environment);
-    if (origin !== undefined) {
-      w.str(K.serverAddress, origin.host);
-      w.num(K.serverPort, origin.port);
-    }
+    // http.request.method, server.address, server.port.
+    w.attrs(shape.client);
     // The origin answered unless the gateway answered for it (a timeout, a broken connection).
     if (s.errorType === '') w.num(K.status, s.status);
     else w.str(K.errorType, s.errorType);

@@ -9,7 +9,7 @@ import {
 import type { EndpointService } from '../webhooks/endpoints.js';
 import type { Send } from '../webhooks/sender.js';
 import { CLIENT, otlpKey, type SpanSink } from './otlp.js';
-import { type HexSource, newSpanId } from './spans.js';
+import { type HexSource, newSpanId, serverOf } from './spans.js';
 
 /** One webhook delivery attempt, as its outcome came back to the dispatcher. */
 export interface WebhookAttempt {
@@ -113,8 +113,9 @@ export function webhookSpan(a: WebhookAttempt, w: SpanSink, ids: HexSource): voi
   w.num(K.attempt, a.attempt);
   if (a.url !== '') {
     const u = new URL(a.url);
-    w.str(K.serverAddress, u.hostname);
-    w.num(K.serverPort, u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port));
+    const server = serverOf(u);
+    w.str(K.serverAddress, server.host);
+    w.num(K.serverPort, server.port);
     // Without its query: a receiver's URL may carry a token there.
     w.str(K.urlFull, `${u.origin}${u.pathname}`);
   }

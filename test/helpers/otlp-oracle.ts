@@ -1,7 +1,7 @@
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 // The OpenTelemetry project's own generated definitions (protobufjs), as the receiver decodes with.
 import root from '@opentelemetry/otlp-transformer/build/src/generated/root.js';
-import type { OtlpKey, SpanSink, SpanStart } from '../../src/tracing/otlp.js';
+import type { OtlpAttrs, OtlpKey, SpanSink, SpanStart } from '../../src/tracing/otlp.js';
 
 /**
  * The oracle of tracing/otlp.ts: a SpanSink that makes, of the same calls, span
@@ -39,7 +39,7 @@ const hr = (ms: number): HrTime => {
 
 export class SdkSpans implements SpanSink {
   readonly spans: SdkSpan[] = [];
-  private attrs: Record<string, Attr> = {};
+  private current: Record<string, Attr> = {};
   private readonly resource: { attributes: Record<string, Attr> };
   private readonly scope: { name: string; version: string };
 
@@ -55,7 +55,7 @@ export class SdkSpans implements SpanSink {
   begin(s: SpanStart): void {
     const ctx = { traceId: s.traceId, spanId: s.spanId, traceFlags: 1 };
     const attributes: Record<string, Attr> = {};
-    this.attrs = attributes;
+    this.current = attributes;
     this.spans.push({
       name: s.name,
       // The API's SpanKind: OTLP's minus one.
@@ -82,25 +82,29 @@ export class SdkSpans implements SpanSink {
   }
 
   str(key: OtlpKey, v: string): void {
-    this.attrs[key.name] = v;
+    this.current[key.name] = v;
   }
 
   num(key: OtlpKey, v: number): void {
-    this.attrs[key.name] = v;
+    this.current[key.name] = v;
   }
 
   bool(key: OtlpKey, v: boolean): void {
-    this.attrs[key.name] = v;
+    this.current[key.name] = v;
+  }
+
+  attrs(a: OtlpAttrs): void {
+    for (const [k, v] of a.list) this.current[k.name] = v;
   }
 
   event(name: string, timeMs: number): void {
     const attributes: Record<string, Attr> = {};
     this.last.events.push({ name, time: hr(timeMs), attributes });
-    this.attrs = attributes;
+    this.current = attributes;
   }
 
   endEvent(): void {
-    this.attrs = this.last.attributes;
+    this.current = this.last.attributes;
   }
 
   link(traceId: string, spanId: string): void {

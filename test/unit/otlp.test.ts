@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CLIENT, OtlpWriter, otlpKey, SERVER, type SpanSink, type SpanStart } from '../../src/tracing/otlp.js';
+import {
+  CLIENT,
+  OtlpWriter,
+  otlpAttrs,
+  otlpKey,
+  SERVER,
+  type SpanSink,
+  type SpanStart,
+} from '../../src/tracing/otlp.js';
 import type { SpanInput } from '../../src/tracing/span-input.js';
 import { type HexSource, wakeSpans } from '../../src/tracing/spans.js';
 import { type WebhookAttempt, wakeTraceOf, webhookSpan } from '../../src/tracing/webhook-spans.js';
@@ -371,6 +379,88 @@ describe('the spans wakegate exports, both ways', () => {
       startNs: 1_764_000_000_000_250_000n,
       attributes: { 'server.address': 'origin', 'server.port': 8080, 'http.response.status_code': 502 },
     });
+  });
+});
+
+describe("a route's shared attributes (encoded once, kept per route, environment and method)", () => {
+  it("every span carries its own request's values, whichever shapes came before it", () => {
+    const origin: Record<string, Record<string, [string, number]>> = {
+      api: { production: ['origin', 8080], staging: ['st.example', 443] },
+      ünï: { production: ['::1', 9] },
+    };
+    const bucket: Record<string, string> = { api: 'default', ünï: 'tight' };
+    const input = wakeInput.chain((i) =>
+      // Methods past the kept ones (a client picks them): written afresh, never kept.
+      fc.constantFrom(i.method, 'OPTIONS', 'FOO', 'get').map((method) => ({ ...i, method })),
+    );
+    fc.assert(
+      fc.property(fc.array(input, { minLength: 1, maxLength: 30 }), (items) => {
+        // One builder for all of a run's batches, as the gateway has: what it keeps outlives a batch.
+        const ofWake = wakeSpans({ routes }, fixedIds(7));
+        for (const batch of [items, [...items].reverse()]) {
+          const w = new OtlpWriter({ serviceName: 'wakegate', scopeName: 'wakegate', scopeVersion: '1' });
+          w.start();
+          for (const i of batch) ofWake(i, w);
+          const spans = decodeSpans(w.finish());
+          let at = 0;
+          for (const i of batch) {
+            const server = spans[at++];
+            expect(server?.name).toBe(`${i.method} ${i.route}`);
+            expect(server?.attributes).toMatchObject({
+              'http.request.method': i.method,
+              'http.route': i.route,
+              'network.protocol.version': i.protocol === 'h2' ? '2' : '1.1',
+              'wakegate.environment': i.environment,
+              'url.path': i.path,
+              'wakegate.wake_id': i.wakeId,
+            });
+            const outcome = i.upstreamAtMs >= 0 ? 'admitted' : 'refused';
+            expect(server?.events[0]?.attributes['wakegate.admission.outcome']).toBe(outcome);
+            expect(server?.events[0]?.attributes['wakegate.rate_limit']).toBe(bucket[i.route]);
+            if (i.upstreamAtMs < 0) continue;
+            const client = spans[at++];
+            const o = origin[i.route]?.[i.environment];
+            expect(client?.name).toBe(i.method);
+            expect(client?.attributes['http.request.method']).toBe(i.method);
+            expect(client?.attributes['server.address']).toBe(o?.[0]);
+            expect(client?.attributes['server.port']).toBe(o?.[1]);
+          }
+          expect(at).toBe(spans.length);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('a block of attributes decodes as the same attributes written one by one, on a span and on an event', () => {
+    const list = [
+      [otlpKey('a.b'), 'x'],
+      [otlpKey('n'), 443],
+      [otlpKey('d'), 1.5],
+      [otlpKey('t'), true],
+      [otlpKey('ü'), '東'.repeat(50)],
+    ] as const;
+    const block = otlpAttrs(list);
+    const [ours, theirs] = both({ serviceName: 's', scopeName: 'wakegate', scopeVersion: '' }, (w) => {
+      w.begin({
+        traceId: 'ab'.repeat(16),
+        spanId: 'cd'.repeat(8),
+        parentSpanId: '',
+        remoteParent: false,
+        name: 'n',
+        kind: SERVER,
+        startMs: 1,
+        endMs: 2,
+      });
+      w.str(otlpKey('before'), 'b');
+      w.attrs(block);
+      w.event('e', 1.5);
+      w.attrs(block);
+      w.num(otlpKey('after'), 1);
+      w.endEvent();
+      w.end('');
+    });
+    expect(ours).toEqual(theirs);
   });
 });
 

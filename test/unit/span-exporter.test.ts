@@ -54,10 +54,19 @@ const encode = (items: number[]): Uint8Array => {
   return writer.finish();
 };
 
-function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number; maxRetries?: number }) {
+function exporter(o: {
+  answers: number[];
+  queueSize?: number;
+  batchSize?: number;
+  maxRetries?: number;
+  /** The writer given its buffer back after each export answered 2xx (as the gateway does). */
+  recycle?: boolean;
+}) {
   const t = fakeTimers();
   const counts = { exported: 0, queue_full: 0, export_failed: 0, rejected: 0 };
   const bodies: Uint8Array[] = [];
+  /** Each body's span names as it was posted (a recycled body is written over later). */
+  const posted: string[][] = [];
   const answers = [...o.answers];
   const e = new SpanExporter<number>({
     queueSize: o.queueSize ?? 100,
@@ -67,8 +76,10 @@ function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number
     maxRetries: o.maxRetries ?? 2,
     count: () => 1,
     encode,
+    ...(o.recycle ? { reusable: () => writer.recycle() } : {}),
     post: async (body) => {
       bodies.push(body);
+      posted.push(decodeSpans(body).map((s) => s.name));
       const a = answers.shift() ?? 200;
       if (a === 0) throw Object.assign(new Error('refused'), { code: 'ECONNREFUSED' });
       return a;
@@ -83,7 +94,7 @@ function exporter(o: { answers: number[]; queueSize?: number; batchSize?: number
     queued: () => {},
     failed: () => {},
   });
-  return { e, t, counts, bodies };
+  return { e, t, counts, bodies, posted };
 }
 
 describe('SpanExporter', () => {
@@ -125,6 +136,35 @@ describe('SpanExporter', () => {
     expect(counts).toMatchObject({ exported: 0, export_failed: 1 });
     // The same bytes each time.
     expect(bodies[2]).toEqual(bodies[0]);
+  });
+
+  it('writes the next batch over a body the collector took (2xx), never over one it failed or may still read', async () => {
+    const { e, t, bodies, posted } = exporter({ answers: [200, 503, 200, 400, 200], maxRetries: 1, recycle: true });
+    const batch = async (from: number) => {
+      for (let i = from; i < from + 3; i++) e.add(i);
+      await t.advance(100);
+    };
+    // Where a body's bytes are (small buffers share Node's pool: the offset tells them apart).
+    const memory = (i: number) => `${(bodies[i] as Uint8Array).byteOffset}`;
+    const pool = (i: number) => (bodies[i] as Uint8Array).buffer;
+    await batch(0); // 200
+    await batch(10); // 503: kept for its retry
+    expect(memory(1)).toBe(memory(0));
+    expect(pool(1)).toBe(pool(0));
+    await t.advance(1000); // the retry: the same bytes, intact
+    expect(posted[2]).toEqual(posted[1]);
+    expect(Buffer.from(bodies[2] as Uint8Array)).toEqual(Buffer.from(bodies[1] as Uint8Array));
+    await batch(20); // 400: refused, so perhaps not all read
+    expect(memory(3)).toBe(memory(2));
+    await batch(30); // 200, in memory of its own
+    expect(pool(4) === pool(3) && memory(4) === memory(3)).toBe(false);
+    expect(posted).toEqual([
+      ['s0', 's1', 's2'],
+      ['s10', 's11', 's12'],
+      ['s10', 's11', 's12'],
+      ['s20', 's21', 's22'],
+      ['s30', 's31', 's32'],
+    ]);
   });
 
   it('does not retry a refusal (400): rejected', async () => {
