@@ -516,14 +516,16 @@ export class OtlpWriter implements SpanSink {
   private time(ms: number): void {
     const s = Math.floor(ms / 1000);
     const ns = Math.round((ms - s * 1000) * 1e6);
-    // s * 1e9 + ns, with s = sh * 2^16 + sl: every product below 2^53.
+    // s * 1e9 + ns, with s = sh * 2^16 + sl: every product below 2^53. Remainders by a power
+    // of two as x - floor(x / 2^k) * 2^k (exact; a double's % is a call, measured dearer).
     const sh = Math.floor(s / 65536);
     const sl = s - sh * 65536;
     const high = sh * 1e9;
-    const highLow = high % 65536;
+    const highLow = high - Math.floor(high / 65536) * 65536;
     const low = sl * 1e9 + ns + highLow * 65536;
-    const lo = low % 4294967296;
-    const hi = (high - highLow) / 65536 + (low - lo) / 4294967296;
+    const carry = Math.floor(low / 4294967296);
+    const lo = low - carry * 4294967296;
+    const hi = (high - highLow) / 65536 + carry;
     this.fixed32(lo);
     this.fixed32(hi);
   }
