@@ -26,8 +26,12 @@ export interface ExporterOptions<T> {
   maxRetries: number;
   /** Spans an item becomes (counted before it is built). */
   count: (item: T) => number;
-  /** The queued items' spans as one OTLP export request: done at export time, never as an item is added. */
-  encode: (items: T[]) => Uint8Array;
+  /**
+   * The queued items' spans as one OTLP export request: done at export time, never as
+   * an item is added. An item that cannot be written is left out whole and handed to
+   * `skip`; the others are written.
+   */
+  encode: (items: T[], skip: (item: T, e: Error) => void) => Uint8Array;
   post: Post;
   timers: Timers;
   exported: (n: number) => void;
@@ -114,7 +118,14 @@ export class SpanExporter<T> {
     const items = this.queue.splice(0, i);
     this.waiting -= n;
     this.o.queued(this.waiting);
-    return { body: this.o.encode(items), n };
+    const body = this.o.encode(items, (item, e) => {
+      // Its spans are lost, and said so; the batch's others leave.
+      const lost = this.o.count(item);
+      n -= lost;
+      this.o.dropped('export_failed', lost);
+      this.o.failed(e.message);
+    });
+    return { body, n };
   }
 
   private start(): void {

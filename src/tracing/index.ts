@@ -75,11 +75,18 @@ export function createTracing(d: TracingDeps): Tracing {
     timeoutMs: t.export_timeout_ms,
     maxRetries: t.max_retries,
     count: (i) => (i.kind === 'wake' ? spansOf(i) : 1),
-    encode: (items) => {
+    encode: (items, skip) => {
       writer.start();
       for (const i of items) {
-        if (i.kind === 'wake') ofWake(i, writer);
-        else webhookSpan(i, writer, ids);
+        const mark = writer.mark();
+        try {
+          if (i.kind === 'wake') ofWake(i, writer);
+          else webhookSpan(i, writer, ids);
+        } catch (e) {
+          // Nothing of it stays in the request: its other spans decode as they were.
+          writer.rollback(mark);
+          skip(i, e as Error);
+        }
       }
       return writer.finish();
     },

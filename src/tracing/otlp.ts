@@ -218,6 +218,16 @@ export class OtlpWriter implements SpanSink {
     return b.subarray(p, end);
   }
 
+  /** Where the request being written has got to: `rollback` forgets what was written after. */
+  mark(): number {
+    return this.pos;
+  }
+
+  rollback(mark: number): void {
+    this.pos = mark;
+    this.attrTag = T_SPAN_ATTR;
+  }
+
   /**
    * The last request's bytes are no longer read by anyone (its export succeeded: the
    * collector took the whole body): the next `start` writes over them.

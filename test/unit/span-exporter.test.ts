@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/index.js';
+import { tracingDefaults } from '../../src/config/tracing.js';
+import { silentLogger } from '../../src/log.js';
+import { createMetrics } from '../../src/metrics/index.js';
 import { SpanExporter, type Timers } from '../../src/tracing/exporter.js';
+import { createTracing } from '../../src/tracing/index.js';
 import { OtlpWriter, SERVER } from '../../src/tracing/otlp.js';
+import type { WebhookAttempt } from '../../src/tracing/webhook-spans.js';
 import { decodeSpans } from '../helpers/otlp-receiver.js';
 
 /** Timers run by hand: `advance(ms)` fires what falls due, in order. */
@@ -185,5 +191,53 @@ describe('SpanExporter', () => {
     // The stop: the batch waiting for its retry, and the one last try of what waits (refused again).
     await e.close();
     expect(counts.export_failed).toBe(10);
+  });
+});
+
+describe("the gateway's export batches (createTracing)", () => {
+  it('a span input that fails part-way through its writing is left out whole, counted; its batch leaves', async () => {
+    const t = fakeTimers();
+    const bodies: Uint8Array[] = [];
+    const metrics = createMetrics({ process: false });
+    const tracing = createTracing({
+      cfg: {
+        tracing: { ...tracingDefaults, otlp_url: 'http://127.0.0.1:9/v1/traces', flush_interval_ms: 100 },
+        routes: [] as unknown as Config['routes'],
+      },
+      log: silentLogger,
+      metrics,
+      timers: t.timers,
+      post: async (body) => {
+        bodies.push(Uint8Array.prototype.slice.call(body));
+        return 200;
+      },
+    });
+    const attempt = (url: string): WebhookAttempt => ({
+      kind: 'webhook',
+      deliveryId: `del_${url.length}`,
+      eventType: 'wake.error',
+      attempt: 1,
+      url,
+      payload: '{}',
+      startMs: 1_700_000_000_000,
+      durationMs: 5,
+      status: 200,
+      error: null,
+    });
+    tracing.webhook(attempt('http://127.0.0.1:8080/a'));
+    // Its span is begun and its first attributes written before the URL is read, which throws.
+    tracing.webhook(attempt('http://[not a url/'));
+    tracing.webhook(attempt('http://127.0.0.1:8080/abc'));
+    await t.advance(100);
+    expect(bodies).toHaveLength(1);
+    const spans = decodeSpans(bodies[0] as Uint8Array);
+    expect(spans.map((s) => s.attributes['url.full'])).toEqual([
+      'http://127.0.0.1:8080/a',
+      'http://127.0.0.1:8080/abc',
+    ]);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/wakegate_trace_spans_dropped_total\{reason="export_failed"\} 1/);
+    expect(text).toMatch(/wakegate_trace_spans_exported_total 2/);
+    await tracing.close();
   });
 });
