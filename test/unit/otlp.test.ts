@@ -53,6 +53,19 @@ function play(w: SpanSink, spans: SpanData[]): void {
 
 type Scope = { serviceName: string; scopeName: string; scopeVersion: string };
 
+/** A root span's start with fixed ids, and what a test sets. */
+const rootStart = (o: Partial<SpanStart>): SpanStart => ({
+  traceId: 'ab'.repeat(16),
+  spanId: 'cd'.repeat(8),
+  parentSpanId: '',
+  remoteParent: false,
+  name: 'n',
+  kind: SERVER,
+  startMs: 0,
+  endMs: 0,
+  ...o,
+});
+
 /** Both encodings of the same calls, decoded. */
 function both(scope: Scope, calls: (w: SpanSink) => void): [ours: unknown, theirs: unknown, bytes: Uint8Array] {
   const w = new OtlpWriter(scope);
@@ -160,16 +173,7 @@ describe('OtlpWriter against ProtobufTraceSerializer (the same message decoded)'
     const many: [string, Value][] = Array.from({ length: 200 }, (_, i) => [`attr.${i}`, i % 3 ? `v${i}` : i * 1e9]);
     const spans: SpanData[] = [
       {
-        start: {
-          traceId: 'ab'.repeat(16),
-          spanId: 'cd'.repeat(8),
-          parentSpanId: '',
-          remoteParent: false,
-          name: long,
-          kind: SERVER,
-          startMs: 1_764_000_000_123.456,
-          endMs: 1_764_000_000_124,
-        },
+        start: rootStart({ name: long, startMs: 1_764_000_000_123.456, endMs: 1_764_000_000_124 }),
         attrs: [['big', long], ...many],
         events: [
           { name: 'short', timeMs: 1_764_000_000_123.5, attrs: [['a', 1]] },
@@ -189,16 +193,7 @@ describe('OtlpWriter against ProtobufTraceSerializer (the same message decoded)'
     const sc = { serviceName: 'svc', scopeName: 'wakegate', scopeVersion: '' };
     const one = (v: Value): SpanData[] => [
       {
-        start: {
-          traceId: 'ab'.repeat(16),
-          spanId: 'cd'.repeat(8),
-          parentSpanId: '',
-          remoteParent: false,
-          name: 'n',
-          kind: SERVER,
-          startMs: 0,
-          endMs: 0,
-        },
+        start: rootStart({}),
         attrs: [['k', v]],
         events: [],
         links: [],
@@ -218,16 +213,7 @@ describe('OtlpWriter against ProtobufTraceSerializer (the same message decoded)'
   it('a lone surrogate is written as U+FFFD (valid UTF-8, as Node encodes it)', () => {
     const w = new OtlpWriter({ serviceName: 'svc', scopeName: 'wakegate', scopeVersion: '' });
     w.start();
-    w.begin({
-      traceId: 'ab'.repeat(16),
-      spanId: 'cd'.repeat(8),
-      parentSpanId: '',
-      remoteParent: false,
-      name: 'a\ud800b',
-      kind: CLIENT,
-      startMs: 1,
-      endMs: 2,
-    });
+    w.begin(rootStart({ name: 'a\ud800b', kind: CLIENT, startMs: 1, endMs: 2 }));
     w.str(otlpKey('k'), '\udc00');
     w.end('');
     const [s] = decodeSpans(w.finish());
@@ -442,16 +428,7 @@ describe("a route's shared attributes (encoded once, kept per route, environment
     ] as const;
     const block = otlpAttrs(list);
     const [ours, theirs] = both({ serviceName: 's', scopeName: 'wakegate', scopeVersion: '' }, (w) => {
-      w.begin({
-        traceId: 'ab'.repeat(16),
-        spanId: 'cd'.repeat(8),
-        parentSpanId: '',
-        remoteParent: false,
-        name: 'n',
-        kind: SERVER,
-        startMs: 1,
-        endMs: 2,
-      });
+      w.begin(rootStart({ startMs: 1, endMs: 2 }));
       w.str(otlpKey('before'), 'b');
       w.attrs(block);
       w.event('e', 1.5);
