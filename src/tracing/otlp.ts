@@ -423,7 +423,10 @@ export class OtlpWriter implements SpanSink {
     this.pos += bytes.length;
   }
 
-  /** A list of attributes' bytes with this attribute tag (otlpAttrs). */
+  /**
+   * A list of attributes' bytes with this attribute tag, for otlpAttrs, on a writer of
+   * its own: it drops whatever request this writer was writing.
+   */
   encodeAttrs(list: readonly (readonly [OtlpKey, OtlpValue])[], tag: number): Uint8Array {
     this.buf = Buffer.alloc(256);
     this.pos = 0;
