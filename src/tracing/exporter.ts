@@ -36,8 +36,9 @@ export interface ExporterOptions<T> {
   timers: Timers;
   exported: (n: number) => void;
   /**
-   * The last encoded body was answered 2xx, so the collector read all of it: its memory
-   * may be written over by the next `encode`. Never called for a body that failed
+   * The last encoded body was answered 2xx, so the collector read all of it (a collector
+   * answers an export after reading it, as OTLP/HTTP's do): its memory may be written
+   * over by the next `encode`. Never called for a body that failed
    * (kept for a retry, or perhaps still being written to a connection given up on).
    */
   reusable?: () => void;

@@ -85,7 +85,7 @@ export function createTracing(d: TracingDeps): Tracing {
         } catch (e) {
           // Nothing of it stays in the request: its other spans decode as they were.
           writer.rollback(mark);
-          skip(i, e as Error);
+          skip(i, e instanceof Error ? e : new Error(String(e)));
         }
       }
       return writer.finish();

@@ -144,6 +144,17 @@ describe('SpanExporter', () => {
     expect(bodies[2]).toEqual(bodies[0]);
   });
 
+  it('never writes over a body whose export got no answer (refused, or timed out)', async () => {
+    const { e, t, bodies, posted } = exporter({ answers: [0, 200], maxRetries: 0, recycle: true });
+    e.add(1);
+    await t.advance(100); // no answer: dropped, not retried
+    e.add(2);
+    await t.advance(100);
+    const [a, b] = bodies as [Uint8Array, Uint8Array];
+    expect(a.buffer === b.buffer && a.byteOffset === b.byteOffset).toBe(false);
+    expect(posted).toEqual([['s1'], ['s2']]);
+  });
+
   it('writes the next batch over a body the collector took (2xx), never over one it failed or may still read', async () => {
     const { e, t, bodies, posted } = exporter({ answers: [200, 503, 200, 400, 200], maxRetries: 1, recycle: true });
     const batch = async (from: number) => {
