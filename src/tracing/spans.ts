@@ -89,7 +89,7 @@ interface Shape {
 
 /** Methods whose shapes are kept (any other token is written afresh: a client picks it, so it is not a bound). */
 const KEPT_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-/** Shapes kept at most (routes x environments x methods; environments come and go). */
+/** Shapes kept at most (routes x environments x methods; environments come and go): about 1 KB each. */
 const MAX_SHAPES = 4096;
 
 /**
@@ -104,8 +104,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
   const shapes = new Map<string, Map<string, Map<string, Shape>>>();
   let kept = 0;
   const shapeOf = (s: SpanInput): Shape => {
-    const byEnv = shapes.get(s.route);
-    const cached = byEnv?.get(s.environment)?.get(s.method);
+    const cached = shapes.get(s.route)?.get(s.environment)?.get(s.method);
     if (cached !== undefined) return cached;
     const method: [OtlpKey, string] = [K.method, s.method];
     const route: [OtlpKey, string] = [K.route, s.route];
@@ -119,11 +118,22 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
         origin === undefined ? [method] : [method, [K.serverAddress, origin.host], [K.serverPort, origin.port]],
       ),
     };
-    if (!KEPT_METHODS.has(s.method) || kept >= MAX_SHAPES) return shape;
-    const envs = byEnv ?? new Map<string, Map<string, Shape>>();
-    if (byEnv === undefined) shapes.set(s.route, envs);
-    const methods = envs.get(s.environment) ?? new Map<string, Shape>();
-    if (methods.size === 0) envs.set(s.environment, methods);
+    if (!KEPT_METHODS.has(s.method)) return shape;
+    if (kept >= MAX_SHAPES) {
+      // Past the bound, begin again: the shapes in use now come back, the rest stay out.
+      shapes.clear();
+      kept = 0;
+    }
+    let envs = shapes.get(s.route);
+    if (envs === undefined) {
+      envs = new Map();
+      shapes.set(s.route, envs);
+    }
+    let methods = envs.get(s.environment);
+    if (methods === undefined) {
+      methods = new Map();
+      envs.set(s.environment, methods);
+    }
     methods.set(s.method, shape);
     kept++;
     return shape;

@@ -418,6 +418,18 @@ describe("a route's shared attributes (encoded once, kept per route, environment
     );
   });
 
+  it('past the bound on kept shapes (4,096), it begins again and every span still carries its own values', () => {
+    const ofWake = wakeSpans({ routes }, fixedIds(3));
+    const base = fc.sample(wakeInput, { numRuns: 1, seed: 1 })[0] as SpanInput;
+    const envs = Array.from({ length: 4_200 }, (_, i) => `env_${i}`);
+    const w = new OtlpWriter({ serviceName: 'wakegate', scopeName: 'wakegate', scopeVersion: '1' });
+    w.start();
+    const order = [...envs, envs[0] as string, envs[4_199] as string, envs[2_000] as string];
+    for (const environment of order) ofWake({ ...base, route: 'api', method: 'GET', upstreamAtMs: -1, environment }, w);
+    const spans = decodeSpans(w.finish());
+    expect(spans.map((s) => s.attributes['wakegate.environment'])).toEqual(order);
+  });
+
   it('a block of attributes decodes as the same attributes written one by one, on a span and on an event', () => {
     const list = [
       [otlpKey('a.b'), 'x'],
