@@ -292,10 +292,14 @@ export const withTraceparent =
     return req;
   };
 
-/** The sum of a metric's samples (every label set) on a gateway's /metrics. */
-export async function metricSum(opsUrl, name) {
-  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+/** The sum of a metric's samples (every label set) in Prometheus' text format. */
+export function sumOfMetric(text, name) {
   let n = 0;
   for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'gm'))) n += Number(m[1]);
   return n;
+}
+
+/** The sum of a metric's samples (every label set) on a gateway's /metrics. */
+export async function metricSum(opsUrl, name) {
+  return sumOfMetric(await (await fetch(`${opsUrl}/metrics`)).text(), name);
 }

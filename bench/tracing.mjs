@@ -41,6 +41,7 @@ import {
   startBenchGateway,
   startOrigin,
   startProcess,
+  sumOfMetric,
   table,
   treeCpuSeconds,
   withTraceparent,
@@ -379,15 +380,13 @@ async function exportPathCost() {
     diffs.push((await run(tracing.hook)) - base);
   }
   const text = await metrics.registry.metrics();
-  const count = (name) =>
-    [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
   await tracing.close();
   child.kill();
   return {
     us: median(diffs),
     runs: diffs,
-    exported: count('wakegate_trace_spans_exported_total'),
-    dropped: count('wakegate_trace_spans_dropped_total'),
+    exported: sumOfMetric(text, 'wakegate_trace_spans_exported_total'),
+    dropped: sumOfMetric(text, 'wakegate_trace_spans_dropped_total'),
   };
 }
 

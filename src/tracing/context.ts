@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { TracingConfig } from '../config/tracing.js';
 
 /**
  * W3C Trace Context (https://www.w3.org/TR/trace-context/) on the request thread:
@@ -101,9 +102,9 @@ export interface TraceStartOptions {
   enabled: boolean;
   sampleRatio: number;
   /** Whose sampled flag is followed (tracing.follow_sampled); 'always' when not given. */
-  follow?: 'always' | 'trusted' | 'never';
+  follow?: TracingConfig['follow_sampled'];
   /** With 'trusted': whether the client's address is a trusted proxy's (server.trusted_proxies). */
-  trusted?: (ip: string) => boolean;
+  trusted?: ((ip: string) => boolean) | undefined;
 }
 
 /** The connection a request came on (its peer's address read only when a trusted flag must be checked). */
@@ -124,7 +125,7 @@ export class TraceStart {
   private readonly threshold: string;
   /** Its first 4 digits as a number: most ids are decided on their first 4 random digits alone. */
   private readonly high: number;
-  private readonly follow: 'always' | 'trusted' | 'never';
+  private readonly follow: TracingConfig['follow_sampled'];
   private readonly trusted: (ip: string) => boolean;
 
   constructor(o: TraceStartOptions) {
@@ -183,14 +184,14 @@ export class TraceStart {
 
 /** The request thread's TraceStart of a config: ids minted only when spans are exported. */
 export function traceStart(
-  cfg: { tracing: { otlp_url: string | null; sample_ratio: number; follow_sampled: 'always' | 'trusted' | 'never' } },
+  cfg: { tracing: Pick<TracingConfig, 'otlp_url' | 'sample_ratio' | 'follow_sampled'> },
   trusted?: (ip: string) => boolean,
 ): TraceStart {
   return new TraceStart({
     enabled: cfg.tracing.otlp_url !== null,
     sampleRatio: cfg.tracing.sample_ratio,
     follow: cfg.tracing.follow_sampled,
-    ...(trusted === undefined ? {} : { trusted }),
+    trusted,
   });
 }
 
