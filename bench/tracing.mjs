@@ -16,10 +16,14 @@
 // sampling's cost flat out in one process (sampled against not-sampled requests on one
 // gateway, beside one with tracing off; see paired() below). Targets:
 // <= 3% more CPU at 1%, <= 10% at 100%, <= 0.5 us on the request thread.
-// BENCH_DURATION (s, 8), BENCH_ROUNDS (3), BENCH_WARMUP (s, 2), BENCH_LOAD_RATE (req/s
+// BENCH_DURATION (s, 8), BENCH_BLOCKS (3: each starts every gateway afresh), BENCH_ROUNDS
+// (3 a block), BENCH_WARMUP (s, 5, all at once), BENCH_LOAD_RATE (req/s
 // each, 1500, which this 2-core host sustains for all four at once; 0: as fast as they answer). At a fixed rate a request costs more than
 // flat out (the per-second work is spread over fewer), so the table also gives the
 // added microseconds.
+// Controls: BENCH_AA=1 (four gateways alike, tracing off: what the bench puts between
+// rows) and BENCH_IDS=1 (off with a header of a traceparent's length that stores nothing,
+// against one whose traceparent stores the ids, and 1%).
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
@@ -48,8 +52,14 @@ import {
 } from './lib.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 8);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** BENCH_BLOCKS: how many times every gateway is started afresh, ROUNDS rounds each. */
+const BLOCKS = Number(process.env.BENCH_BLOCKS ?? 3);
+/** BENCH_AA=1: four gateways alike (tracing off), for what the bench itself puts between its rows. */
+const AA = process.env.BENCH_AA === '1';
+/** BENCH_IDS=1: what storing the ids costs against a header of the same length that stores nothing. */
+const IDS = process.env.BENCH_IDS === '1';
 const RATE = Number(process.env.BENCH_RATE ?? 2000);
 /**
  * BENCH_LOAD_RATE: each gateway loaded at this many requests a second (autocannon's
@@ -390,31 +400,11 @@ async function exportPathCost() {
   };
 }
 
-async function main() {
-  const origin = await startOrigin();
-  procs.push(origin);
-  const receiver = await startReceiver();
-  const targets = [];
-  // `off, ids stored`: tracing off, but every request brings a traceparent of a new trace, so
-  // its wake stores trace_id and span_id: what storing them costs, apart from tracing's own work.
-  for (const [name, yaml, traced] of [
-    ['off', '', false],
-    ['off, ids stored', '', true],
-    ['1%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0.01 }\n`, false],
-    ['100%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 1 }\n`, false],
-  ]) {
-    const dir = join(tmp, name.replace(/[^a-z0-9]+/g, '-'));
-    const g = await startBenchGateway(dir, origin.url, 'required', yaml, {}, 1);
-    procs.push(g.gateway);
-    targets.push({ name, traced, ...g, pid: g.gateway.proc.pid, cpu: [], main: [], rps: [], served: 0 });
-  }
-  for (const t of targets) {
-    process.stderr.write(`warm-up ${t.name}\n`);
-    await cannon({ url: `${t.url}/warm`, connections: 20, duration: WARMUP, overallRate: RATE, headers: t.headers });
-  }
+/** One block's rounds: each target's CPU per request (all threads, and the main thread's) and req/s. */
+async function measureBlock(targets, block) {
   for (let round = 1; round <= ROUNDS; round++) {
     await settle(targets.map((x) => x.pid));
-    process.stderr.write(`round ${round}\n`);
+    process.stderr.write(`block ${block}: round ${round}\n`);
     const load = (t) =>
       cannon({
         url: `${t.url}/bench/items?id=${round}`,
@@ -422,14 +412,16 @@ async function main() {
         duration: DURATION,
         headers: t.headers,
         ...(LOAD_RATE === null ? {} : { overallRate: LOAD_RATE }),
-        ...(t.traced ? { requests: [{ setupRequest: withTraceparent() }] } : {}),
+        ...(t.traced
+          ? { requests: [{ setupRequest: withTraceparent('00', t.traced === true ? 'traceparent' : t.traced) }] }
+          : {}),
       });
     const note = (t, r, c0, m0) => {
       const n = Math.max(1, r.requests.total);
       t.cpu.push(((treeCpuSeconds(t.pid) - c0) * 1e6) / n);
       t.main.push(((mainThreadCpuSeconds(t.pid) - m0) * 1e6) / n);
       t.rps.push(r.requests.average);
-      t.served += r['2xx'];
+      t.block.push(block);
     };
     if (TOGETHER) {
       // All at once, under the same load from this process: whatever else the machine
@@ -451,10 +443,87 @@ async function main() {
       }
     }
   }
-  await new Promise((r) => setTimeout(r, 1500));
+}
+
+async function main() {
+  const origin = await startOrigin();
+  procs.push(origin);
+  const receiver = await startReceiver();
+  // `off, ids stored`: tracing off, but every request brings a traceparent of a new trace, so
+  // its wake stores trace_id and span_id: what storing them costs, apart from tracing's own work.
+  const rowsOf = IDS
+    ? [
+        ['off', '', false],
+        ['off, x-bench-trace', '', 'x-bench-trace'],
+        ['off, ids stored', '', true],
+        ['1%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0.01 }\n`, false],
+      ]
+    : AA
+      ? [
+          ['off', '', false],
+          ['off (b)', '', false],
+          ['off (c)', '', false],
+          ['off (d)', '', false],
+        ]
+      : [
+          ['off', '', false],
+          ['off, ids stored', '', true],
+          ['1%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 0.01 }\n`, false],
+          ['100%', `tracing: { otlp_url: "${receiver.url}", sample_ratio: 1 }\n`, false],
+        ];
+  const targets = rowsOf.map(([name, yaml, traced]) => ({ name, yaml, traced, cpu: [], main: [], rps: [], block: [] }));
+  // Each block starts every gateway afresh: a process's own luck (when its storage engine
+  // merges, how its heap and code settled) stays with it for its life, and in one set of
+  // processes it moved a row by as much as 9% with no tracing in it at all. New processes
+  // each block turn that into noise the medians take out.
+  for (let block = 1; block <= BLOCKS; block++) {
+    const live = [];
+    // Started in a turning order, so none is always the newest when loading begins.
+    for (let k = 0; k < targets.length; k++) {
+      const t = targets[(k + block - 1) % targets.length];
+      const dir = join(tmp, `b${block}-${t.name.replace(/[^a-z0-9]+/g, '-')}`);
+      const g = await startBenchGateway(dir, origin.url, 'required', t.yaml, {}, 1);
+      procs.push(g.gateway);
+      live.push(g.gateway);
+      Object.assign(t, g, { pid: g.gateway.proc.pid });
+    }
+    // Warmed all at once (fresh processes: their code optimized, their stores' first parts written).
+    process.stderr.write(`block ${block}: warm-up\n`);
+    await Promise.all(
+      targets.map((t) =>
+        cannon({
+          url: `${t.url}/warm`,
+          connections: 20,
+          duration: WARMUP,
+          overallRate: LOAD_RATE ?? RATE,
+          headers: t.headers,
+        }),
+      ),
+    );
+    await measureBlock(targets, block);
+    // The last batches leave (flush_interval_ms is 1 s by default) before the counts are read.
+    await new Promise((r) => setTimeout(r, 1500));
+    for (const t of targets) {
+      t.exported = (t.exported ?? 0) + (await metricSum(t.opsUrl, 'wakegate_trace_spans_exported_total'));
+      t.dropped = (t.dropped ?? 0) + (await metricSum(t.opsUrl, 'wakegate_trace_spans_dropped_total'));
+    }
+    for (const g of live) {
+      await g.stop();
+      procs.splice(procs.indexOf(g), 1);
+    }
+  }
   const rows = [];
+  const off = targets[0];
   for (const t of targets) {
     const cpu = median(t.cpu);
+    // Each block's own median against off, for how far one set of processes lands from the next.
+    const blocks = [];
+    for (let b = 1; b <= BLOCKS; b++) {
+      const r = t.cpu
+        .filter((_, i) => t.block[i] === b)
+        .map((c, i) => c / off.cpu.filter((_, j) => off.block[j] === b)[i]);
+      blocks.push(`${((median(r) - 1) * 100).toFixed(1)}%`);
+    }
     // Against off in the same round (measured minutes apart at most): a machine whose load drifts moves both.
     const ratio = median(t.cpu.map((c, i) => c / targets[0].cpu[i]));
     const mainRatio = median(t.main.map((c, i) => c / targets[0].main[i]));
@@ -469,12 +538,13 @@ async function main() {
       median(t.main).toFixed(1),
       t.name === 'off' ? '—' : `${((mainRatio - 1) * 100).toFixed(1)}%`,
       Math.round(median(t.rps)).toLocaleString('en-US'),
-      t.name.startsWith('off') ? '—' : String(await metricSum(t.opsUrl, 'wakegate_trace_spans_exported_total')),
-      t.name.startsWith('off') ? '—' : String(await metricSum(t.opsUrl, 'wakegate_trace_spans_dropped_total')),
+      t.name === 'off' ? '—' : blocks.join(' / '),
+      t.name.startsWith('off') ? '—' : String(t.exported),
+      t.name.startsWith('off') ? '—' : String(t.dropped),
     ]);
   }
   console.log(
-    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each${LOAD_RATE === null ? '' : ` at ${LOAD_RATE} req/s`} (${TOGETHER ? 'all at once' : 'one at a time, the order turning'}), ${ROUNDS} rounds, keyed route (everything on), threads: 1; load average ${loadAverage()}\n`,
+    `\nbench:tracing — Node ${process.versions.node}, ${DURATION} s per round at ${CONNECTIONS} connections each${LOAD_RATE === null ? '' : ` at ${LOAD_RATE} req/s`} (${TOGETHER ? 'all at once' : 'one at a time, the order turning'}), ${BLOCKS} blocks of fresh gateways x ${ROUNDS} rounds, keyed route (everything on), threads: 1; load average ${loadAverage()}\n`,
   );
   console.log(
     table(
@@ -487,6 +557,7 @@ async function main() {
         'main thread us / request',
         'main vs off',
         'req/s',
+        'vs off, each block',
         'spans exported',
         'spans dropped',
       ],
@@ -546,6 +617,8 @@ async function paired() {
     { name: 'off (x-bench-trace instead)', g: off, setup: withTraceparent('01', 'x-bench-trace') },
     { name: 'on, not sampled (00)', g: on, setup: withTraceparent('00') },
     { name: 'on, sampled (01): 100%', g: on, setup: withTraceparent('01') },
+    // Tracing off, the same header as the first window but a traceparent: the wake keeps its ids.
+    { name: 'off, ids stored (00)', g: off, setup: withTraceparent('00') },
   ].map((w) => ({ ...w, pid: w.g.gateway.proc.pid, cpu: [], main: [], rps: [] }));
   const load = (w, duration, path) =>
     cannon({
@@ -573,7 +646,7 @@ async function paired() {
       w.rps.push(r.requests.average);
     }
   }
-  const [a, b, c] = windows;
+  const [a, b, c, d] = windows;
   const pairs = (x, y, f) => median(x.map((v, i) => f(v, y[i])));
   const rows = windows.map((w) => [
     w.name,
@@ -605,6 +678,11 @@ async function paired() {
   const ownMain = pairs(c.main, b.main, (p, q) => p - q);
   console.log(
     `\nsampling's own cost, same process (sampled minus not sampled, paired by round): ${own.toFixed(1)} us a request (main thread ${ownMain.toFixed(1)} us), ${((own / median(a.cpu)) * 100).toFixed(1)}% of a request with tracing off; rounds ${c.cpu.map((v, i) => (v - b.cpu[i]).toFixed(1)).join(' / ')}`,
+  );
+  const ids = pairs(d.cpu, a.cpu, (p, q) => p - q);
+  const idsMain = pairs(d.main, a.main, (p, q) => p - q);
+  console.log(
+    `storing the ids, same process (tracing off: traceparent minus x-bench-trace, paired by round): ${ids.toFixed(1)} us a request (main thread ${idsMain.toFixed(1)} us), ${((ids / median(a.cpu)) * 100).toFixed(1)}%; rounds ${d.cpu.map((v, i) => (v - a.cpu[i]).toFixed(1)).join(' / ')}`,
   );
   const drained = await (await fetch(`http://127.0.0.1:${drainPort}/`)).json();
   const exported = await metricSum(on.opsUrl, 'wakegate_trace_spans_exported_total');
