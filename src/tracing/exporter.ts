@@ -46,6 +46,11 @@ export interface ExporterOptions<T> {
   queued: (n: number) => void;
   /** Told of an export that failed (once per batch, when its spans are dropped). */
   failed: (why: string) => void;
+  /**
+   * Told of spans that could not be written (an item `encode` skipped, or a batch it
+   * could not make): ours, not the collector's, so said apart from `failed`.
+   */
+  unwritable: (why: string) => void;
 }
 
 /** Statuses worth asking again (OTLP/HTTP spec: 429, 502, 503, 504), and no answer at all (0). */
@@ -124,7 +129,7 @@ export class SpanExporter<T> {
       const lost = this.o.count(item);
       n -= lost;
       this.o.dropped('export_failed', lost);
-      this.o.failed(e.message);
+      this.o.unwritable(e.message);
     });
     return { body, n };
   }
@@ -139,7 +144,7 @@ export class SpanExporter<T> {
     try {
       batch = this.take();
     } catch (e) {
-      this.o.failed((e as Error).message);
+      this.o.unwritable((e as Error).message);
       return;
     }
     if (batch === null) return;

@@ -62,7 +62,7 @@ export function createTracing(d: TracingDeps): Tracing {
   const ofWake = wakeSpans(d.cfg, ids);
   const agent = d.post ? null : new Agent({ keepAliveTimeout: 30_000, connections: 2 });
   const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
-  let warned = 0;
+  const warned = oncePerMinute(Date.now);
   // Said in the log without what may authenticate to it (user:password@, a token in the query).
   const collector = (() => {
     const u = new URL(t.otlp_url);
@@ -96,15 +96,18 @@ export function createTracing(d: TracingDeps): Tracing {
     exported: (n) => metrics.traceSpansExported.inc(n),
     dropped: (reason, n) => metrics.traceSpansDropped.labels(reason).inc(n),
     queued: (n) => metrics.traceQueued.set(n),
+    // One line a minute at most of each: a collector that is down fails every batch. Apart,
+    // so spans the gateway could not write never hide a collector that is down, nor the reverse.
     failed: (why) => {
-      // One line a minute at most: a collector that is down fails every batch.
-      const now = Date.now();
-      if (now - warned < 60_000) return;
-      warned = now;
+      if (!warned.due('export')) return;
       log.warn('trace export failed; its spans are dropped (wakegate_trace_spans_dropped_total)', {
         otlp_url: collector,
         why,
       });
+    },
+    unwritable: (why) => {
+      if (!warned.due('write')) return;
+      log.warn('a span could not be written; it is dropped (wakegate_trace_spans_dropped_total)', { why });
     },
   });
   return {
@@ -130,5 +133,19 @@ function otlpPost(url: string, headers: Record<string, string>, agent: Agent): P
     // Read to the end (a partial success says what was rejected; counted as sent here).
     await res.body.dump();
     return res.statusCode;
+  };
+}
+
+/** Whether a line of each kind is due: at most one a minute of each. */
+function oncePerMinute(now: () => number) {
+  const last = new Map<string, number>();
+  return {
+    due(kind: string): boolean {
+      const t = now();
+      const at = last.get(kind);
+      if (at !== undefined && t - at < 60_000) return false;
+      last.set(kind, t);
+      return true;
+    },
   };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/index.js';
 import { tracingDefaults } from '../../src/config/tracing.js';
-import { silentLogger } from '../../src/log.js';
+import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/index.js';
 import { SpanExporter, type Timers } from '../../src/tracing/exporter.js';
 import { createTracing } from '../../src/tracing/index.js';
@@ -99,6 +99,7 @@ function exporter(o: {
     },
     queued: () => {},
     failed: () => {},
+    unwritable: () => {},
   });
   return { e, t, counts, bodies, posted };
 }
@@ -249,6 +250,55 @@ describe("the gateway's export batches (createTracing)", () => {
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/wakegate_trace_spans_dropped_total\{reason="export_failed"\} 1/);
     expect(text).toMatch(/wakegate_trace_spans_exported_total 2/);
+    await tracing.close();
+  });
+
+  it('says a span it could not write apart from a collector that is down, so neither hides the other', async () => {
+    const t = fakeTimers();
+    const lines: string[] = [];
+    let answer = 200;
+    const tracing = createTracing({
+      cfg: {
+        tracing: {
+          ...tracingDefaults,
+          otlp_url: 'http://127.0.0.1:9/v1/traces',
+          flush_interval_ms: 100,
+          max_retries: 0,
+        },
+        routes: [] as unknown as Config['routes'],
+      },
+      log: createLogger('warn', (l) => lines.push(l)),
+      metrics: createMetrics({ process: false }),
+      timers: t.timers,
+      post: async () => answer,
+    });
+    const attempt = (url: string): WebhookAttempt => ({
+      kind: 'webhook',
+      deliveryId: 'del_1',
+      eventType: 'wake.error',
+      attempt: 1,
+      url,
+      payload: '{}',
+      startMs: 1_700_000_000_000,
+      durationMs: 5,
+      status: 200,
+      error: null,
+    });
+    tracing.webhook(attempt('http://[not a url/'));
+    await t.advance(100);
+    // The collector goes down within the minute: its line is still said.
+    answer = 503;
+    tracing.webhook(attempt('http://127.0.0.1:8080/a'));
+    await t.advance(100);
+    expect(lines.filter((l) => l.includes('a span could not be written'))).toHaveLength(1);
+    const down = lines.filter((l) => l.includes('trace export failed'));
+    expect(down).toHaveLength(1);
+    expect(down[0]).toContain('127.0.0.1:9/v1/traces');
+    // Each is said once a minute at most.
+    tracing.webhook(attempt('http://[not a url/'));
+    tracing.webhook(attempt('http://127.0.0.1:8080/b'));
+    await t.advance(100);
+    expect(lines).toHaveLength(2);
     await tracing.close();
   });
 });
