@@ -93,8 +93,25 @@ export function parseTraceparent(v: string): [traceId: string, parentId: string,
   return flags < 0 ? null : [x.traceId, x.parentSpanId, flags];
 }
 
-/** 2^56: the trace id's rightmost 7 bytes (random, Trace Context Level 2) read as a fraction of it. */
+/** 2^56: the trace id's rightmost 7 bytes (14 hex digits, random in Trace Context Level 2) range below it. */
 const RANDOM_SPAN = 2 ** 56;
+
+/**
+ * The rejection threshold of a sample ratio p, as 14 hex digits: T = 2^56 - round(p * 2^56),
+ * exactly (the OpenTelemetry Collector's pkg/sampling ProbabilityToThreshold, full precision).
+ * A trace is kept when its randomness R (the trace id's last 14 hex digits) is at least T
+ * (OpenTelemetry's consistent probability sampling, specification/trace/tracestate-probability-sampling.md,
+ * "If rv >= th, keep the span"). p = 1 is T = 0 (every id); p = 0 is T = 2^56, written 'g'
+ * (above every 14 hex digits as text: no id). Made once per TraceStart, never per request.
+ */
+export function rejectionThreshold(ratio: number): string {
+  // ratio * 2^56 is exact (a power of two), and its rounding an integer BigInt takes exactly.
+  // (Config keeps the ratio in [0, 1]; anything else, NaN included, is clamped to it.)
+  const p = Number.isNaN(ratio) ? 0 : Math.min(1, Math.max(0, ratio));
+  const kept = BigInt(Math.round(p * RANDOM_SPAN));
+  const t = (1n << 56n) - kept;
+  return t === 1n << 56n ? 'g' : t.toString(16).padStart(14, '0');
+}
 
 /** What the request thread needs of `tracing` (config). */
 export interface TraceStartOptions {
@@ -114,14 +131,16 @@ export interface Peer {
 
 /**
  * Starts a request's part in its trace. Head sampling is decided from the trace id
- * alone (as OpenTelemetry's TraceIdRatioBased does, on the id's random rightmost 56
- * bits), so every gateway and thread decides alike for a trace; a caller that says
- * it sampled the trace (flag 01) is followed.
+ * alone, by OpenTelemetry's consistent probability rule on the id's random rightmost
+ * 56 bits (R >= T, see rejectionThreshold): every gateway and thread, and an OpenTelemetry
+ * sampler or Collector at the same ratio, decides alike for a trace, and a higher ratio
+ * keeps every trace a lower one keeps. A caller that says it sampled the trace (flag 01)
+ * is followed.
  */
 export class TraceStart {
   private readonly pool = new HexPool();
   private readonly enabled: boolean;
-  /** The ratio as 14 hex digits: a trace id's last 14 below it (compared as text, the same order) is sampled. */
+  /** The rejection threshold as 14 hex digits: a trace id's last 14 at or above it (compared as text, the same order) is sampled. */
   private readonly threshold: string;
   /** Its first 4 digits as a number: most ids are decided on their first 4 random digits alone. */
   private readonly high: number;
@@ -132,9 +151,8 @@ export class TraceStart {
     this.enabled = o.enabled;
     this.follow = o.follow ?? 'always';
     this.trusted = o.trusted ?? (() => false);
-    const t = Math.floor(o.sampleRatio * RANDOM_SPAN);
-    this.threshold = t >= RANDOM_SPAN ? 'g' : t.toString(16).padStart(14, '0');
-    this.high = t >= RANDOM_SPAN ? 0x10000 : Number.parseInt(this.threshold.slice(0, 4), 16);
+    this.threshold = rejectionThreshold(o.sampleRatio);
+    this.high = this.threshold === 'g' ? 0x10000 : Number.parseInt(this.threshold.slice(0, 4), 16);
   }
 
   /**
@@ -170,15 +188,15 @@ export class TraceStart {
     return this.trusted(peer.remoteAddress ?? '');
   }
 
-  /** The trace id's digits 18..31 below the threshold: the first 4 read by table, the rest compared only on a tie. */
+  /** The trace id's digits 18..31 at or above the threshold: the first 4 read by table, the rest compared only on a tie. */
   private sampled(id: string): boolean {
     const h =
       ((HEX[id.charCodeAt(18)] as number) << 12) |
       ((HEX[id.charCodeAt(19)] as number) << 8) |
       ((HEX[id.charCodeAt(20)] as number) << 4) |
       (HEX[id.charCodeAt(21)] as number);
-    if (h !== this.high) return h < this.high;
-    return id.slice(18) < this.threshold;
+    if (h !== this.high) return h > this.high;
+    return id.slice(18) >= this.threshold;
   }
 }
 

@@ -2,12 +2,23 @@ import {
   ATTR_CLIENT_ADDRESS,
   ATTR_ERROR_TYPE,
   ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_REQUEST_METHOD_ORIGINAL,
   ATTR_HTTP_RESPONSE_STATUS_CODE,
   ATTR_HTTP_ROUTE,
   ATTR_NETWORK_PROTOCOL_VERSION,
   ATTR_SERVER_ADDRESS,
   ATTR_SERVER_PORT,
   ATTR_USER_AGENT_ORIGINAL,
+  HTTP_REQUEST_METHOD_VALUE_CONNECT,
+  HTTP_REQUEST_METHOD_VALUE_DELETE,
+  HTTP_REQUEST_METHOD_VALUE_GET,
+  HTTP_REQUEST_METHOD_VALUE_HEAD,
+  HTTP_REQUEST_METHOD_VALUE_OPTIONS,
+  HTTP_REQUEST_METHOD_VALUE_OTHER,
+  HTTP_REQUEST_METHOD_VALUE_PATCH,
+  HTTP_REQUEST_METHOD_VALUE_POST,
+  HTTP_REQUEST_METHOD_VALUE_PUT,
+  HTTP_REQUEST_METHOD_VALUE_TRACE,
 } from '@opentelemetry/semantic-conventions';
 import type { Config } from '../config/index.js';
 import { CLIENT, type OtlpAttrs, type OtlpKey, otlpAttrs, otlpKey, SERVER, type SpanSink } from './otlp.js';
@@ -36,6 +47,7 @@ export function newSpanId(ids: HexSource): string {
 
 const K = {
   method: otlpKey(ATTR_HTTP_REQUEST_METHOD),
+  methodOriginal: otlpKey(ATTR_HTTP_REQUEST_METHOD_ORIGINAL),
   route: otlpKey(ATTR_HTTP_ROUTE),
   path: otlpKey('url.path'),
   status: otlpKey(ATTR_HTTP_RESPONSE_STATUS_CODE),
@@ -84,12 +96,29 @@ interface Shape {
   name: string;
   http1: OtlpAttrs;
   h2: OtlpAttrs;
+  clientName: string;
   client: OtlpAttrs;
+  /** The method is not one the conventions know: `_OTHER`, the request's own in `http.request.method_original`. */
+  other: boolean;
 }
 
-/** Methods whose shapes are kept (any other token is written afresh: a client picks it, so it is not a bound). */
-const KEPT_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-/** Shapes kept at most (routes x environments x methods; environments come and go): about 1 KB each. */
+/**
+ * The methods the HTTP semantic conventions know (RFC 9110's and PATCH): any other
+ * (a token a client picks, or a known one in another case: methods are case-sensitive)
+ * is `_OTHER`, its own spelling in `http.request.method_original`, and named `HTTP`.
+ */
+const KNOWN_METHODS: ReadonlySet<string> = new Set([
+  HTTP_REQUEST_METHOD_VALUE_CONNECT,
+  HTTP_REQUEST_METHOD_VALUE_DELETE,
+  HTTP_REQUEST_METHOD_VALUE_GET,
+  HTTP_REQUEST_METHOD_VALUE_HEAD,
+  HTTP_REQUEST_METHOD_VALUE_OPTIONS,
+  HTTP_REQUEST_METHOD_VALUE_PATCH,
+  HTTP_REQUEST_METHOD_VALUE_POST,
+  HTTP_REQUEST_METHOD_VALUE_PUT,
+  HTTP_REQUEST_METHOD_VALUE_TRACE,
+]);
+/** Shapes kept at most (routes x environments x the 9 methods above and _OTHER; environments come and go): about 1 KB each. */
 const MAX_SHAPES = 4096;
 
 /**
@@ -101,24 +130,35 @@ const MAX_SHAPES = 4096;
 export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
   const origins = originsOf(cfg.routes);
   const buckets = new Map(cfg.routes.map((r) => [r.name, r.rate_limit]));
+  // A request that matched no route is recorded as route 'none' (or ''): it has no
+  // http.route, and its SERVER span is named by its method alone. (A route the
+  // configuration names 'none' keeps its name.)
+  const unrouted = (route: string) => route === '' || (route === 'none' && !origins.has('none'));
   const shapes = new Map<string, Map<string, Map<string, Shape>>>();
   let kept = 0;
   const shapeOf = (s: SpanInput): Shape => {
-    const cached = shapes.get(s.route)?.get(s.environment)?.get(s.method);
+    // Shapes are kept per known method and one for all others: bounded whatever clients send.
+    const known = KNOWN_METHODS.has(s.method);
+    const m = known ? s.method : HTTP_REQUEST_METHOD_VALUE_OTHER;
+    const cached = shapes.get(s.route)?.get(s.environment)?.get(m);
     if (cached !== undefined) return cached;
-    const method: [OtlpKey, string] = [K.method, s.method];
-    const route: [OtlpKey, string] = [K.route, s.route];
+    const method: [OtlpKey, string] = [K.method, m];
     const env: [OtlpKey, string] = [K.environment, s.environment];
     const origin = origins.get(s.route)?.get(s.environment);
+    // The conventions' span name: `{method} {http.route}`, `{method}` with no route; `HTTP` for _OTHER.
+    const named = known ? s.method : 'HTTP';
+    const routed = !unrouted(s.route);
+    const route: [OtlpKey, string][] = routed ? [[K.route, s.route]] : [];
     const shape: Shape = {
-      name: `${s.method} ${s.route}`,
-      http1: otlpAttrs([method, route, [K.protocol, '1.1'], env]),
-      h2: otlpAttrs([method, route, [K.protocol, '2'], env]),
+      name: routed ? `${named} ${s.route}` : named,
+      http1: otlpAttrs([method, ...route, [K.protocol, '1.1'], env]),
+      h2: otlpAttrs([method, ...route, [K.protocol, '2'], env]),
+      clientName: named,
       client: otlpAttrs(
         origin === undefined ? [method] : [method, [K.serverAddress, origin.host], [K.serverPort, origin.port]],
       ),
+      other: !known,
     };
-    if (!KEPT_METHODS.has(s.method)) return shape;
     if (kept >= MAX_SHAPES) {
       // Past the bound, begin again: the shapes in use now come back, the rest stay out.
       shapes.clear();
@@ -134,7 +174,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       methods = new Map();
       envs.set(s.environment, methods);
     }
-    methods.set(s.method, shape);
+    methods.set(m, shape);
     kept++;
     return shape;
   };
@@ -175,8 +215,9 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       startMs: s.start,
       endMs: end,
     });
-    // http.request.method, http.route, network.protocol.version, wakegate.environment.
+    // http.request.method, http.route (when one matched), network.protocol.version, wakegate.environment.
     w.attrs(s.protocol === 'h2' ? shape.h2 : shape.http1);
+    if (shape.other) w.str(K.methodOriginal, s.method);
     w.str(K.path, s.path);
     w.num(K.status, s.status);
     w.str(K.client, s.clientIp);
@@ -193,7 +234,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     w.end(serverError);
     if (!upstream) return;
     w.begin({
-      name: s.method,
+      name: shape.clientName,
       kind: CLIENT,
       traceId: s.traceId,
       spanId: newSpanId(ids),
@@ -204,9 +245,16 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     });
     // http.request.method, server.address, server.port.
     w.attrs(shape.client);
+    if (shape.other) w.str(K.methodOriginal, s.method);
     // The origin answered unless the gateway answered for it (a timeout, a broken connection).
-    if (s.errorType === '') w.num(K.status, s.status);
-    else w.str(K.errorType, s.errorType);
-    w.end(s.errorType !== '' || s.status >= 500 ? s.errorType || String(s.status) : '');
+    // The conventions: a CLIENT span is an error for any status from 400 up, its error.type
+    // the status code when nothing else names the error.
+    let clientError = s.errorType;
+    if (s.errorType === '') {
+      w.num(K.status, s.status);
+      if (s.status >= 400) clientError = String(s.status);
+    }
+    if (clientError !== '') w.str(K.errorType, clientError);
+    w.end(clientError);
   };
 }

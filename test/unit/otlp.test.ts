@@ -246,9 +246,10 @@ const wakeInput: fc.Arbitrary<SpanInput> = fc.record({
   parentSpanId: fc.oneof(fc.constant(''), hex(8)),
   wakeId: fc.string({ maxLength: 30 }),
   method: fc.constantFrom('GET', 'POST', 'DELETE', 'PATCH'),
-  route: fc.constantFrom('api', 'ünï', 'gone'),
+  // 'none' and '': a request that matched no route.
+  route: fc.constantFrom('api', 'ünï', 'gone', 'none', ''),
   path: fc.oneof(text(40), long),
-  status: fc.constantFrom(0, 200, 204, 301, 404, 429, 500, 502, 504),
+  status: fc.constantFrom(0, 200, 204, 301, 400, 404, 429, 499, 500, 502, 504),
   clientIp: fc.constantFrom('127.0.0.1', '::1', '203.0.113.9'),
   userAgent: fc.oneof(fc.constant(''), text(40), long),
   protocol: fc.constantFrom('http/1.1', 'h2'),
@@ -284,7 +285,17 @@ describe('the spans wakegate exports, both ways', () => {
     const sc = { serviceName: 'wakegate', scopeName: 'wakegate', scopeVersion: '0.1.0' };
     fc.assert(
       fc.property(
-        fc.array(fc.oneof(wakeInput, webhookInput), { minLength: 1, maxLength: 8 }),
+        fc.array(
+          fc.oneof(
+            wakeInput,
+            // Methods the conventions do not know (_OTHER, with method_original) and ones they do past the four above.
+            wakeInput.chain((i) =>
+              fc.constantFrom('PROPFIND', 'get', 'QUERY', 'TRACE', 'CONNECT').map((method) => ({ ...i, method })),
+            ),
+            webhookInput,
+          ),
+          { minLength: 1, maxLength: 8 },
+        ),
         fc.nat(),
         (items, seed) => {
           const calls = (ids: HexSource) => (w: SpanSink) => {
@@ -363,8 +374,128 @@ describe('the spans wakegate exports, both ways', () => {
       kind: 3,
       parentSpanId: '00f067aa0ba902b7',
       startNs: 1_764_000_000_000_250_000n,
-      attributes: { 'server.address': 'origin', 'server.port': 8080, 'http.response.status_code': 502 },
+      attributes: {
+        'http.request.method': 'GET',
+        'server.address': 'origin',
+        'server.port': 8080,
+        'http.response.status_code': 502,
+        'error.type': '502',
+      },
+      status: { code: 2, message: '502' },
     });
+  });
+});
+
+/** One wake's spans, decoded: [SERVER, CLIENT?]. */
+function wakeOf(o: Partial<SpanInput>, cfgRoutes = routes) {
+  const w = new OtlpWriter({ serviceName: 'wakegate', scopeName: 'wakegate', scopeVersion: '0.1.0' });
+  w.start();
+  wakeSpans({ routes: cfgRoutes }, fixedIds(1))(
+    {
+      kind: 'wake',
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      parentSpanId: '',
+      wakeId: 'wk_1',
+      method: 'GET',
+      route: 'api',
+      path: '/items',
+      status: 200,
+      clientIp: '127.0.0.1',
+      userAgent: '',
+      protocol: 'http/1.1',
+      keyId: '',
+      environment: 'production',
+      start: 1_764_000_000_000,
+      durationMs: 3,
+      upstreamAtMs: 0.5,
+      errorType: '',
+      ...o,
+    },
+    w,
+  );
+  return decodeSpans(w.finish());
+}
+
+describe('HTTP semantic conventions of the wake spans', () => {
+  const UNSET = 0;
+  const ERROR = 2;
+
+  it('CLIENT span: any status from 400 is an error, error.type its status code; the SERVER span only from 500', () => {
+    for (const status of [400, 404, 429, 500, 502, 504]) {
+      const [server, client] = wakeOf({ status });
+      expect(client?.kind).toBe(CLIENT);
+      expect(client?.status).toEqual({ code: ERROR, message: String(status) });
+      expect(client?.attributes['http.response.status_code']).toBe(status);
+      expect(client?.attributes['error.type']).toBe(String(status));
+      expect(server?.status.code).toBe(status >= 500 ? ERROR : UNSET);
+      expect(server?.attributes['error.type']).toBe(status >= 500 ? String(status) : undefined);
+    }
+  });
+
+  it('CLIENT span: a 1xx-3xx is no error and has no error.type', () => {
+    for (const status of [101, 200, 204, 304, 399]) {
+      const [server, client] = wakeOf({ status });
+      expect(client?.status.code).toBe(UNSET);
+      expect(client?.attributes['error.type']).toBeUndefined();
+      expect(client?.attributes['http.response.status_code']).toBe(status);
+      expect(server?.status.code).toBe(UNSET);
+    }
+  });
+
+  it("CLIENT span: the gateway's error type when it answered for the origin, with no status code", () => {
+    const [server, client] = wakeOf({ status: 504, errorType: 'upstream_timeout' });
+    expect(client?.status).toEqual({ code: ERROR, message: 'upstream_timeout' });
+    expect(client?.attributes['error.type']).toBe('upstream_timeout');
+    expect(client?.attributes['http.response.status_code']).toBeUndefined();
+    expect(server?.attributes['error.type']).toBe('upstream_timeout');
+  });
+
+  it('a method the conventions do not know is _OTHER, its own in method_original, its spans named HTTP', () => {
+    for (const method of ['PROPFIND', 'get', 'QUERY', '_OTHER']) {
+      const [server, client] = wakeOf({ method });
+      expect(server?.name).toBe('HTTP api');
+      expect(server?.attributes['http.request.method']).toBe('_OTHER');
+      expect(server?.attributes['http.request.method_original']).toBe(method);
+      expect(client?.name).toBe('HTTP');
+      expect(client?.attributes['http.request.method']).toBe('_OTHER');
+      expect(client?.attributes['http.request.method_original']).toBe(method);
+    }
+  });
+
+  it('every method the conventions know is its own, with no method_original', () => {
+    for (const method of ['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE']) {
+      const [server, client] = wakeOf({ method });
+      expect(server?.name).toBe(`${method} api`);
+      expect(server?.attributes['http.request.method']).toBe(method);
+      expect(server?.attributes['http.request.method_original']).toBeUndefined();
+      expect(client?.name).toBe(method);
+      expect(client?.attributes['http.request.method_original']).toBeUndefined();
+    }
+  });
+
+  it('a request that matched no route: named by its method alone, with no http.route', () => {
+    for (const route of ['none', '']) {
+      for (const [method, name] of [
+        ['GET', 'GET'],
+        ['PROPFIND', 'HTTP'],
+      ]) {
+        const [server, client] = wakeOf({ route, method, status: 404, upstreamAtMs: -1, errorType: 'not_found' });
+        expect(client).toBeUndefined();
+        expect(server?.name).toBe(name);
+        expect(server?.attributes).not.toHaveProperty('http.route');
+        expect(server?.attributes['wakegate.environment']).toBe('production');
+      }
+    }
+  });
+
+  it("a route the configuration names 'none' keeps its name and http.route", () => {
+    const named = [
+      { name: 'none', rate_limit: 'default', origins: { production: 'http://origin:8080' } },
+    ] as unknown as Parameters<typeof wakeSpans>[0]['routes'];
+    const [server] = wakeOf({ route: 'none' }, named);
+    expect(server?.name).toBe('GET none');
+    expect(server?.attributes['http.route']).toBe('none');
   });
 });
 
@@ -375,9 +506,10 @@ describe("a route's shared attributes (encoded once, kept per route, environment
       ünï: { production: ['::1', 9] },
     };
     const bucket: Record<string, string> = { api: 'default', ünï: 'tight' };
+    const KNOWN = ['GET', 'POST', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE'];
     const input = wakeInput.chain((i) =>
-      // Methods past the kept ones (a client picks them): written afresh, never kept.
-      fc.constantFrom(i.method, 'OPTIONS', 'FOO', 'get').map((method) => ({ ...i, method })),
+      // Other known methods, and ones the conventions do not know (a client picks them: one _OTHER shape).
+      fc.constantFrom(i.method, 'OPTIONS', 'TRACE', 'FOO', 'get', 'PROPFIND').map((method) => ({ ...i, method })),
     );
     fc.assert(
       fc.property(fc.array(input, { minLength: 1, maxLength: 30 }), (items) => {
@@ -391,10 +523,15 @@ describe("a route's shared attributes (encoded once, kept per route, environment
           let at = 0;
           for (const i of batch) {
             const server = spans[at++];
-            expect(server?.name).toBe(`${i.method} ${i.route}`);
+            // Known to the conventions, or _OTHER (named HTTP, the client's own in method_original).
+            const known = KNOWN.includes(i.method);
+            const named = known ? i.method : 'HTTP';
+            const routed = i.route !== 'none' && i.route !== '';
+            expect(server?.name).toBe(routed ? `${named} ${i.route}` : named);
+            expect(server?.attributes['http.route']).toBe(routed ? i.route : undefined);
+            expect(server?.attributes['http.request.method_original']).toBe(known ? undefined : i.method);
             expect(server?.attributes).toMatchObject({
-              'http.request.method': i.method,
-              'http.route': i.route,
+              'http.request.method': known ? i.method : '_OTHER',
               'network.protocol.version': i.protocol === 'h2' ? '2' : '1.1',
               'wakegate.environment': i.environment,
               'url.path': i.path,
@@ -406,8 +543,9 @@ describe("a route's shared attributes (encoded once, kept per route, environment
             if (i.upstreamAtMs < 0) continue;
             const client = spans[at++];
             const o = origin[i.route]?.[i.environment];
-            expect(client?.name).toBe(i.method);
-            expect(client?.attributes['http.request.method']).toBe(i.method);
+            expect(client?.name).toBe(named);
+            expect(client?.attributes['http.request.method']).toBe(known ? i.method : '_OTHER');
+            expect(client?.attributes['http.request.method_original']).toBe(known ? undefined : i.method);
             expect(client?.attributes['server.address']).toBe(o?.[0]);
             expect(client?.attributes['server.port']).toBe(o?.[1]);
           }

@@ -1,6 +1,14 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { forwardRequestHeaders } from '../../src/proxy/headers.js';
-import { HexPool, parseTraceparent, type TraceFields, TraceStart, traceparentOf } from '../../src/tracing/context.js';
+import {
+  HexPool,
+  parseTraceparent,
+  rejectionThreshold,
+  type TraceFields,
+  TraceStart,
+  traceparentOf,
+} from '../../src/tracing/context.js';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
@@ -130,12 +138,13 @@ describe('TraceStart', () => {
     }
     expect(kept).toBeGreaterThan(800);
     expect(kept).toBeLessThan(1200);
+    // The highest randomness is kept, the lowest not (R >= T), whatever the id's first 18 digits.
     const low = fields();
     t.begin(low, `00-${'f'.repeat(18)}00000000000000-${PARENT}-00`);
-    expect(low.traceSampled).toBe(true);
+    expect(low.traceSampled).toBe(false);
     const high = fields();
-    t.begin(high, `00-${'0'.repeat(18)}ffffffffffffff-${PARENT}-00`);
-    expect(high.traceSampled).toBe(false);
+    t.begin(high, `00-${'0'.repeat(17)}1ffffffffffffff-${PARENT}-00`);
+    expect(high.traceSampled).toBe(true);
   });
 
   it('cuts distinct ids from its pool across refills', () => {
@@ -143,6 +152,79 @@ describe('TraceStart', () => {
     const seen = new Set<string>();
     for (let i = 0; i < 100; i++) seen.add(pool.take(32));
     expect(seen.size).toBe(100);
+  });
+});
+
+/**
+ * OpenTelemetry's consistent probability sampling (specification/trace/tracestate-probability-sampling.md,
+ * "If rv >= th, keep"; the Collector's pkg/sampling ProbabilityToThreshold): R = the trace id's
+ * rightmost 56 bits, T = 2^56 - round(p * 2^56), sampled iff R >= T. Written here with BigInt, apart
+ * from the gateway's text comparison.
+ */
+const otel = (ratio: number, traceId: string): boolean =>
+  BigInt(`0x${traceId.slice(18)}`) >= (1n << 56n) - BigInt(Math.round(ratio * 2 ** 56));
+
+describe('head sampling: the same traces as OpenTelemetry at the same ratio', () => {
+  const decide = (ratio: number, traceId: string): boolean => {
+    const x = fields();
+    new TraceStart({ enabled: true, sampleRatio: ratio, follow: 'never' }).begin(x, `00-${traceId}-${PARENT}-00`);
+    return x.traceSampled;
+  };
+  const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString('hex'));
+  // Random ids, and ids whose random part is at (or one either side of) a ratio's threshold.
+  const ratio = fc.oneof(
+    fc.double({ min: 0, max: 1, noNaN: true }),
+    fc.constantFrom(0, 1, 0.5, 0.25, 0.01, 0.001, 1 / 3, 0.999, 2 ** -56, 1 - 2 ** -53),
+  );
+  const nearThreshold = (p: number) =>
+    fc.tuple(hex(9), fc.constantFrom(-1n, 0n, 1n)).map(([head, d]) => {
+      const t = (1n << 56n) - BigInt(Math.round(p * 2 ** 56)) + d;
+      const r = t < 0n ? 0n : t >= 1n << 56n ? (1n << 56n) - 1n : t;
+      return `${head.slice(0, 17)}1${r.toString(16).padStart(14, '0')}`;
+    });
+
+  it('agrees with R >= T on random ids and on ids at the threshold', () => {
+    fc.assert(
+      fc.property(
+        ratio.chain((p) => fc.tuple(fc.constant(p), fc.oneof(hex(16), nearThreshold(p)))),
+        ([p, id]) => {
+          expect(decide(p, id)).toBe(otel(p, id));
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('keeps the highest randomness: at 1%, ...ffffffffffffff is sampled and ...00000000000001 is not', () => {
+    const high = `4bf92f3577b34da6a3${'f'.repeat(14)}`;
+    const low = `4bf92f3577b34da6a3${'0'.repeat(13)}1`;
+    expect([decide(0.01, high), decide(0.01, low)]).toEqual([true, false]);
+  });
+
+  it('a higher ratio samples every trace a lower one does', () => {
+    fc.assert(
+      fc.property(ratio, ratio, hex(16), (a, b, id) => {
+        const [lo, hi] = a <= b ? [a, b] : [b, a];
+        if (decide(lo, id)) expect(decide(hi, id)).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('ratio 1 samples every id and 0 none, the extremes of the random part included', () => {
+    for (const tail of ['00000000000000', '00000000000001', '7fffffffffffff', 'fffffffffffffe', 'ffffffffffffff']) {
+      const id = `0123456789abcdef01${tail}`;
+      expect([decide(1, id), decide(0, id)]).toEqual([true, false]);
+    }
+  });
+
+  it("the rejection threshold of a ratio, as 14 hex digits (the specification's examples)", () => {
+    expect(rejectionThreshold(1)).toBe('00000000000000');
+    expect(rejectionThreshold(0.5)).toBe('80000000000000');
+    expect(rejectionThreshold(0.25)).toBe('c0000000000000');
+    // (1 - 0.01) * 2^56: the specification's 0xfd70a4 at 6 digits, here at all 14.
+    expect(rejectionThreshold(0.01)).toBe('fd70a3d70a3d71');
+    expect(rejectionThreshold(0)).toBe('g');
   });
 });
 
