@@ -14,8 +14,20 @@ export const realTimers: Timers = {
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
 };
 
-/** One POST of an export request: resolves with the HTTP status, rejects when no answer came. */
-export type Post = (body: Uint8Array, signal: AbortSignal) => Promise<number>;
+/**
+ * What the collector answered: its status, how long it asked to be left alone (its
+ * Retry-After, ms; null when it did not say), and the spans of a 2xx it said it
+ * rejected (OTLP's partial success) with its message.
+ */
+export interface Answer {
+  status: number;
+  retryAfterMs: number | null;
+  rejected: number;
+  message: string;
+}
+
+/** One POST of an export request: resolves with the answer (or its status alone), rejects when no answer came. */
+export type Post = (body: Uint8Array, signal: AbortSignal) => Promise<number | Answer>;
 
 export interface ExporterOptions<T> {
   /** Spans waiting at most (queued items counted by the spans they become). */
@@ -24,6 +36,8 @@ export interface ExporterOptions<T> {
   flushIntervalMs: number;
   timeoutMs: number;
   maxRetries: number;
+  /** Spreads each backoff over its last half (tests: () => 1 for the whole of it). */
+  random?: () => number;
   /** Spans an item becomes (counted before it is built). */
   count: (item: T) => number;
   /**
@@ -46,6 +60,8 @@ export interface ExporterOptions<T> {
   queued: (n: number) => void;
   /** Told of an export that failed (once per batch, when its spans are dropped). */
   failed: (why: string) => void;
+  /** Told of spans a collector took the export of and rejected (a partial success), with its message. */
+  rejected?: (n: number, message: string) => void;
   /**
    * Told of spans that could not be written (an item `encode` skipped, or a batch it
    * could not make): ours, not the collector's, so said apart from `failed`.
@@ -55,8 +71,14 @@ export interface ExporterOptions<T> {
 
 /** Statuses worth asking again (OTLP/HTTP spec: 429, 502, 503, 504), and no answer at all (0). */
 const RETRYABLE = new Set([0, 429, 502, 503, 504]);
-/** The first retry waits this long, each later one twice the one before (1 s, 2 s, 4 s...). */
+/**
+ * The first retry waits up to this long, each later one up to twice the one before (1 s,
+ * 2 s, 4 s...), spread over the last half of that at random (OTLP/HTTP asks for jitter,
+ * so exporters that failed together do not come back together).
+ */
 const BACKOFF_MS = 1000;
+/** A collector's Retry-After is honoured up to this long (a longer one is waited this long). */
+const MAX_RETRY_AFTER_MS = 60_000;
 /** A stop's last export of what is left waits at most this long. */
 const LAST_EXPORT_MS = 2000;
 
@@ -148,6 +170,11 @@ export class SpanExporter<T> {
       return;
     }
     if (batch === null) return;
+    // Nothing of it could be written: no empty export request (OTLP: it SHOULD NOT be sent).
+    if (batch.n === 0) {
+      if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
+      return;
+    }
     this.busy = true;
     this.attempt(batch.body, batch.n, 0, this.o.timeoutMs);
   }
@@ -156,23 +183,29 @@ export class SpanExporter<T> {
     const ac = new AbortController();
     this.inflight = ac;
     const timer = this.o.timers.setTimeout(() => ac.abort(new Error('timed out')), timeoutMs);
-    const done = (status: number, why: string) => {
+    const done = (a: Answer, why: string) => {
+      const status = a.status;
       this.o.timers.clearTimeout(timer);
       this.inflight = null;
       if (status >= 200 && status < 300) {
         this.o.reusable?.();
-        this.o.exported(n);
+        const rejected = Math.min(n, Math.max(0, a.rejected));
+        this.o.exported(n - rejected);
+        if (rejected > 0) {
+          this.o.dropped('rejected', rejected);
+          this.o.rejected?.(rejected, a.message);
+        }
         this.succeeded++;
       } else if (RETRYABLE.has(status) && tries < this.o.maxRetries && !this.closed) {
         this.retrying = n;
-        this.retryTimer = this.o.timers.setTimeout(
-          () => {
-            this.retryTimer = null;
-            this.retrying = 0;
-            this.attempt(body, n, tries + 1, timeoutMs);
-          },
-          BACKOFF_MS * 2 ** tries,
-        );
+        const backoff = BACKOFF_MS * 2 ** tries * (0.5 + 0.5 * (this.o.random ?? Math.random)());
+        // The collector's own wait (429, 503) lengthens the backoff, never shortens it.
+        const wait = Math.max(backoff, Math.min(a.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS));
+        this.retryTimer = this.o.timers.setTimeout(() => {
+          this.retryTimer = null;
+          this.retrying = 0;
+          this.attempt(body, n, tries + 1, timeoutMs);
+        }, wait);
         return;
       } else {
         this.o.dropped(RETRYABLE.has(status) ? 'export_failed' : 'rejected', n);
@@ -185,12 +218,23 @@ export class SpanExporter<T> {
       if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
     };
     this.o.post(body, ac.signal).then(
-      (status) => done(status, `the collector answered ${status}`),
-      (e: Error) => done(0, `the collector could not be reached (${(e as { code?: string }).code ?? e.message})`),
+      (r) => {
+        const a = typeof r === 'number' ? { status: r, retryAfterMs: null, rejected: 0, message: '' } : r;
+        done(a, `the collector answered ${a.status}`);
+      },
+      (e: Error) =>
+        done(
+          { status: 0, retryAfterMs: null, rejected: 0, message: '' },
+          `the collector could not be reached (${(e as { code?: string }).code ?? e.message})`,
+        ),
     );
   }
 
-  /** Stops: what is in flight is abandoned, and what waits gets one short last export (no retry). */
+  /**
+   * Stops: what is in flight and what waits get one short last chance together (LAST_EXPORT_MS,
+   * no retry): what is in flight is abandoned past it, and what waits is not sent when the
+   * collector did not answer what was in flight.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -203,17 +247,24 @@ export class SpanExporter<T> {
       this.retrying = 0;
       this.busy = false;
     }
+    const deadline = performance.now() + LAST_EXPORT_MS;
     let healthy = true;
     if (this.busy) {
-      // An export still waiting on the collector at the stop: it is slow or stuck, so it is not asked again.
-      healthy = false;
+      // An export in flight at the stop is given the stop's time to be answered: a collector
+      // answering it in time is healthy, and what waits leaves after it. Past the deadline it
+      // is slow or stuck: abandoned, and not asked again.
+      const before = this.succeeded;
       const settled = new Promise<void>((r) => {
         this.settle = r;
       });
-      this.inflight?.abort(new Error('stopping'));
+      const cut = this.o.timers.setTimeout(
+        () => this.inflight?.abort(new Error('stopping')),
+        Math.max(1, deadline - performance.now()),
+      );
       await settled;
+      this.o.timers.clearTimeout(cut);
+      healthy = this.succeeded > before;
     }
-    const deadline = performance.now() + LAST_EXPORT_MS;
     while (healthy && this.waiting > 0 && performance.now() < deadline) {
       let batch: { body: Uint8Array; n: number } | null;
       try {
@@ -222,6 +273,7 @@ export class SpanExporter<T> {
         break;
       }
       if (batch === null) break;
+      if (batch.n === 0) continue;
       const b = batch;
       const before = this.succeeded;
       this.busy = true;

@@ -4,9 +4,11 @@ import { Agent, request } from 'undici';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import { type Metrics, registerTracing } from '../metrics/index.js';
+import { parseRetryAfter } from '../webhooks/backoff.js';
 import { HexPool } from './context.js';
 import { type Post, realTimers, SpanExporter, type Timers } from './exporter.js';
 import { OtlpWriter } from './otlp.js';
+import { partialSuccess } from './partial-success.js';
 import { type SpanInput, spanSelector, spansOf, type TraceHook } from './span-input.js';
 import { wakeSpans } from './spans.js';
 import { type WebhookAttempt, webhookSpan } from './webhook-spans.js';
@@ -105,6 +107,15 @@ export function createTracing(d: TracingDeps): Tracing {
         why,
       });
     },
+    rejected: (n, message) => {
+      if (!warned.due('rejected')) return;
+      // The collector's own words, cut short: it names what it refused, never our secrets.
+      log.warn('the trace collector took an export and rejected part of it (a partial success)', {
+        otlp_url: collector,
+        rejected_spans: n,
+        why: message.slice(0, 300),
+      });
+    },
     unwritable: (why) => {
       if (!warned.due('write')) return;
       log.warn('a span could not be written; it is dropped (wakegate_trace_spans_dropped_total)', { why });
@@ -125,15 +136,55 @@ export function createTracing(d: TracingDeps): Tracing {
   };
 }
 
-/** POSTs an export request (OTLP/HTTP, protobuf) with the configured headers. */
+/** An answer's body read at most (a partial success is a few bytes; the rest is read and let go). */
+const ANSWER_BYTES = 64 * 1024;
+
+/**
+ * POSTs an export request (OTLP/HTTP, protobuf) with the configured headers. The answer
+ * says how long a 429 or 503 asks to wait (Retry-After), and a 2xx whether the collector
+ * rejected some of the spans (its partial success).
+ */
 function otlpPost(url: string, headers: Record<string, string>, agent: Agent): Post {
-  const h = { ...headers, 'content-type': 'application/x-protobuf' };
+  // OTLP/HTTP exporters say who they are (a User-Agent of the configured headers wins).
+  const named = Object.keys(headers).some((k) => k.toLowerCase() === 'user-agent');
+  const h = {
+    ...(named ? {} : { 'user-agent': `wakegate/${VERSION || 'dev'}` }),
+    ...headers,
+    'content-type': 'application/x-protobuf',
+  };
   return async (body, signal) => {
     const res = await request(url, { method: 'POST', headers: h, body, signal, dispatcher: agent });
-    // Read to the end (a partial success says what was rejected; counted as sent here).
-    await res.body.dump();
-    return res.statusCode;
+    const status = res.statusCode;
+    let ps = { rejected: 0, message: '' };
+    if (status >= 200 && status < 300) {
+      const chunks: Buffer[] = [];
+      let n = 0;
+      for await (const c of res.body as AsyncIterable<Buffer>) {
+        if (n < ANSWER_BYTES) chunks.push(c);
+        n += c.length;
+      }
+      if (n > 0 && n <= ANSWER_BYTES)
+        ps = answerOf(Buffer.concat(chunks, n), String(res.headers['content-type'] ?? ''));
+    } else await res.body.dump();
+    const ra = res.headers['retry-after'];
+    const wait = status === 429 || status === 503 ? parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, Date.now()) : null;
+    return { status, retryAfterMs: wait === null ? null : wait * 1000, ...ps };
   };
+}
+
+/** A 2xx answer's partial success: protobuf (what a protobuf export is answered in), or JSON from a collector that answers so. */
+function answerOf(b: Buffer, type: string): { rejected: number; message: string } {
+  if (!type.includes('json')) return partialSuccess(b);
+  try {
+    const j = JSON.parse(b.toString('utf8')) as {
+      partialSuccess?: { rejectedSpans?: unknown; errorMessage?: unknown };
+    };
+    const n = Number(j.partialSuccess?.rejectedSpans ?? 0);
+    const m = j.partialSuccess?.errorMessage;
+    return { rejected: Number.isFinite(n) && n > 0 ? n : 0, message: typeof m === 'string' ? m : '' };
+  } catch {
+    return { rejected: 0, message: '' };
+  }
 }
 
 /** Whether a line of each kind is due: at most one a minute of each. */

@@ -3,7 +3,7 @@ import type { Config } from '../../src/config/index.js';
 import { tracingDefaults } from '../../src/config/tracing.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import { SpanExporter, type Timers } from '../../src/tracing/exporter.js';
+import { type Post, realTimers, SpanExporter, type Timers } from '../../src/tracing/exporter.js';
 import { createTracing } from '../../src/tracing/index.js';
 import { OtlpWriter, SERVER } from '../../src/tracing/otlp.js';
 import type { WebhookAttempt } from '../../src/tracing/webhook-spans.js';
@@ -67,6 +67,8 @@ function exporter(o: {
   maxRetries?: number;
   /** The writer given its buffer back after each export answered 2xx (as the gateway does). */
   recycle?: boolean;
+  /** The backoff's spread (1: the whole of each wait, as the timings below expect). */
+  random?: () => number;
 }) {
   const t = fakeTimers();
   const counts = { exported: 0, queue_full: 0, export_failed: 0, rejected: 0 };
@@ -80,6 +82,7 @@ function exporter(o: {
     flushIntervalMs: 100,
     timeoutMs: 1000,
     maxRetries: o.maxRetries ?? 2,
+    random: o.random ?? (() => 1),
     count: () => 1,
     encode,
     ...(o.recycle ? { reusable: () => writer.recycle() } : {}),
@@ -185,6 +188,18 @@ describe('SpanExporter', () => {
     ]);
   });
 
+  it('spreads each backoff over its last half, so exporters that failed together come back apart', async () => {
+    const { e, t, bodies } = exporter({ answers: [503, 503], random: () => 0 });
+    e.add(1);
+    await t.advance(100);
+    await t.advance(499);
+    expect(bodies).toHaveLength(1);
+    await t.advance(1);
+    expect(bodies).toHaveLength(2); // 0.5 s, not 1 s
+    await t.advance(1000);
+    expect(bodies).toHaveLength(3); // 1 s, not 2 s
+  });
+
   it('does not retry a refusal (400): rejected', async () => {
     const { e, t, counts, bodies } = exporter({ answers: [400] });
     e.add(1);
@@ -203,6 +218,69 @@ describe('SpanExporter', () => {
     // The stop: the batch waiting for its retry, and the one last try of what waits (refused again).
     await e.close();
     expect(counts.export_failed).toBe(10);
+  });
+});
+
+describe('a stop while an export is in flight', () => {
+  const counting = (post: Post) => {
+    const counts = { exported: 0, queue_full: 0, export_failed: 0, rejected: 0 };
+    const e = new SpanExporter<number>({
+      queueSize: 100,
+      batchSize: 5,
+      flushIntervalMs: 10,
+      timeoutMs: 10_000,
+      maxRetries: 3,
+      count: () => 1,
+      encode: (items) => new Uint8Array(items.length),
+      post,
+      timers: realTimers,
+      exported: (n) => {
+        counts.exported += n;
+      },
+      dropped: (reason, n) => {
+        counts[reason] += n;
+      },
+      queued: () => {},
+      failed: () => {},
+      unwritable: () => {},
+    });
+    return { e, counts };
+  };
+  /** A collector answering `status` after `ms` (unless the exporter gives up first). */
+  const answering =
+    (ms: number, status = 200, posts = { n: 0 }): Post =>
+    (_body, signal) =>
+      new Promise<number>((resolve, reject) => {
+        posts.n++;
+        const t = setTimeout(() => resolve(status), ms);
+        signal.addEventListener('abort', () => {
+          clearTimeout(t);
+          reject(signal.reason);
+        });
+      });
+
+  it('lets a collector that answers in time take it, then sends what waits', async () => {
+    const posts = { n: 0 };
+    const { e, counts } = counting(answering(50, 200, posts));
+    for (let i = 0; i < 8; i++) e.add(i); // a full batch of 5 leaves at once, 3 wait
+    for (let i = 0; i < 100 && posts.n === 0; i++) await new Promise((r) => setTimeout(r, 2));
+    expect(posts.n).toBe(1);
+    await e.close();
+    expect(posts.n).toBe(2);
+    expect(counts).toEqual({ exported: 8, queue_full: 0, export_failed: 0, rejected: 0 });
+  });
+
+  it('abandons one the collector does not answer within the stop, and sends nothing more to it', async () => {
+    const posts = { n: 0 };
+    const { e, counts } = counting(answering(60_000, 200, posts));
+    for (let i = 0; i < 8; i++) e.add(i);
+    for (let i = 0; i < 100 && posts.n === 0; i++) await new Promise((r) => setTimeout(r, 2));
+    const t0 = performance.now();
+    await e.close();
+    // The stop's 2 s, not the export's 10 s timeout nor the collector's minute.
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(posts.n).toBe(1);
+    expect(counts).toEqual({ exported: 0, queue_full: 0, export_failed: 8, rejected: 0 });
   });
 });
 
@@ -257,6 +335,7 @@ describe("the gateway's export batches (createTracing)", () => {
     const t = fakeTimers();
     const lines: string[] = [];
     let answer = 200;
+    let posts = 0;
     const tracing = createTracing({
       cfg: {
         tracing: {
@@ -270,7 +349,10 @@ describe("the gateway's export batches (createTracing)", () => {
       log: createLogger('warn', (l) => lines.push(l)),
       metrics: createMetrics({ process: false }),
       timers: t.timers,
-      post: async () => answer,
+      post: async () => {
+        posts++;
+        return answer;
+      },
     });
     const attempt = (url: string): WebhookAttempt => ({
       kind: 'webhook',
@@ -286,6 +368,8 @@ describe("the gateway's export batches (createTracing)", () => {
     });
     tracing.webhook(attempt('http://[not a url/'));
     await t.advance(100);
+    // Nothing of that batch could be written: no empty export request is sent.
+    expect(posts).toBe(0);
     // The collector goes down within the minute: its line is still said.
     answer = 503;
     tracing.webhook(attempt('http://127.0.0.1:8080/a'));
