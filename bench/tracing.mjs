@@ -273,6 +273,8 @@ function exportCost() {
     clientIp: '127.0.0.1',
     userAgent: 'autocannon',
     protocol: 'http/1.1',
+    scheme: 'http',
+    upstreamPath: '/bench/items',
     keyId: 'key_1',
     environment: 'production',
     start: 1.7e12 + i,

@@ -52,6 +52,10 @@ export interface Exchange {
   prebuilt: CapturedDetail | null;
   /** The client's protocol: 'http/1.1' or 'h2'. */
   protocol: string;
+  /** The client's connection is TLS (the span's url.scheme https). */
+  secure: boolean;
+  /** The path and query as sent upstream ('' until it is sent): the CLIENT span's url.full. */
+  upstreamPath: string;
   /** With a client certificate: its subject and SHA-256 fingerprint (hex, lowercase), else ''. */
   tlsSubject: string;
   tlsFingerprint: string;
@@ -149,6 +153,8 @@ export class Recorder {
       replayOf: '',
       prebuilt: null,
       protocol: 'http/1.1',
+      secure: false,
+      upstreamPath: '',
       tlsSubject: '',
       tlsFingerprint: '',
       traceId: '',

@@ -107,6 +107,7 @@ export class ProxyHandler {
     res.on('close', fw.onClose); // 'close' comes once: no once() wrapper
     // Before admission: an auth: mtls route's key is the certificate's.
     noteClientCert(req.socket, fw.x);
+    fw.x.secure = (req.socket as { encrypted?: boolean }).encrypted === true;
     this.d.trace.begin(fw.x, req.headers.traceparent, req.socket);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
@@ -143,7 +144,7 @@ export class ProxyHandler {
       dropAuthorization: key !== null,
       clientIp: ip,
       clientTrusted: this.d.trusted(ip),
-      proto: (req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
+      proto: x.secure ? 'https' : 'http',
       originHost: a.origin.host,
       identity: key ? [key.id, key.consumer, key.environment] : null,
       traceparent: traceparentOf(x),
@@ -288,6 +289,7 @@ export class ProxyHandler {
     fw.x.tUp = performance.now();
     // The path as sent upstream, made only now, from the path and query admission split once.
     const path = upstreamPath(a.route, a.origin, a.ask.path, a.ask.query);
+    fw.x.upstreamPath = path;
     if (trailers !== undefined) {
       const req = {
         method: fw.req.method ?? 'POST',

@@ -23,6 +23,10 @@ export interface SpanInput {
   userAgent: string;
   /** 'http/1.1' or 'h2'. */
   protocol: string;
+  /** 'https' on a TLS connection, else 'http'. */
+  scheme: string;
+  /** The path and query sent upstream ('' when it never went). */
+  upstreamPath: string;
   keyId: string;
   environment: string;
   /** Arrival, ms since the epoch. */
@@ -69,6 +73,8 @@ export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: 
       clientIp: w.client_ip,
       userAgent: w.user_agent,
       protocol: x.protocol,
+      scheme: x.secure ? 'https' : 'http',
+      upstreamPath: x.upstreamPath,
       keyId: w.key_id,
       environment: w.environment,
       start: x.start,

@@ -8,6 +8,8 @@ import {
   ATTR_NETWORK_PROTOCOL_VERSION,
   ATTR_SERVER_ADDRESS,
   ATTR_SERVER_PORT,
+  ATTR_URL_FULL,
+  ATTR_URL_SCHEME,
   ATTR_USER_AGENT_ORIGINAL,
   HTTP_REQUEST_METHOD_VALUE_CONNECT,
   HTTP_REQUEST_METHOD_VALUE_DELETE,
@@ -50,6 +52,8 @@ const K = {
   methodOriginal: otlpKey(ATTR_HTTP_REQUEST_METHOD_ORIGINAL),
   route: otlpKey(ATTR_HTTP_ROUTE),
   path: otlpKey('url.path'),
+  scheme: otlpKey(ATTR_URL_SCHEME),
+  full: otlpKey(ATTR_URL_FULL),
   status: otlpKey(ATTR_HTTP_RESPONSE_STATUS_CODE),
   client: otlpKey(ATTR_CLIENT_ADDRESS),
   protocol: otlpKey(ATTR_NETWORK_PROTOCOL_VERSION),
@@ -76,16 +80,25 @@ export function serverOf(u: URL): { host: string; port: number } {
 }
 
 /** The origin a route sends an environment's requests to: host and port, for the CLIENT span. */
-function originsOf(routes: Config['routes']): Map<string, Map<string, { host: string; port: number }>> {
-  const out = new Map<string, Map<string, { host: string; port: number }>>();
+function originsOf(routes: Config['routes']): Map<string, Map<string, Origin>> {
+  const out = new Map<string, Map<string, Origin>>();
   for (const r of routes) {
-    const envs = new Map<string, { host: string; port: number }>();
+    const envs = new Map<string, Origin>();
     for (const [env, url] of Object.entries(r.origins)) {
-      envs.set(env, serverOf(new URL(url)));
+      const u = new URL(url);
+      // The upstream path begins with the origin's own path: url.full is its origin (scheme, host, port; never a user:password@) then that.
+      envs.set(env, { ...serverOf(u), base: u.origin });
     }
     out.set(r.name, envs);
   }
   return out;
+}
+
+/** A route's origin in one environment: `server.address`, `server.port`, and its URL's origin for url.full. */
+interface Origin {
+  host: string;
+  port: number;
+  base: string;
 }
 
 /**
@@ -98,6 +111,8 @@ interface Shape {
   h2: OtlpAttrs;
   clientName: string;
   client: OtlpAttrs;
+  /** The origin's scheme, host and port ('' when the route's origin is not known). */
+  base: string;
   /** The method is not one the conventions know: `_OTHER`, the request's own in `http.request.method_original`. */
   other: boolean;
 }
@@ -158,6 +173,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
         origin === undefined ? [method] : [method, [K.serverAddress, origin.host], [K.serverPort, origin.port]],
       ),
       other: !known,
+      base: origin?.base ?? '',
     };
     if (kept >= MAX_SHAPES) {
       // Past the bound, begin again: the shapes in use now come back, the rest stay out.
@@ -218,6 +234,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     // http.request.method, http.route (when one matched), network.protocol.version, wakegate.environment.
     w.attrs(s.protocol === 'h2' ? shape.h2 : shape.http1);
     if (shape.other) w.str(K.methodOriginal, s.method);
+    w.str(K.scheme, s.scheme);
     w.str(K.path, s.path);
     w.num(K.status, s.status);
     w.str(K.client, s.clientIp);
@@ -246,6 +263,11 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     // http.request.method, server.address, server.port.
     w.attrs(shape.client);
     if (shape.other) w.str(K.methodOriginal, s.method);
+    // url.full: what was asked of the origin, without its query (which may carry secrets).
+    if (shape.base !== '' && s.upstreamPath !== '') {
+      const q = s.upstreamPath.indexOf('?');
+      w.str(K.full, shape.base + (q === -1 ? s.upstreamPath : s.upstreamPath.slice(0, q)));
+    }
     // The origin answered unless the gateway answered for it (a timeout, a broken connection).
     // The conventions: a CLIENT span is an error for any status from 400 up, its error.type
     // the status code when nothing else names the error.

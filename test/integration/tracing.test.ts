@@ -63,6 +63,7 @@ describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', (
       'client.address': '127.0.0.1',
       'user_agent.original': 'trace-test/1',
       'network.protocol.version': '1.1',
+      'url.scheme': 'http',
       'wakegate.wake_id': r.wakeId,
     });
     expect(server.attributes['error.type']).toBeUndefined();
@@ -79,6 +80,8 @@ describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', (
       'server.address': '127.0.0.1',
       'server.port': origin.port,
       'http.response.status_code': 200,
+      // What was asked of the origin, without the query.
+      'url.full': `http://127.0.0.1:${origin.port}/open/items`,
     });
     expect(client.startNs).toBeGreaterThanOrEqual(server.startNs);
     // The export request: protobuf, with the configured headers.

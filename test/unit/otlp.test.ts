@@ -253,6 +253,8 @@ const wakeInput: fc.Arbitrary<SpanInput> = fc.record({
   clientIp: fc.constantFrom('127.0.0.1', '::1', '203.0.113.9'),
   userAgent: fc.oneof(fc.constant(''), text(40), long),
   protocol: fc.constantFrom('http/1.1', 'h2'),
+  scheme: fc.constantFrom('http', 'https'),
+  upstreamPath: fc.oneof(fc.constant(''), text(40), fc.constant('/base/items?token=s3cret&x=1')),
   keyId: fc.oneof(fc.constant(''), fc.string({ maxLength: 20 })),
   environment: fc.constantFrom('production', 'staging', 'other'),
   start: fc.integer({ min: 1_600_000_000_000, max: 2_000_000_000_000 }),
@@ -334,6 +336,8 @@ describe('the spans wakegate exports, both ways', () => {
         clientIp: '127.0.0.1',
         userAgent: 'curl/8',
         protocol: 'h2',
+        scheme: 'https',
+        upstreamPath: '/v1/items?token=s3cret',
         keyId: 'key_1',
         environment: 'production',
         start: 1_764_000_000_000,
@@ -359,6 +363,7 @@ describe('the spans wakegate exports, both ways', () => {
         'network.protocol.version': '2',
         'user_agent.original': 'curl/8',
         'error.type': '502',
+        'url.scheme': 'https',
       },
       events: [
         {
@@ -380,6 +385,8 @@ describe('the spans wakegate exports, both ways', () => {
         'server.port': 8080,
         'http.response.status_code': 502,
         'error.type': '502',
+        // What was asked of the origin, its query (which may carry secrets) left out.
+        'url.full': 'http://origin:8080/v1/items',
       },
       status: { code: 2, message: '502' },
     });
@@ -404,6 +411,8 @@ function wakeOf(o: Partial<SpanInput>, cfgRoutes = routes) {
       clientIp: '127.0.0.1',
       userAgent: '',
       protocol: 'http/1.1',
+      scheme: 'http',
+      upstreamPath: '/items',
       keyId: '',
       environment: 'production',
       start: 1_764_000_000_000,
