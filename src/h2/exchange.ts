@@ -5,6 +5,7 @@ import http2, {
   type ServerStreamResponseOptions,
 } from 'node:http2';
 import type { Socket } from 'node:net';
+import { errorBody } from '../errors.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
 import type { FlushSweep } from './flush-sweep.js';
@@ -118,6 +119,11 @@ export class H2Response implements ClientResponse {
 
   /** The proxy's own send timer is on the stream (an answer streamed to a client falling behind): the sweep need not look. */
   private timed = false;
+  /**
+   * The origin's answer had a status HTTP/2 cannot carry and the gateway answered 502 in its
+   * place: the origin's body and trailers are read (its connection freed) and dropped.
+   */
+  private refused = false;
 
   constructor(
     readonly stream: ServerHttp2Stream,
@@ -158,6 +164,9 @@ export class H2Response implements ClientResponse {
     // Reset by the client meanwhile: nothing to answer (Node would throw, where HTTP/1.1 writes into the void).
     if (this.stream.destroyed || this.stream.closed) return this;
     const raw = typeof a === 'string' ? (b ?? NONE) : a;
+    // HTTP/1.1 lets an origin say 600-999 (or a final 1xx); HTTP/2 only 200-599 (Node throws
+    // ERR_HTTP2_STATUS_INVALID, out of an event listener on some paths): a gateway error instead.
+    if (!(status >= 200 && status <= 599)) return this.refuse(status, raw);
     const h: OutgoingHttpHeaders = { ':status': status };
     let announced = addFields(h, raw);
     if (this.extra !== null) announced = addFields(h, this.extra) || announced;
@@ -173,6 +182,33 @@ export class H2Response implements ClientResponse {
     return this;
   }
 
+  /**
+   * Answers 502 upstream_unavailable (the gateway's error body, its wake id taken from the
+   * fields the proxy passes) in place of an origin answer whose `status` HTTP/2 cannot carry.
+   */
+  private refuse(status: number, raw: readonly string[]): this {
+    let wakeId: string | null = null;
+    for (let i = 0; i < raw.length; i += 2) if (raw[i] === 'x-wake-id') wakeId = raw[i + 1] as string;
+    const msg = `the origin answered with status ${status}, which HTTP/2 cannot carry (200-599)`;
+    const body = JSON.stringify(errorBody('upstream_unavailable', wakeId, msg));
+    const h: OutgoingHttpHeaders = {
+      ':status': 502,
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+    };
+    if (wakeId !== null) h['x-wake-id'] = wakeId;
+    if (this.extra !== null) addFields(h, this.extra);
+    this.refused = true;
+    this.chunkedEncoding = false;
+    this.stream.respond(h, RESPOND[1]);
+    this.ended = this.delivers();
+    if (this.head) this.stream.end();
+    else this.stream.end(body);
+    this.flushWithin();
+    return this;
+  }
+
   writeContinue(): void {
     if (this.stream.destroyed || this.stream.closed || this.stream.headersSent) return;
     this.stream.additionalHeaders({ ':status': 100 });
@@ -180,7 +216,7 @@ export class H2Response implements ClientResponse {
 
   write(chunk: Buffer): boolean {
     // HEAD: Node has ended the stream with its HEADERS; the body is not sent (RFC 9110 §9.3.2).
-    if (this.head) return true;
+    if (this.head || this.refused) return true;
     if (chunk.length === this.left) {
       // The last bytes Content-Length announced (most answers: the only chunk): written and
       // the stream ended in one call. Always true: an ended stream never emits 'drain', so

@@ -492,7 +492,11 @@ class Forwarding {
 
   onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
     const x = this.x;
-    x.status = status;
+    // HTTP/2 carries 200-599 only: the answer's 502 in place of any other status (exchange.ts) is recorded as such.
+    if (this.req.httpVersionMajor === 2 && !(status >= 200 && status <= 599)) {
+      x.status = 502;
+      x.errorType = 'upstream_unavailable';
+    } else x.status = status;
     const extra = ['x-wake-id', x.id];
     const limitHeaders = this.a.limitHeaders;
     if (limitHeaders !== null) for (const l of limitHeaders) extra.push(l);

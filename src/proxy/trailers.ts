@@ -93,17 +93,44 @@ export function forwardWithTrailers(
     if (answered) return;
     up.destroy(Object.assign(new Error('headers timeout'), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
   });
-  up.on('error', (e: Error & { code?: string }) => h.onError(e));
+  // The handler hears of one failure at most: a second would cut the error answer the first wrote.
+  let failed = false;
+  const fail = (e: Error & { code?: string }) => {
+    if (failed) return;
+    failed = true;
+    h.onError(e);
+  };
+  up.on('error', fail);
   up.on('response', (res) => {
     answered = true;
     up.setTimeout(0);
-    const raw = res.rawHeaders.map((s) => Buffer.from(s, 'latin1'));
-    h.onHeaders(res.statusCode ?? 502, raw, () => res.resume(), res.statusMessage ?? '');
+    res.on('error', fail);
+    // As undici does for its dispatch handlers: whatever the handler throws (writing the answer
+    // to its client) is this request's error, never an exception out of an event listener.
+    const broke = (e: unknown) => {
+      fail(e as Error & { code?: string });
+      res.destroy();
+    };
+    try {
+      const raw = res.rawHeaders.map((s) => Buffer.from(s, 'latin1'));
+      h.onHeaders(res.statusCode ?? 502, raw, () => res.resume(), res.statusMessage ?? '');
+    } catch (e) {
+      return broke(e);
+    }
     res.on('data', (c: Buffer) => {
-      if (!h.onData(c)) res.pause();
+      try {
+        if (!h.onData(c)) res.pause();
+      } catch (e) {
+        broke(e);
+      }
     });
-    res.on('end', () => h.onComplete(res.rawTrailers.map((s) => Buffer.from(s, 'latin1'))));
-    res.on('error', (e: Error & { code?: string }) => h.onError(e));
+    res.on('end', () => {
+      try {
+        h.onComplete(res.rawTrailers.map((s) => Buffer.from(s, 'latin1')));
+      } catch (e) {
+        broke(e);
+      }
+    });
   });
   const trailers: [string, string][] = [];
   for (let i = 0; i < req.trailers.length; i += 2)

@@ -121,6 +121,31 @@ describe('HTTP/2 edge: a stream as the proxy sees it', () => {
     expect(seen.wrote).toEqual([true, true]);
   });
 
+  it('writeHead with a status HTTP/2 cannot carry (1xx final, 600-999) never throws: a 502 error body in its place, the rest dropped', async () => {
+    for (const status of [101, 199, 600, 700, 999]) {
+      const threw: unknown[] = [];
+      serve = (_req, res) => {
+        try {
+          res.writeHead(status, 'Odd', ['content-type', 'text/plain', 'trailer', 'x-t', 'x-wake-id', 'wk_1']);
+          expect(res.write(Buffer.from('origin body'))).toBe(true);
+          res.addTrailers([['x-t', '1']]);
+          res.end();
+        } catch (e) {
+          threw.push(e);
+        }
+      };
+      const a = await h2request(session, { ':path': `/status-${status}` });
+      expect(threw, String(status)).toEqual([]);
+      expect(a.status).toBe(502);
+      expect(a.headers['x-wake-id']).toBe('wk_1');
+      expect(a.headers['cache-control']).toBe('no-store');
+      const body = JSON.parse(a.text);
+      expect(body.error).toMatchObject({ type: 'upstream_unavailable', wake_id: 'wk_1' });
+      expect(body.error.message).toContain(`status ${status}`);
+      expect(a.trailers['x-t']).toBeUndefined();
+    }
+  });
+
   it('without Content-Length (or with trailers to come) the stream ends only at end()', async () => {
     const endedByWrite: boolean[] = [];
     serve = (_req, res) => {
