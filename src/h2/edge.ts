@@ -20,6 +20,18 @@ function otherHost(h: IncomingHttpHeaders): boolean {
 }
 
 const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
+const TOO_LARGE = JSON.stringify(errorBody('request_header_fields_too_large', null));
+
+/**
+ * A header list's size as RFC 9113 §6.5.2 has it: each field's name and value octets
+ * plus 32, pseudo-headers included (Node's strings hold one octet per character).
+ */
+export function headerListSize(raw: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i++) n += (raw[i] as string).length;
+  return n + (raw.length >> 1) * 32;
+}
+
 const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 /** server.http2_limits. */
@@ -67,6 +79,14 @@ interface SessionState {
 }
 
 const ignore = (): void => {};
+
+/** The gateway's own error answer to a request it does not serve (no wake); what the client still sends is read and dropped. */
+function answer(stream: ServerHttp2Stream, status: number, body: string): void {
+  stream.respond({ ':status': status, 'content-type': 'application/json', 'content-length': body.length });
+  stream.end(body);
+  stream.resume();
+}
+
 /** How long a session sent GOAWAY for rapid reset keeps its socket, so the GOAWAY is read. */
 const CALM_CLOSE_MS = 500;
 
@@ -147,6 +167,12 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       if (!session.destroyed && st.resets.reset(d.now())) onResetPast(session);
       return;
     }
+    // max_header_list_bytes is a SETTINGS value Node holds a client to only once it acknowledged
+    // it: checked here too, as HTTP/1.1's max_header_bytes is (431, no wake, never forwarded).
+    if (headerListSize(raw) > l.max_header_list_bytes) {
+      answer(stream, 431, TOO_LARGE);
+      return;
+    }
     const path = headers[':path'];
     if (path === undefined || headers[':method'] === 'CONNECT' || d.http1Only(path)) {
       stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
@@ -157,9 +183,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     // A Host naming another authority than :authority is malformed too (RFC 9113 §8.3.1):
     // the gateway and the origin must not each read a different one.
     if (!HTTP1_METHODS.has(headers[':method'] as string) || otherHost(headers)) {
-      stream.respond({ ':status': 400, 'content-type': 'application/json', 'content-length': MALFORMED.length });
-      stream.end(MALFORMED);
-      stream.resume();
+      answer(stream, 400, MALFORMED);
       return;
     }
     st.open++;

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headerListSize } from '../../src/h2/edge.js';
 import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
 import { F, frame, hpack, RawH2, request, rstStream, settings, T, windowUpdate } from '../helpers/h2-frames.js';
@@ -123,20 +126,27 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     await othersServed();
   });
 
-  it('a header list past max_header_list_bytes in one block is refused', async () => {
+  it("a header list past max_header_list_bytes (never acknowledged: Node's own bound does not hold yet) gets the gateway's 431, never the origin", async () => {
+    seen.length = 0;
+    // RawH2 never sends the SETTINGS ACK. 80 kB of fields: past the limit (65,536), within what Node takes before the ACK.
     const c = await RawH2.connect(port);
-    const fields = request('/open/x');
+    const fields = request('/open/seen-big');
     for (let i = 0; i < 10; i++) fields.push([`x-pad-${i}`, 'p'.repeat(8000)]);
     const block = hpack(fields);
     c.write(frame(T.HEADERS, F.END_STREAM, 1, block.subarray(0, 16_000)));
-    c.write(frame(T.CONTINUATION, F.END_HEADERS, 1, block.subarray(16_000)));
-    await new Promise((r) => setTimeout(r, 300));
-    const answered = c.frames.find((f) => f.type === T.HEADERS && f.stream === 1);
-    // Either the stream is reset or the answer is an error, never a 200 from the origin.
-    const reset = c.frames.some((f) => f.type === T.RST_STREAM && f.stream === 1) || c.closed;
-    expect(reset || answered !== undefined).toBe(true);
-    if (answered) expect(answered.payload[0]).not.toBe(0x88);
+    for (let i = 16_000; i < block.length; i += 16_000) {
+      const last = i + 16_000 >= block.length;
+      c.write(frame(T.CONTINUATION, last ? F.END_HEADERS : 0, 1, block.subarray(i, i + 16_000)));
+    }
+    const until = Date.now() + 3000;
+    while (Date.now() < until && !c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0))
+      await new Promise((r) => setTimeout(r, 20));
     c.destroy();
+    const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
+    const body = JSON.parse(Buffer.concat(data).toString());
+    expect(body.error.type).toBe('request_header_fields_too_large');
+    expect(body.error.wake_id).toBeNull();
+    expect(seen).toEqual([]);
     await othersServed();
   });
 
@@ -669,4 +679,131 @@ describe('HTTP/2 streams ended mid-forward give back every budget', () => {
       expect(await settled()).toEqual(ZERO);
     });
   }
+});
+
+/**
+ * server.http2_limits.max_header_list_bytes is a SETTINGS value Node holds a client to only
+ * once the client acknowledged it: the gateway checks each header list itself (RFC 9113
+ * §6.5.2's size: name and value octets plus 32 per field, pseudo-headers included), as
+ * HTTP/1.1's max_header_bytes is (431, no wake, never forwarded), acknowledged or not.
+ */
+describe('HTTP/2 max_header_list_bytes, whether or not the client acknowledged SETTINGS', () => {
+  let origin: http.Server;
+  let t: TestGateway;
+  let port: number;
+  const LIMIT = 4096;
+  /** The header bytes of each request that reached the origin. */
+  const seen: number[] = [];
+
+  beforeAll(async () => {
+    // An origin that takes any header size: whatever the gateway lets through arrives.
+    origin = http.createServer({ maxHeaderSize: 8 * 1024 * 1024 }, (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        seen.push(req.rawHeaders.reduce((n, s) => n + s.length, 0));
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+    t = await startGateway({
+      server: {
+        http2: 'h2c',
+        max_header_bytes: 16384,
+        http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: LIMIT, max_resets_per_10s: 200 },
+      },
+      routes: [{ name: 'open', prefix: '/open', auth: 'none', origins: { production: url } }],
+    });
+    port = Number(new URL(t.url).port);
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    origin.closeAllConnections();
+    await new Promise((r) => origin.close(r));
+  });
+
+  /** One stream of `fields` (in HEADERS + CONTINUATION frames of 16 kB): what came back on it. */
+  const send = async (fields: [string, string][], ack: boolean) => {
+    const c = await RawH2.connect(port);
+    if (ack) {
+      await new Promise((r) => setTimeout(r, 50));
+      c.write(frame(T.SETTINGS, F.ACK, 0));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const block = hpack(fields);
+    for (let i = 0; i < block.length || i === 0; i += 16_000) {
+      const last = i + 16_000 >= block.length;
+      const flags = (last ? F.END_HEADERS : 0) | (i === 0 ? F.END_STREAM : 0);
+      c.write(frame(i === 0 ? T.HEADERS : T.CONTINUATION, flags, 1, block.subarray(i, i + 16_000)));
+    }
+    const until = Date.now() + 3000;
+    const over = () =>
+      c.frames.some((f) => f.stream === 1 && ((f.flags & F.END_STREAM) !== 0 || f.type === T.RST_STREAM));
+    while (Date.now() < until && !over() && !c.closed) await new Promise((r) => setTimeout(r, 20));
+    c.destroy();
+    const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
+    return {
+      text: Buffer.concat(data).toString(),
+      reset: c.frames.some((f) => f.stream === 1 && f.type === T.RST_STREAM),
+    };
+  };
+  /** request(path) and one x-pad field, the list's RFC 9113 size exactly `size`. */
+  const sized = (path: string, size: number): [string, string][] => {
+    const f = request(path);
+    const base = f.reduce((n, [k, v]) => n + k.length + v.length + 32, 0);
+    f.push(['x-pad', 'v'.repeat(size - base - 'x-pad'.length - 32)]);
+    return f;
+  };
+  const of = (bytes: number): [string, string][] => {
+    const f = request('/open/big');
+    for (let i = 0; bytes > 0; i++, bytes -= 1000) f.push([`x-f${i}`, 'v'.repeat(1000)]);
+    return f;
+  };
+  const refused = (text: string) => {
+    const body = JSON.parse(text);
+    expect(body.error.type).toBe('request_header_fields_too_large');
+    expect(body.error.wake_id).toBeNull();
+  };
+
+  it('headerListSize is RFC 9113 §6.5.2: name and value octets plus 32 per field, pseudo-headers counted', () => {
+    expect(headerListSize([])).toBe(0);
+    expect(headerListSize([':method', 'GET', 'a', 'bc'])).toBe(7 + 3 + 32 + 3 + 32);
+  });
+
+  it('without the ACK: a list of exactly the limit is served, one octet more is 431 and never forwarded', async () => {
+    seen.length = 0;
+    expect((await send(sized('/open/at', LIMIT), false)).text).toBe('ok');
+    expect(seen).toHaveLength(1);
+    seen.length = 0;
+    refused((await send(sized('/open/past', LIMIT + 1), false)).text);
+    expect(seen).toEqual([]);
+  });
+
+  it("without the ACK: 10 kB and 120 kB of fields (past the limit, within Node's bound before the ACK) are 431, never forwarded", async () => {
+    for (const n of [10_000, 120_000]) {
+      seen.length = 0;
+      refused((await send(of(n), false)).text);
+      expect(seen, String(n)).toEqual([]);
+    }
+  });
+
+  it('without the ACK: 1 MB of fields never reach the origin', async () => {
+    seen.length = 0;
+    await send(of(1_000_000), false);
+    expect(seen).toEqual([]);
+  });
+
+  it('with the SETTINGS acknowledged: 10 kB of fields are refused (by Node or the gateway), never forwarded', async () => {
+    seen.length = 0;
+    const r = await send(of(10_000), true);
+    expect(r.reset || r.text.includes('request_header_fields_too_large')).toBe(true);
+    expect(seen).toEqual([]);
+  });
+
+  it('a list within the limit is served, acknowledged or not', async () => {
+    seen.length = 0;
+    expect((await send(of(2_000), true)).text).toBe('ok');
+    expect((await send(of(2_000), false)).text).toBe('ok');
+    expect(seen).toHaveLength(2);
+  });
 });
