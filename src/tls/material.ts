@@ -107,16 +107,20 @@ export class SniTable {
     this.x509 = m.certs.map((c) => new X509Certificate(c.cert));
   }
 
-  /** The context for `name`; null: the default (the first certificate). */
+  /**
+   * The context for `name`: the first certificate, in the order configured, whose names
+   * match it; null: the default (the first certificate), matched or not.
+   */
   pick(name: string): SecureContext | null {
     // One certificate: nothing to choose, nothing to remember.
     if (this.x509.length === 1) return null;
     const hit = this.seen.get(name);
     if (hit !== undefined) return hit;
     let found: SecureContext | null = null;
-    for (let i = 1; i < this.x509.length; i++) {
+    // From the first: a name the default certificate matches is served it, even if a later one matches too.
+    for (let i = 0; i < this.x509.length; i++) {
       if ((this.x509[i] as X509Certificate).checkHost(name) !== undefined) {
-        found = this.contexts[i] as SecureContext;
+        found = i === 0 ? null : (this.contexts[i] as SecureContext);
         break;
       }
     }
