@@ -195,9 +195,10 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       st.open--;
       if (timer !== null) clearTimeout(timer);
       // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset
-      // limit. With NO_ERROR too: Node ends a reset stream's writable side, so the answer's own
-      // writableFinished (ended by the proxy) says whether the stream was answered.
-      if (!res.cut && !session.destroyed && (stream.rstCode !== NGHTTP2_NO_ERROR || !res.writableFinished)) {
+      // limit. With NO_ERROR too, unless the gateway had ended its answer: a stream closed with both
+      // sides' END_STREAM (Node may close it before the answer's 'finish') was answered, and a
+      // client that stops reading an answer already made cost nothing a reset could multiply.
+      if (!res.cut && !session.destroyed && (stream.rstCode !== NGHTTP2_NO_ERROR || !res.answered)) {
         if (st.resets.reset(d.now())) onResetPast(session);
       }
       res.closed();

@@ -10,7 +10,7 @@ import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
 import type { FlushSweep } from './flush-sweep.js';
 
-const { NGHTTP2_INTERNAL_ERROR } = http2.constants;
+const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR: NO_ERROR } = http2.constants;
 const NONE: string[] = [];
 
 /**
@@ -147,7 +147,20 @@ export class H2Response implements ClientResponse {
    * left the origin's request running.
    */
   get writableFinished(): boolean {
-    return this.ended && this.stream.writableFinished;
+    if (!this.ended) return false;
+    const s = this.stream;
+    // Node closes (and destroys) a stream once both sides' END_STREAM went, which can come
+    // before its 'finish' (a request with a body): ended, closed without an error, and
+    // nothing of it left unsent is whole too. On Node 20 a client's reset (NO_ERROR) while
+    // the answer waited on its flow control leaves its bytes counted here; later Nodes
+    // hand them to the session at once and drop them at the reset, so such an answer
+    // reads as whole there.
+    return s.writableFinished || (s.closed && s.rstCode === NO_ERROR && s.bufferSize === 0);
+  }
+
+  /** The gateway ended the answer while the stream could carry it (whatever the client did after). */
+  get answered(): boolean {
+    return this.ended;
   }
 
   get writableLength(): number {
