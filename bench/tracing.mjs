@@ -351,6 +351,8 @@ async function exportPathCost() {
     spanId: pool.take(16),
     parentSpanId: '',
     protocol: 'http/1.1',
+    secure: false,
+    upstreamPath: '/bench/items',
     start: Date.now(),
     t0: i,
     tUp: i + 0.1,
