@@ -50,7 +50,7 @@ export interface Exchange {
   replayOf: string;
   /** Detail already built (a replay's, with its diff), recorded as it is. */
   prebuilt: CapturedDetail | null;
-  /** The client's protocol: 'http/1.1' or 'h2'. */
+  /** The client's protocol: 'http/1.1', 'http/1.0' or 'h2'. */
   protocol: string;
   /** The client's connection is TLS (the span's url.scheme https). */
   secure: boolean;

@@ -19,7 +19,7 @@ export interface Wake {
   detail?: CapturedDetail;
   /** The detail was written to the write-ahead log and let go: the batch's segment holds it. */
   detail_in_log?: boolean;
-  /** The client's protocol (absent: 'http/1.1'; 'h2' for HTTP/2). */
+  /** The client's protocol (absent: 'http/1.1'; 'http/1.0', or 'h2' for HTTP/2). */
   protocol?: string;
   /** The client certificate's subject and SHA-256 fingerprint (absent: none was shown). */
   tls_subject?: string;

@@ -25,6 +25,7 @@ export class H2Request implements ClientRequest {
   readonly rawHeaders: string[];
   rawTrailers: string[] = NONE;
   readonly httpVersionMajor = 2;
+  readonly httpVersionMinor = 0;
 
   constructor(
     private readonly stream: ServerHttp2Stream,

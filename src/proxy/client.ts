@@ -15,8 +15,9 @@ export interface ClientRequest {
   readonly rawTrailers: string[];
   /** The whole body has arrived. */
   readonly complete: boolean;
-  /** 1 or 2: the wake records the client's protocol. */
+  /** 1 or 2, and 0 or 1 after it on HTTP/1: the wake records the client's protocol. */
   readonly httpVersionMajor: number;
+  readonly httpVersionMinor: number;
   /** The client's connection (an HTTP/2 stream's: its session's socket, TLS or not). */
   readonly socket: Socket;
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;

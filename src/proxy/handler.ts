@@ -432,6 +432,7 @@ class Forwarding {
   ) {
     this.x = p.begin();
     if (req.httpVersionMajor === 2) this.x.protocol = 'h2';
+    else if (req.httpVersionMinor === 0) this.x.protocol = 'http/1.0';
   }
 
   readonly onClose = (): void => {

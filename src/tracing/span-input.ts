@@ -21,7 +21,7 @@ export interface SpanInput {
   status: number;
   clientIp: string;
   userAgent: string;
-  /** 'http/1.1' or 'h2'. */
+  /** 'http/1.1', 'http/1.0' or 'h2'. */
   protocol: string;
   /** 'https' on a TLS connection, else 'http'. */
   scheme: string;

@@ -108,6 +108,7 @@ interface Origin {
 interface Shape {
   name: string;
   http1: OtlpAttrs;
+  http10: OtlpAttrs;
   h2: OtlpAttrs;
   clientName: string;
   client: OtlpAttrs;
@@ -167,6 +168,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     const shape: Shape = {
       name: routed ? `${named} ${s.route}` : named,
       http1: otlpAttrs([method, ...route, [K.protocol, '1.1'], env]),
+      http10: otlpAttrs([method, ...route, [K.protocol, '1.0'], env]),
       h2: otlpAttrs([method, ...route, [K.protocol, '2'], env]),
       clientName: named,
       client: otlpAttrs(
@@ -232,7 +234,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       endMs: end,
     });
     // http.request.method, http.route (when one matched), network.protocol.version, wakegate.environment.
-    w.attrs(s.protocol === 'h2' ? shape.h2 : shape.http1);
+    w.attrs(s.protocol === 'h2' ? shape.h2 : s.protocol === 'http/1.0' ? shape.http10 : shape.http1);
     if (shape.other) w.str(K.methodOriginal, s.method);
     w.str(K.scheme, s.scheme);
     w.str(K.path, s.path);

@@ -4,6 +4,7 @@ import { call, flushed, startGateway, type TestGateway } from '../helpers/gatewa
 import { h2once } from '../helpers/h2.js';
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type OtlpReceiver, type ReceivedSpan, startReceiver } from '../helpers/otlp-receiver.js';
+import { rawExchange } from '../helpers/raw.js';
 import { type Receiver, startReceiver as startHooks } from '../helpers/receiver.js';
 import { get, metric, routes, traceOrigin } from '../helpers/tracing.js';
 
@@ -98,6 +99,21 @@ describe('tracing: spans exported over OTLP/HTTP to a collector (threads: 1)', (
     const [server] = (await waitTrace(TRACE, 2)).filter((s) => s.kind === SERVER);
     expect(server?.spanId).toBe(m?.[1]);
     expect(server?.parentSpanId).toBe(PARENT);
+  });
+
+  it('an HTTP/1.0 request is said to be one: network.protocol.version 1.0, and its wake http/1.0', async () => {
+    const trace = 'c'.repeat(30) + '0a';
+    const port = Number(new URL(t.url).port);
+    const r = await rawExchange(
+      port,
+      `GET /open/h10 HTTP/1.0\r\nHost: x\r\ntraceparent: 00-${trace}-${PARENT}-01\r\n\r\n`,
+    );
+    expect(r.text).toMatch(/^HTTP\/1\.1 200/);
+    const [server] = (await waitTrace(trace, 2)).filter((s) => s.kind === SERVER);
+    expect(server?.attributes['network.protocol.version']).toBe('1.0');
+    await flushed(t.gw);
+    const list = await call(t.url, t.admin, 'GET', `/v2/wakes?environment=production&trace_id=${trace}`);
+    expect(list.body.data.map((w: { protocol: string }) => w.protocol)).toEqual(['http/1.0']);
   });
 
   it('stores the trace on the wake: GET /v2/wakes?trace_id= finds it', async () => {
