@@ -51,6 +51,17 @@ export function carriesGatewayKey(value: string): boolean {
 }
 
 /**
+ * A gateway key sent as HTTP Basic credentials (`curl -u svc_live_...:`, as some APIs
+ * take theirs): base64 hides it from the scan of the value, and the origin decodes it
+ * (RFC 7617).
+ */
+export function basicHoldsKey(value: string): boolean {
+  if (value.length < 7 || (value.charCodeAt(0) | 0x20) !== 0x62 || value.slice(0, 6).toLowerCase() !== 'basic ')
+    return false;
+  return carriesGatewayKey(Buffer.from(value.slice(6).trim(), 'base64').toString('latin1'));
+}
+
+/**
  * Fields named in a Connection header, lower-cased (they are hop-by-hop too), or
  * null when it names none but the hop-by-hop ones (the usual `keep-alive`), so
  * the common request allocates nothing here.
@@ -107,7 +118,9 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     if (lower === 'authorization' && o.dropAuthorization) continue;
     if (lower.length >= 10 && o.traceparent !== undefined && isTraceHeader(lower, o.keepTracestate === true)) continue;
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
-    if (carriesGatewayKey(value)) continue;
+    // A key in the value, in the field's name, or as Basic credentials (which the origin decodes).
+    if (carriesGatewayKey(value) || carriesGatewayKey(name)) continue;
+    if (lower === 'authorization' && basicHoldsKey(value)) continue;
     out.push(name, value);
   }
   out.push('Host', o.originHost);

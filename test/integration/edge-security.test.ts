@@ -305,12 +305,22 @@ describe('the edge holds (issue: no tunnel past the checks, no escalation, no le
     for (const k of [readKey, sandboxKey]) {
       await fetch(`${t.url}/pub/x`, { headers: { authorization: `Bearer ${k}`, 'x-api-key': k, cookie: `k=${k}` } });
     }
+    // As HTTP Basic credentials (`curl -u KEY:`, which the origin decodes), and as a field's name.
+    await fetch(`${t.url}/pub/x`, {
+      headers: { authorization: `Basic ${Buffer.from(`${readKey}:`).toString('base64')}` },
+    });
+    await fetch(`${t.url}/pub/x`, { headers: { [readKey]: '1' } });
     await fetch(`${t.url}/pub/y`, { headers: { authorization: 'Bearer origin-own-token' } });
-    expect(seen).toHaveLength(3);
-    for (const s of seen.slice(0, 2)) {
-      expect(JSON.stringify(s.rawHeaders)).not.toMatch(/svc_(live|test)_/);
+    const own = `Basic ${Buffer.from('user:origin-pass').toString('base64')}`;
+    await fetch(`${t.url}/pub/y`, { headers: { authorization: own } });
+    expect(seen).toHaveLength(6);
+    for (const s of seen.slice(0, 4)) {
+      const basic = s.rawHeaders.map((v) => (/^basic /i.test(v) ? Buffer.from(v.slice(6), 'base64').toString() : v));
+      expect(JSON.stringify([...s.rawHeaders, ...basic])).not.toMatch(/svc_(live|test)_/);
     }
-    expect(seen[2]?.headers.authorization).toBe('Bearer origin-own-token');
+    expect(seen[4]?.headers.authorization).toBe('Bearer origin-own-token');
+    // The origin's own Basic credentials pass.
+    expect(seen[5]?.headers.authorization).toBe(own);
   });
 
   it('7. X-Forwarded-* and Forwarded are the gateway own values', async () => {
