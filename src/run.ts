@@ -35,8 +35,9 @@ async function configFrom(flags: Map<string, string>): Promise<Readonly<Config>>
 }
 
 /**
- * Opens the store directly, holding its data directory (the embedded engine) for as
- * long as it is open; says in one line when a running gateway holds it.
+ * Opens the store directly, holding its data directory for as long as it is open
+ * (whatever the storage: as `serve` does, so a command never runs beside a gateway on
+ * its directory); says in one line when a running gateway holds it.
  */
 async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store> {
   const { DirHeld, lockDataDir } = await import('./store/owner.js');
@@ -45,27 +46,27 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
     new Error(
       `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
     );
-  let lock: DirLock | null = null;
-  if (!cfg.storage.clickhouse_url) {
-    try {
-      lock = await lockDataDir(cfg.storage.data_dir);
-    } catch (e) {
-      throw e instanceof DirHeld ? held(e.pid) : e;
-    }
+  let lock: DirLock;
+  try {
+    lock = await lockDataDir(cfg.storage.data_dir);
+  } catch (e) {
+    throw e instanceof DirHeld ? held(e.pid) : e;
   }
   let store: Store;
   try {
     store = await openStore(cfg.storage);
   } catch (e) {
-    await lock?.release();
-    if (/lock|already running|failed to create connection/i.test((e as Error).message)) throw held(null);
+    await lock.release();
+    // The embedded engine's own lock on its directory (another process that opened it).
+    if (!cfg.storage.clickhouse_url && /lock|already running|failed to create connection/i.test((e as Error).message))
+      throw held(null);
     throw e;
   }
   const close = store.close.bind(store);
   return Object.assign(store, {
     close: async () => {
       await close();
-      await lock?.release();
+      await lock.release();
     },
   });
 }

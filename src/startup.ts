@@ -14,12 +14,13 @@ export class StartError extends Error {
 }
 
 /**
- * Before the embedded engine opens its directory: holds it for this process (a lock
- * the kernel releases when the process dies), or names the live gateway holding it.
- * Null with a ClickHouse server, which holds no directory.
+ * Before anything opens under DATA_DIR: holds it for this process (a lock the kernel
+ * releases when the process dies), or names the live gateway holding it. Whatever the
+ * storage: with a ClickHouse server the write-ahead logs, the buckets and secret.key
+ * are still in DATA_DIR, and a second gateway there would take the first one's open
+ * log segment for a crash's (insert it, delete it: the first one's batch lost).
  */
-export async function holdDataDir(cfg: Readonly<Config>): Promise<DirLock | null> {
-  if (cfg.storage.clickhouse_url) return null;
+export async function holdDataDir(cfg: Readonly<Config>): Promise<DirLock> {
   try {
     return await lockDataDir(cfg.storage.data_dir);
   } catch (e) {
