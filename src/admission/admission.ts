@@ -177,6 +177,16 @@ export class Admission {
         if (x !== null) x.route = 'none';
         return refusal(noRoute(a));
       }
+      // A path a lenient origin reads as another route: refused, never rewritten.
+      const ambiguous = this.d.routes.ambiguity(a.path, route);
+      if (ambiguous !== null) {
+        if (x !== null) x.route = 'none';
+        return refusal(
+          a.kind === 'replay'
+            ? new GatewayError('conflict', `${ambiguous}; this wake cannot be replayed`, 'wake_id')
+            : new GatewayError('invalid_request', ambiguous, 'path'),
+        );
+      }
       gate = route;
     }
     if (x !== null) {
@@ -248,7 +258,7 @@ export class Admission {
   private target(a: Ask, x: Exchange): Refusal | null {
     x.path = a.path;
     x.environment = this.d.routes.fallbackEnvironment;
-    const bad = unsafePath(a.path);
+    const bad = unsafePath(a.path, a.query);
     if (bad !== null) {
       x.route = 'none';
       return refusal(new GatewayError('invalid_request', bad, 'path'));

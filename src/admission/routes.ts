@@ -45,9 +45,41 @@ function parseOrigin(environment: string, url: string, trust: OriginTrust | null
   };
 }
 
+/** A route under the prefix a lenient origin reads for it (see RouteTable.ambiguity). */
+interface Lenient {
+  route: Route;
+  prefix: string;
+}
+
+/** Whether `path` starts with `prefix` on whole segments: the prefix, or the prefix then `/` (or a prefix ending in `/`). */
+function under(path: string, prefix: string): boolean {
+  return (
+    path.startsWith(prefix) &&
+    (path.length === prefix.length || prefix.endsWith('/') || path.charCodeAt(prefix.length) === 47)
+  );
+}
+
+/** The first of `list` (longest prefix first) whose prefix `path` is under. */
+function longest(list: readonly Lenient[], path: string): Lenient | null {
+  for (const l of list) if (under(path, l.prefix)) return l;
+  return null;
+}
+
 /** Longest-prefix route table. A prefix matches itself and anything below it (`/a` matches `/a/b`, not `/ab`). */
 export class RouteTable {
   private readonly routes: Route[];
+  /** The routes under their prefixes as a lenient origin reads them (lenientPath), longest first. */
+  private readonly lenient: Lenient[];
+  /** The same, ASCII case folded: what a case-insensitive origin reads. */
+  private readonly folded: Lenient[];
+  /**
+   * The longest prefix + 1: which route a path matches depends on its first `scan`
+   * characters only, so a path with nothing lenientPath or case folding changes in
+   * them matches the same route however an origin reads the rest.
+   */
+  private readonly scan: number;
+  /** A prefix that lenientPath or case folding changes: every path is read leniently. */
+  private readonly always: boolean;
 
   /** Environment of wakes that match no route: the first live environment. */
   readonly fallbackEnvironment: string;
@@ -87,6 +119,14 @@ export class RouteTable {
         };
       })
       .sort((a, b) => b.prefix.length - a.prefix.length);
+    const view = (f: (prefix: string) => string) =>
+      this.routes
+        .map((route) => ({ route, prefix: f(route.prefix) }))
+        .sort((a, b) => b.prefix.length - a.prefix.length);
+    this.lenient = view(lenientPath);
+    this.folded = view((p) => asciiLower(lenientPath(p)));
+    this.scan = (this.routes[0]?.prefix.length ?? 0) + 1;
+    this.always = this.routes.some((r) => asciiLower(lenientPath(r.prefix)) !== r.prefix);
   }
 
   byName(name: string): Route | undefined {
@@ -102,6 +142,124 @@ export class RouteTable {
     }
     return null;
   }
+
+  /**
+   * Why `path`, which matches `route` as sent, is refused: a lenient origin may read
+   * it as another route (or none). Lenient origins percent-decode unreserved
+   * characters (RFC 3986 §6.2.2.2; Go, Werkzeug, Django, Spring), drop `;params`
+   * from every segment (Tomcat, Spring), merge repeated slashes, or ignore case; if
+   * the path read that way matches another route than the raw path, the gateway would
+   * check one route's key and scope for a request the origin serves as the other's.
+   * The path is never rewritten: it is refused (null: forwarded as sent).
+   *
+   * Cheap for ordinary paths: a scan of the characters that can decide the route
+   * (the longest prefix + 1) for `%`, `;`, `//` or A-Z; only a path with one of them
+   * there is read leniently and matched twice more.
+   */
+  ambiguity(path: string, route: Route): string | null {
+    if (!this.always && !this.mayRead(path)) return null;
+    const norm = lenientPath(path);
+    const a = this.differs(norm, route, this.lenient) ?? this.differs(asciiLower(norm), route, this.folded);
+    if (a === null) return null;
+    const as = a.route === null ? 'a path outside every route' : `route ${a.route.name}`;
+    return `ambiguous path: an origin may read it as ${as}, the gateway as route ${route.name}; send the route prefix as configured, without percent-encoded letters, ;parameters, repeated slashes or another case`;
+  }
+
+  /** Whether the first `scan` characters of `path` hold `%`, `;`, `//` or an ASCII capital. */
+  private mayRead(path: string): boolean {
+    const n = Math.min(path.length, this.scan);
+    let prev = 0;
+    for (let i = 0; i < n; i++) {
+      const c = path.charCodeAt(i);
+      if (c === 37 || c === 59 || (c >= 65 && c <= 90) || (c === 47 && prev === 47)) return true;
+      prev = c;
+    }
+    return false;
+  }
+
+  /**
+   * The route (or null: none) `read` matches in `view` when it is not `route`. Two
+   * routes whose prefixes read the same (`/a` and `/A` folded) are one place to a
+   * lenient origin and to this check: the configuration, not the request, is what
+   * makes them ambiguous.
+   */
+  private differs(read: string, route: Route, view: readonly Lenient[]): { route: Route | null } | null {
+    const got = longest(view, read);
+    if (got !== null && got.route === route) return null;
+    const own = view.find((l) => l.route === route);
+    if (got !== null && own !== undefined && own.prefix === got.prefix) return null;
+    return { route: got?.route ?? null };
+  }
+}
+
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  const l = c | 32;
+  return l >= 97 && l <= 102 ? l - 87 : -1;
+}
+
+/** The character the two hex digits at `at` of `s` encode, when it is unreserved (RFC 3986 §2.3); else ''. */
+function unreservedAt(s: string, at: number): string {
+  if (at + 1 >= s.length) return '';
+  const hi = hexDigit(s.charCodeAt(at));
+  const lo = hexDigit(s.charCodeAt(at + 1));
+  if (hi < 0 || lo < 0) return '';
+  const c = hi * 16 + lo;
+  const unreserved =
+    (c >= 48 && c <= 57) ||
+    (c >= 65 && c <= 90) ||
+    (c >= 97 && c <= 122) ||
+    c === 45 ||
+    c === 46 ||
+    c === 95 ||
+    c === 126;
+  return unreserved ? String.fromCharCode(c) : '';
+}
+
+/**
+ * `path` as a lenient origin may read it: percent-encoded unreserved characters
+ * decoded (`%70` is `p`; `%2570` too, for an origin that decodes twice), `;params`
+ * dropped from every segment (`/a;x/b` is `/a/b`), repeated slashes merged (`//a`
+ * is `/a`). Dot segments, encoded slashes and backslashes are refused before
+ * (unsafePath) and are left as they are.
+ */
+export function lenientPath(path: string): string {
+  let out = '';
+  const n = path.length;
+  let i = 0;
+  while (i < n) {
+    const c = path.charCodeAt(i);
+    if (c === 47) {
+      if (out.charCodeAt(out.length - 1) !== 47) out += '/';
+      i++;
+    } else if (c === 59) {
+      const j = path.indexOf('/', i);
+      i = j === -1 ? n : j;
+    } else if (c === 37) {
+      const once = unreservedAt(path, i + 1);
+      // `%25` then an encoded unreserved character: what an origin that decodes twice reads.
+      const twice = once === '' && path.startsWith('25', i + 1) ? unreservedAt(path, i + 3) : '';
+      if (once !== '') {
+        out += once;
+        i += 3;
+      } else if (twice !== '') {
+        out += twice;
+        i += 5;
+      } else {
+        out += '%';
+        i++;
+      }
+    } else {
+      out += path[i];
+      i++;
+    }
+  }
+  return out;
+}
+
+/** ASCII case folding, as case-insensitive origins do (length kept). */
+function asciiLower(s: string): string {
+  return s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 }
 
 /**
@@ -115,10 +273,16 @@ const DOUBLE_ENCODED = /%25(?:2e|2f|5c|3b)/i;
 /**
  * Rejects request targets an origin could resolve to a different route than the
  * gateway matched: dot segments (`/a/../b`, also percent-encoded), an encoded
- * slash (`%2f`), a backslash, or anything not in origin-form (RFC 9112 §3.2.1).
+ * slash (`%2f`), a backslash, a fragment (`#` has no place in a request target,
+ * RFC 9112 §3.2, and URL parsers drop what follows it), or anything not in
+ * origin-form (RFC 9112 §3.2.1). `query` is the target's `?…` part, if any. What
+ * is left to check once the route is known is RouteTable.ambiguity's.
  */
-export function unsafePath(path: string): string | null {
+export function unsafePath(path: string, query = ''): string | null {
   if (path.charCodeAt(0) !== 47) return 'the request target must start with /';
+  if (path.includes('#') || query.includes('#')) {
+    return 'the request target must not contain a fragment (#): origins would drop what follows it';
+  }
   if (DOT_SEGMENT.test(path)) return 'the path must not contain dot segments';
   if (path.includes('%2f') || path.includes('%2F') || path.includes('%5c') || path.includes('%5C')) {
     return 'the path must not contain an encoded slash or backslash';
