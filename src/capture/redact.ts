@@ -7,7 +7,17 @@ import { FieldNames } from './field-names.js';
 import { maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
 import { hasLines, type LineRedaction, lineTyped, redactLines } from './line-formats.js';
 import { boundaryOf, eachPart } from './multipart.js';
-import { formDecode, jsonUnescape, nameEscapes, opaqueReason, trimPartialUtf8 } from './text.js';
+import {
+  editJson,
+  formDecode,
+  type JsonEditor,
+  jsonUnescape,
+  nameEscapes,
+  opaqueReason,
+  stringText,
+  trimPartialUtf8,
+  valueEnd,
+} from './text.js';
 import { decodeWide, encodeWide, type Wide, wideOf } from './wide.js';
 
 /** How one body is read: its budget, and whether a body the redactor cannot read is kept all the same. */
@@ -166,13 +176,7 @@ export class Redactor {
       const w = this.work as Work;
       w.match();
       w.depth(depth);
-      try {
-        return JSON.stringify(this.walk(JSON.parse(v), depth));
-      } catch (e) {
-        if (e instanceof OverBudget) throw e;
-        // Not JSON after all: the patterns below.
-      }
-      return this.jsonText(v);
+      return parses(v) ? this.json(v, depth) : this.jsonText(v);
     }
     // A URL's query or a form in a string (`"next":"https://…?token=…"`): its named parameters.
     const params = paramsAt(v);
@@ -200,18 +204,26 @@ export class Redactor {
     return this.fields.has(name) ? `${head}"${this.marker(lit.replace(/^"|"$/g, ''))}"` : m;
   }
 
-  private walk(v: unknown, depth: number): unknown {
-    if (typeof v === 'string') return this.nested(v, depth + 1);
-    if (v === null || typeof v !== 'object') return v;
-    (this.work as Work).depth(depth);
-    if (Array.isArray(v)) return v.map((x) => this.walk(x, depth + 1));
-    const o: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) {
-      o[k] =
-        this.fields.has(k) && (x === null || typeof x !== 'object') ? this.marker(String(x)) : this.walk(x, depth + 1);
-    }
-    return o;
+  /**
+   * A JSON document (one JSON.parse accepts) with the value of each named member
+   * replaced by one marker whatever its type (a string, number, literal, array or
+   * object; every duplicate of the key), and strings that hold documents followed.
+   * Values are replaced where they stand: every other byte is kept as sent (numbers
+   * past 2^53, spacing, key order), so a replay re-sends what was sent.
+   */
+  private json(text: string, depth: number): string {
+    return editJson(text, this.jsonEditor, false, depth);
   }
+  private readonly jsonEditor: JsonEditor = {
+    whole: (key) => this.fields.has(key),
+    replace: (raw) => `"${this.marker(markedText(raw))}"`,
+    string: (raw, _path, depth) => {
+      const t = stringText(raw);
+      const next = this.nested(t, depth + 1);
+      return next === t ? undefined : JSON.stringify(next);
+    },
+    enter: (depth) => (this.work as Work).depth(depth),
+  };
 
   /**
    * JSON text that does not parse (cut short, or JSON among other text): named keys
@@ -221,14 +233,26 @@ export class Redactor {
   private jsonText(text: string): string {
     const w = this.work as Work;
     const escaped = text.indexOf('\\') !== -1 && this.spelled.test(text);
-    let out = text.replace(KEY_VALUE, (m, head: string, key: string, v: string) => {
+    // A named key's value replaced whatever its type: an object or array through its
+    // matching bracket (or to the cut), so nothing inside it is kept.
+    const kv = new RegExp(KEY_VALUE);
+    let out = '';
+    let last = 0;
+    for (let m = kv.exec(text); m !== null; m = kv.exec(text)) {
+      const head = m[1] as string;
+      let key = m[2] as string;
       if (key.indexOf('\\') !== -1) {
         w.match();
         key = jsonUnescape(key);
       }
-      if (!this.fields.has(key)) return m;
-      return `${head}"${this.marker(v.replace(/^"|"$/g, ''))}"`;
-    });
+      if (!this.fields.has(key)) continue;
+      const start = m.index + head.length;
+      const end = m[3] === '{' || m[3] === '[' ? valueEnd(text, start) : kv.lastIndex;
+      out += `${text.slice(last, start)}"${this.marker(markedText(text.slice(start, end)))}"`;
+      last = kv.lastIndex = end;
+    }
+    if (last !== 0) out += text.slice(last);
+    else out = text;
     if (escaped) {
       out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
         if (inner.indexOf('\\') === -1) return m;
@@ -241,10 +265,12 @@ export class Redactor {
         return close === '' ? s.slice(0, -1) : s;
       });
     }
-    // Strings holding a URL's query, a form or lines (`"next":"https://…?token=…"`): their named values.
+    // Strings holding a URL's query, a form, lines (`"next":"https://…?token=…"`) or an
+    // escaped JSON document (`"data":"{\"password\":…}"`): their named values.
     if (this.fields.mentions(out)) {
       out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
-        if (!this.fields.mentions(inner) || (inner.indexOf('=') === -1 && inner.indexOf('\\n') === -1)) return m;
+        if (!this.fields.mentions(inner)) return m;
+        if (inner.indexOf('=') === -1 && inner.indexOf('\\n') === -1 && !this.fields.keyed(inner)) return m;
         w.match();
         const t = jsonUnescape(inner);
         const next = this.nested(t, 1);
@@ -309,7 +335,7 @@ export class Redactor {
     }
     if (!utf8) {
       // Bytes kept (opaque_bodies: keep) as base64; a gateway key among them is replaced all the same.
-      const kept = Buffer.from(this.scrubKeys(buf.toString('latin1')), 'latin1');
+      const kept = Buffer.from(this.scrubKeys(buf.toString('latin1'), truncated), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
     const text = this.text(bytes, ct, truncated);
@@ -340,26 +366,24 @@ export class Redactor {
       this.fields.keyed(searched) || escaped || (mentioned && (GRAPHQL.test(searched) || JSON_START.test(searched)));
     // Text of several lines is read as lines (`name: value`, `name=value`: YAML, TOML, .env), not as one form.
     const multiLine = searched.trimEnd().indexOf('\n') !== -1;
+    // A form sent with another type (`user=a&password=…` as application/json or octet-stream)
+    // is read as one when it is no JSON: one line with an `=` that mentions a named field.
     const form =
-      formType || (!json && !multiLine && (ct === '' || ct.startsWith('text/plain')) && searched.indexOf('=') !== -1);
+      formType ||
+      (!json && !multiLine && searched.indexOf('=') !== -1 && (ct === '' || ct.startsWith('text/plain') || mentioned));
     const lines = !formType && mentioned && lineTyped(ct) && hasLines(searched);
     if (!json && !form && !lines && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');
     let done = false;
     if (json) {
-      if (!truncated) {
-        try {
-          const parsed: unknown = JSON.parse(text);
-          const walked = JSON.stringify(this.walk(parsed, 0));
-          // Nothing replaced (a field named only in prose): the body stays as written.
-          if (walked !== JSON.stringify(parsed)) text = walked;
-          done = true;
-        } catch (e) {
-          if (e instanceof OverBudget) throw e;
-          // Not JSON after all (or text around it): the patterns below still find the named fields.
-        }
+      // One document: its values replaced where they stand (nothing replaced, it stays as written).
+      if (!truncated && parses(text)) {
+        text = this.json(text, 0);
+        done = true;
       }
-      if (!done) text = this.jsonText(text);
+      // Else documents a line each (NDJSON), or text that is not JSON (cut short, or JSON
+      // among other text): the patterns below still find the named fields.
+      if (!done) text = (text.indexOf('\n') !== -1 && this.jsonLines(text, truncated)) || this.jsonText(text);
     }
     // A form is read as one unless it was JSON after all (parsed whole, or not typed a form).
     if (form && !done && (formType || !json)) {
@@ -369,6 +393,27 @@ export class Redactor {
     if (lines && !done) text = redactLines(text, this.lineRedaction);
     const out = this.scrubKeys(text, truncated);
     return out === searched && out === bytes.toString('utf8') ? null : out;
+  }
+
+  /**
+   * Text of JSON documents a line each (NDJSON, JSON Lines), each redacted as one;
+   * the last line of a body cut short by the patterns. Null when some whole line is
+   * not a document (a document written over several lines, say).
+   */
+  private jsonLines(text: string, truncated: boolean): string | null {
+    const lines = text.split('\n');
+    const whole = truncated ? lines.length - 1 : lines.length;
+    for (let i = 0; i < whole; i++) {
+      const line = lines[i] as string;
+      if (firstNonSpace(line) < line.length && line !== '\r' && !parses(line)) return null;
+    }
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i] as string;
+      // A line naming no field (in any spelling, escapes included) has nothing to replace.
+      if (!this.fields.mentions(line) && line.indexOf('\\') === -1) continue;
+      lines[i] = i < whole ? this.json(line, 0) : this.jsonText(line);
+    }
+    return lines.join('\n');
   }
 
   /** A multipart body with each named part's content replaced, and JSON in other parts followed. */
@@ -451,8 +496,31 @@ const PARAM_SEPARATORS = /([&;])/;
 /** The characters of a gateway key (svc_live_ / svc_test_ and base62). */
 const KEY_CHARS = 'svc_livetsABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
-/** Any key and its value (a string, perhaps cut short, or a number) in JSON text. */
-const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"?|-?\d[\d.eE+-]*)/g;
+/**
+ * Any key and its value in JSON text: a string (perhaps cut short, even after its
+ * escape's backslash), a number, a literal, or the bracket that opens an object or array.
+ */
+const KEY_VALUE = /("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*(?:"|\\)?|-?\d[\d.eE+-]*|true|false|null|[[{])/g;
+
+/** Whether text is one JSON document (a stack too deep to parse is not). */
+function parses(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What a value replaced whole is marked as: a string's text as JSON reads it (as a
+ * query's or form's value is marked by its decoded text), anything else as written.
+ */
+function markedText(raw: string): string {
+  if (raw.charCodeAt(0) !== 34) return raw;
+  const close = raw.length > 1 && raw.endsWith('"') && !/(?:^|[^\\])(?:\\\\)*\\"$/.test(raw) ? 1 : 0;
+  return jsonUnescape(raw.slice(1, raw.length - close));
+}
 
 /** A JSON string literal (perhaps cut short): its text, and its closing quote ('' when cut off). */
 const JSON_STRING = /"((?:[^"\\]|\\.)*)("?)/g;

@@ -114,3 +114,129 @@ export function trimPartialUtf8(buf: Buffer): Buffer {
 
 /** A gateway key in the spellings replaced in place (kept for callers that test with it). */
 export const GATEWAY_KEY_START = spelledKeyIn('');
+
+/**
+ * What `editJson` asks at each value of a JSON document: the redactor replaces named
+ * members and strings holding documents; a replay fills markers (replay/fill.ts).
+ */
+export interface JsonEditor {
+  /** Whether a member's value is replaced whole, whatever its type (not read inside): by its key as JSON reads it. */
+  whole(key: string): boolean;
+  /** What replaces a value replaced whole, given its text as sent (and its path when paths are asked for). */
+  replace(raw: string, path: string): string;
+  /** What replaces a string value, given its text between the quotes as sent; undefined keeps it. */
+  string(raw: string, path: string, depth: number): string | undefined;
+  /** A member's key as JSON reads it, with the path of its object. */
+  key?(key: string, path: string): void;
+  /** An object or array entered at `depth` (it may stop the walk by throwing). */
+  enter?(depth: number): void;
+}
+
+/**
+ * A JSON document with values replaced where they stand: every other byte (numbers
+ * past 2^53, spacing, key order, duplicate keys, escapes) kept as written. `text`
+ * must be a document JSON.parse accepts (the walk relies on it). `paths`: give each
+ * value its JSON path (`$.card.cvc`, `$.items[0]`, `$["a b"]`), else ''.
+ */
+export function editJson(text: string, e: JsonEditor, paths = false, depth0 = 0): string {
+  let i = 0;
+  let last = 0;
+  let out = '';
+  const space = (): void => {
+    for (let c = text.charCodeAt(i); c === 32 || c === 10 || c === 13 || c === 9; c = text.charCodeAt(++i));
+  };
+  const edit = (start: number, t: string): void => {
+    out += text.slice(last, start) + t;
+    last = i;
+  };
+  const value = (path: string, depth: number): void => {
+    space();
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      const s = i;
+      i = stringEnd(text, i);
+      const t = e.string(text.slice(s + 1, i - 1), path, depth);
+      if (t !== undefined) edit(s, t);
+      return;
+    }
+    if (c !== 123 && c !== 91) {
+      i = valueEnd(text, i);
+      return;
+    }
+    e.enter?.(depth);
+    const object = c === 123;
+    i++;
+    space();
+    if (text.charCodeAt(i) === (object ? 125 : 93)) {
+      i++;
+      return;
+    }
+    for (let n = 0; ; n++) {
+      if (object) {
+        space();
+        const k = i;
+        i = stringEnd(text, i);
+        const key = stringText(text.slice(k + 1, i - 1));
+        space();
+        i++; // ':'
+        const p = paths ? jsonPath(path, key) : '';
+        e.key?.(key, path);
+        if (e.whole(key)) {
+          space();
+          const s = i;
+          i = valueEnd(text, i);
+          edit(s, e.replace(text.slice(s, i), p));
+        } else value(p, depth + 1);
+      } else value(paths ? `${path}[${n}]` : '', depth + 1);
+      space();
+      // A ',' goes on; the close ends it.
+      if (text.charCodeAt(i++) !== 44) return;
+    }
+  };
+  value('$', depth0);
+  return last === 0 && out === '' ? text : out + text.slice(last);
+}
+
+/** The text of a string of a valid JSON document (between its quotes, as written), its escapes undone. */
+export const stringText = (raw: string): string =>
+  raw.indexOf('\\') === -1 ? raw : (JSON.parse(`"${raw}"`) as string);
+
+/** The JSON path of member `key` of the value at `base`. */
+export const jsonPath = (base: string, key: string): string =>
+  /^[A-Za-z_$][\w$]*$/.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`;
+
+/** Where the JSON string opened by the quote at `i` ends (past its closing quote), or the end of text cut short. */
+function stringEnd(t: string, i: number): number {
+  for (let j = i + 1; ; ) {
+    const q = t.indexOf('"', j);
+    if (q === -1) return t.length;
+    let b = q - 1;
+    while (t.charCodeAt(b) === 92) b--;
+    if ((q - 1 - b) % 2 === 0) return q + 1;
+    j = q + 1;
+  }
+}
+
+/**
+ * Where the JSON value starting at `i` ends: a string past its quote, an object or
+ * array past its matching bracket (strings inside skipped), a number or word at the
+ * next delimiter; text cut short inside it ends at the cut.
+ */
+export function valueEnd(t: string, i: number): number {
+  const c = t.charCodeAt(i);
+  if (c === 34) return stringEnd(t, i);
+  if (c !== 123 && c !== 91) {
+    for (let x = t.charCodeAt(i); i < t.length && !LITERAL_ENDS.has(x); x = t.charCodeAt(++i));
+    return i;
+  }
+  let depth = 0;
+  for (; i < t.length; i++) {
+    const x = t.charCodeAt(i);
+    if (x === 34) i = stringEnd(t, i) - 1;
+    else if (x === 123 || x === 91) depth++;
+    else if ((x === 125 || x === 93) && --depth === 0) return i + 1;
+  }
+  return t.length;
+}
+/** `,` `]` `}` and JSON's whitespace. */
+const LITERAL_ENDS = new Set([44, 93, 125, 32, 10, 13, 9]);

@@ -1,6 +1,6 @@
 import { codingOf } from '../capture/codings.js';
 import type { WakeDetail } from '../capture/detail-types.js';
-import { formDecode } from '../capture/text.js';
+import { editJson, formDecode, stringText } from '../capture/text.js';
 
 /**
  * A redaction marker somewhere in a text, as stored (`[redacted:<12 hex>]`) or
@@ -86,10 +86,13 @@ export function fillRedacted(
       body = raw;
     } else {
       const ct = (headerOf('content-type') ?? '').toLowerCase();
-      // As the redactor read it: a form by its type, or untyped or text/plain text that is not JSON.
+      // As the redactor read it: a form by its type, or text that is not JSON: untyped or
+      // text/plain, or of one line whatever its type (a form sent as application/json).
       const form =
         ct.includes('application/x-www-form-urlencoded') ||
-        ((ct === '' || ct.startsWith('text/plain')) && !isJson(text) && text.includes('='));
+        (text.includes('=') &&
+          (ct === '' || ct.startsWith('text/plain') || !text.trimEnd().includes('\n')) &&
+          !isJson(text));
       const out = form ? fillParams(text, slot, 'body') : fillJson(text, slot);
       body = coding ? coding.encode(Buffer.from(out)) : Buffer.from(out);
     }
@@ -168,38 +171,40 @@ function isJson(text: string): boolean {
   }
 }
 
-/** JSON text with every value that is a marker taken from `set` by its JSON path; a body not JSON is unreachable. */
+/**
+ * JSON text with every value that is a marker taken from `set` by its JSON path, filled
+ * where it stands: every other byte is sent as captured (numbers past 2^53, spacing,
+ * duplicate keys). A body not JSON is unreachable.
+ */
 function fillJson(text: string, s: Slots): string {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
+  if (!isJson(text)) {
     s.unreachable.push('the body (neither JSON nor a form)');
     return text;
   }
-  const walk = (v: unknown, path: string): unknown => {
-    if (typeof v === 'string') {
-      if (!MARKER.test(v)) return v;
-      if (!WHOLE_MARKER.test(v)) {
-        s.unreachable.push(`inside the string at ${path}`);
-        return v;
-      }
-      const value = s.given(path);
-      if (value === undefined) s.missing.push(path);
-      return value === undefined ? v : value;
-    }
-    if (Array.isArray(v)) return v.map((x, i) => walk(x, `${path}[${i}]`));
-    if (v !== null && typeof v === 'object')
-      return Object.fromEntries(
-        Object.entries(v).map(([k, x]) => {
-          if (MARKER.test(k)) s.unreachable.push(`a key of ${path}`);
-          return [k, walk(x, pathOf(path, k))];
-        }),
-      );
-    return v;
-  };
-  return JSON.stringify(walk(doc, '$'));
+  return editJson(
+    text,
+    {
+      whole: () => false,
+      replace: (raw) => raw,
+      key: (key, path) => {
+        if (MARKER.test(key)) s.unreachable.push(`a key of ${path}`);
+      },
+      string: (raw, path) => {
+        const v = stringText(raw);
+        if (!MARKER.test(v)) return undefined;
+        if (!WHOLE_MARKER.test(v)) {
+          s.unreachable.push(`inside the string at ${path}`);
+          return undefined;
+        }
+        const value = s.given(path);
+        if (value === undefined) {
+          // A duplicate key names its path once.
+          if (!s.missing.includes(path)) s.missing.push(path);
+          return undefined;
+        }
+        return JSON.stringify(value);
+      },
+    },
+    true,
+  );
 }
-
-const pathOf = (base: string, key: string): string =>
-  /^[A-Za-z_$][\w$]*$/.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`;
