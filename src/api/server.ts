@@ -48,12 +48,15 @@ function toGatewayError(err: unknown): GatewayError {
 }
 
 /**
+ * The gate of a /v2 call no operation takes (the router refused its path, no operation
+ * has its path or method): any live key.
+ */
+const ANY_KEY = apiGate('', null);
+
+/**
  * Builds the /v2 management API. The gateway owns the HTTP server; `handler` is
  * what the gateway's listener calls for /v2 management paths.
  */
-/** The gate of a /v2 call no operation matched (the router refused its path): any live key. */
-const ANY_KEY = apiGate('', null);
-
 export async function buildApi(
   deps: ApiDeps,
   server: Server,
@@ -134,7 +137,8 @@ export async function buildApi(
       .send(errorBody(g.type, wakeId, g.message, g.param, g.retryAfter));
   });
 
-  // Known paths, so a wrong method is 405 with Allow rather than 404.
+  // Known paths, so a wrong method is 405 with Allow rather than 404. The call has
+  // passed admission as one any live key may make (the onRequest hook below).
   const known = new KnownPaths();
   app.setNotFoundHandler((request, reply) => {
     const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
@@ -145,15 +149,22 @@ export async function buildApi(
 
   // Every call an operation's `auth` names a scope for passes the one admission (key,
   // scope, buckets), as a proxied request does; its refusal's headers go on the answer.
+  // So does a call no operation takes (SPEC Authentication: every call carries a key),
+  // as one any live key may make: no key is 401 and draws the unauthenticated bucket,
+  // before the path is answered 404 or 405 (and before a body is read).
   app.decorateRequest('key', null as never);
   const gates = new WeakMap<RouteAuth, Gate>();
   app.addHook('onRequest', async (request, reply) => {
-    const auth = request.routeOptions.config.auth;
-    if (!auth || auth.scope === null) return;
-    let gate = gates.get(auth);
-    if (gate === undefined) {
-      gate = apiGate(auth.scope, auth.policy ?? null);
-      gates.set(auth, gate);
+    let gate: Gate | undefined;
+    if (request.is404) gate = ANY_KEY;
+    else {
+      const auth = request.routeOptions.config.auth;
+      if (!auth || auth.scope === null) return;
+      gate = gates.get(auth);
+      if (gate === undefined) {
+        gate = apiGate(auth.scope, auth.policy ?? null);
+        gates.set(auth, gate);
+      }
     }
     const x = (request.raw as WithExchange)[EXCHANGE] ?? null;
     const v = await deps.admission.call(request.raw, gate, x);
@@ -183,19 +194,38 @@ export async function buildApi(
   const h = handler as ((req: IncomingMessage, res: ServerResponse) => void) | null;
   if (!h) throw new Error('fastify did not hand over its request handler');
   // A method no /v2 endpoint has (QUERY, PROPFIND, ...) is 405 with Allow, whatever its
-  // Content-Type (fastify would parse the body of some first, and answer 400).
+  // Content-Type (fastify would parse the body of some first, and answer 400), once it
+  // has passed admission as a call any live key may make (a refused key is told first).
   const wrapped = (req: IncomingMessage, res: ServerResponse) => {
     if (STANDARD_METHODS.has(req.method ?? '')) return h(req, res);
-    const wakeId = (req as WithExchange)[EXCHANGE]?.id ?? null;
-    const no = known.answer(req.method ?? '', (req.url ?? '').split('?')[0] as string, wakeId);
-    const body = JSON.stringify(no.body);
     req.resume();
-    res.writeHead(no.status, {
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(body),
-      ...(no.allow !== null ? { allow: no.allow } : {}),
-    });
-    res.end(body);
+    const x = (req as WithExchange)[EXCHANGE] ?? null;
+    const wakeId = x?.id ?? null;
+    const answer = (v: Admitted | Refusal) => {
+      let status: number;
+      let body: string;
+      if (isRefusal(v)) {
+        const g = v.error;
+        status = g.status;
+        body = JSON.stringify(errorBody(g.type, wakeId, g.message, g.param, g.retryAfter));
+      } else {
+        const no = known.answer(req.method ?? '', (req.url ?? '').split('?')[0] as string, wakeId);
+        status = no.status;
+        body = JSON.stringify(no.body);
+        if (no.allow !== null) res.setHeader('allow', no.allow);
+      }
+      const headers = isRefusal(v) ? v.headers : v.limitHeaders;
+      if (headers !== null)
+        for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i] as string, headers[i + 1] as string);
+      res.writeHead(status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      });
+      res.end(body);
+    };
+    const v = deps.admission.call(req, ANY_KEY, x);
+    if (v instanceof Promise) v.then(answer, () => answer(refusal(new GatewayError('internal_error'))));
+    else answer(v);
   };
   return { app, handler: wrapped };
 }

@@ -4,6 +4,7 @@ import { GatewayError, missing, unprocessable } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { newKeyId } from '../ids.js';
 import type { Logger } from '../log.js';
+import { rateLimitProblem } from '../ratelimit/policy.js';
 import type { KeyTable } from '../store/keys.js';
 import { isRevoked } from './authorize.js';
 import { activeBootstrapKeys, BOOTSTRAP_LABEL } from './bootstrap.js';
@@ -89,10 +90,18 @@ export class KeyService {
     this.scopes = knownScopes(o.cfg);
   }
 
-  /** A key's rate_limit as given: a policy name of the config, or its own {limit, burst, window}. */
+  /**
+   * A key's rate_limit as given: a policy name of the config (its own names only: never
+   * `constructor` or `__proto__` of Object.prototype), or its own {limit, burst, window};
+   * anything that is no policy to count with is 422 naming rate_limit.
+   */
   ratePolicy(v: string | KeyRateLimit): KeyRateLimit {
-    if (typeof v !== 'string') return v;
-    const p = this.cfg.rate_limits[v];
+    if (typeof v !== 'string') {
+      const problem = rateLimitProblem(v);
+      if (problem !== null) throw unprocessable('rate_limit', `rate_limit ${problem}`);
+      return { limit: v.limit, burst: v.burst, window: v.window };
+    }
+    const p = Object.hasOwn(this.cfg.rate_limits, v) ? this.cfg.rate_limits[v] : undefined;
     if (!p) {
       const names = Object.keys(this.cfg.rate_limits).join(', ');
       throw unprocessable(
@@ -104,7 +113,10 @@ export class KeyService {
   }
 
   envClass(environment: string): 'live' | 'test' | null {
-    return this.cfg.environments[environment]?.class ?? null;
+    // Own names only: `constructor` or `__proto__` is no environment.
+    return Object.hasOwn(this.cfg.environments, environment)
+      ? (this.cfg.environments[environment]?.class ?? null)
+      : null;
   }
 
   view(k: KeyRecord, secret?: string): KeyView {
@@ -180,7 +192,10 @@ export class KeyService {
       if (seen.has(s)) throw unprocessable(`scopes[${i}]`, `duplicate scope ${JSON.stringify(s)}`);
       seen.add(s);
     }
-    if (input.rate_limit && input.rate_limit.burst < 1) throw unprocessable('rate_limit.burst', 'must be at least 1');
+    if (input.rate_limit !== undefined) {
+      if (input.rate_limit.burst < 1) throw unprocessable('rate_limit.burst', 'must be at least 1');
+      this.ratePolicy(input.rate_limit);
+    }
     let replaced: KeyRecord | null = null;
     if (input.replaces !== undefined) {
       replaced = this.ring.get(input.replaces) ?? null;
@@ -243,9 +258,12 @@ export class KeyService {
     return { key, secret };
   }
 
-  /** A key's own limit: its rate_limit, else the `default` policy it is held to. */
+  /**
+   * A key's own limit: its rate_limit, else the `default` policy it is held to (as the
+   * limiter does, also for a stored rate_limit that makes no policy, such as `{}`).
+   */
   private ownLimit(k: Pick<KeyRecord, 'rate_limit'>): KeyRateLimit {
-    return k.rate_limit ?? this.ratePolicy('default');
+    return k.rate_limit && rateLimitProblem(k.rate_limit) === null ? k.rate_limit : this.ratePolicy('default');
   }
 
   /** An admin key (DESIGN.md): all six management scopes, in a live-class environment. */

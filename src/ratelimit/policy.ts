@@ -23,11 +23,34 @@ export interface Policy {
   header: string;
 }
 
-/** A configured policy, ready for arithmetic (a fleet shares one bucket through Redis, never a split). */
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v > 0;
+
+/**
+ * Why `p` is no policy to count with, or null when it is one: `limit` and `burst`
+ * finite positive numbers and `window` one of WINDOW_MS's own names (never a member
+ * of Object.prototype). A NaN or infinite rate would let every request through.
+ */
+export function rateLimitProblem(p: unknown): string | null {
+  if (typeof p !== 'object' || p === null || Array.isArray(p)) return 'must be {limit, burst, window}';
+  const { limit, burst, window } = p as Record<string, unknown>;
+  if (!isCount(limit)) return 'limit must be a finite positive number';
+  if (!isCount(burst)) return 'burst must be a finite positive number';
+  if (typeof window !== 'string' || !Object.hasOwn(WINDOW_MS, window)) {
+    return `window must be one of ${Object.keys(WINDOW_MS).join(', ')}`;
+  }
+  return null;
+}
+
+/**
+ * A configured policy, ready for arithmetic (a fleet shares one bucket through Redis, never a split).
+ * Throws a RangeError for values that are no policy (rateLimitProblem).
+ */
 export function makePolicy(
   name: string,
   p: Pick<RateLimitPolicy, 'limit' | 'burst' | 'window'> & { shared?: boolean },
 ): Policy {
+  const problem = rateLimitProblem(p);
+  if (problem !== null) throw new RangeError(`rate limit policy ${JSON.stringify(name)}: ${problem}`);
   const windowMs = WINDOW_MS[p.window];
   const { limit, burst } = p;
   return {
@@ -97,11 +120,15 @@ export class PolicySet {
     return this.policies.get(name);
   }
 
+  /**
+   * A key's own policy, else `default`. A stored rate_limit that makes no policy (one
+   * kept before such values were refused, e.g. `{}`) counts as none: `default`.
+   */
   private keyPolicy(key: KeyRecord): Policy {
     if (!key.rate_limit) return this.def;
     let p = this.keyPolicies.get(key);
     if (!p) {
-      p = makePolicy('key', key.rate_limit);
+      p = rateLimitProblem(key.rate_limit) === null ? makePolicy('key', key.rate_limit) : this.def;
       this.keyPolicies.set(key, p);
     }
     return p;
