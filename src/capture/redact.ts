@@ -109,13 +109,17 @@ export class Redactor {
     return this.headerNames.has(name.toLowerCase());
   }
 
-  /** Header pairs with named headers (and any gateway key) replaced. */
+  /** Header pairs with named headers (and any gateway key, in a name or a value) replaced. */
   headers(raw: readonly string[]): [string, string][] {
     const out: [string, string][] = [];
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i] as string;
       const value = raw[i + 1] as string;
-      out.push([name, this.headerNames.has(name.toLowerCase()) ? this.marker(value) : this.scrubKeys(value)]);
+      // A gateway key used as a field's name is kept out of storage as one in its value is.
+      out.push([
+        this.scrubKeys(name),
+        this.headerNames.has(name.toLowerCase()) ? this.marker(value) : this.scrubKeys(value),
+      ]);
     }
     return out;
   }

@@ -52,6 +52,17 @@ describe('stored detail: named fields whatever their value, and every other byte
     return { body: req.body, truncated: req.body_truncated };
   };
 
+  it('a gateway key used as a header field name is kept out of storage', async () => {
+    const key = `svc_live_${'Ab3'.repeat(15)}`;
+    const r = await fetch(`${t.url}/open/h`, { headers: { [key]: '1', 'x-plain': 'kept' } });
+    await r.arrayBuffer();
+    await flushed(t.gw);
+    const w = await call(t.url, t.admin, 'GET', `/v2/wakes/${r.headers.get('x-wake-id')}`);
+    const text = JSON.stringify(w.body);
+    expect(text).not.toContain('Ab3Ab3Ab3Ab3');
+    expect(w.body.request.headers).toContainEqual(['x-plain', 'kept']);
+  });
+
   it('a named JSON field holding an array or object is stored as one marker', async () => {
     const id = await post(
       '/open/x',
