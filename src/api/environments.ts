@@ -22,7 +22,7 @@ export function environmentsPlugin(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (request) => {
       const own = request.key.environment;
-      const live = deps.config.environments[own]?.class === 'live';
+      const live = Object.hasOwn(deps.config.environments, own) && deps.config.environments[own]?.class === 'live';
       const data = Object.entries(deps.config.environments)
         .filter(([name]) => live || name === own)
         .map(([name, e]) => ({

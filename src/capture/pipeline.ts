@@ -37,7 +37,8 @@ export function openLog<T>(
   return wal;
 }
 
-export const retentionOf = (cfg: Readonly<Config>) => (env: string) => cfg.environments[env]?.wake_retention_days ?? 30;
+export const retentionOf = (cfg: Readonly<Config>) => (env: string) =>
+  (Object.hasOwn(cfg.environments, env) ? cfg.environments[env]?.wake_retention_days : undefined) ?? 30;
 
 /** The key of the redaction HMAC, from the instance's sealing key (domain-separated). */
 export const redactionKey = (sealingKey: Buffer): Buffer =>

@@ -126,7 +126,7 @@ function crossCheck(cfg: Config): Problem[] {
     for (const e of Object.keys(r.origins)) {
       if (!envs.has(e)) fail(`${at}.origins.${e}`, `unknown environment ${JSON.stringify(e)}`);
     }
-    if (!cfg.rate_limits[r.rate_limit]) {
+    if (!Object.hasOwn(cfg.rate_limits, r.rate_limit)) {
       fail(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
     }
     if (r.auth === 'required' && !r.scopes) fail(`${at}.scopes`, 'a route with auth: required needs scopes');

@@ -135,6 +135,15 @@ describe('config', () => {
     ]);
   });
 
+  it("refuses a route rate_limit that names no policy of its own, Object's members included", () => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const routes = [{ name: 'a', prefix: '/a', auth: 'none', origins: { production: 'http://a' }, rate_limit: name }];
+      expect(fail(() => loadConfig({ values: { routes } }))).toBe(
+        `config: routes[0].rate_limit: unknown rate limit policy ${JSON.stringify(name)}`,
+      );
+    }
+  });
+
   it('names the key path of a bad value in one line', () => {
     expect(fail(() => loadConfig({ values: { server: { port: 'x' } } }))).toMatch(/^config: server\.port: /);
     expect(fail(() => loadConfig({ values: { capture: { batch_rows: -1 } } }))).toMatch(
