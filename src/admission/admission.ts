@@ -238,7 +238,8 @@ export class Admission {
         return refusal(senderLacksScope(a.keyId, scope, gate.name));
       }
     }
-    if (a.kind === 'replay' && key === null && (gate.auth === 'required' || gate.auth === 'mtls')) return refusal(senderMissing(gate.name));
+    if (a.kind === 'replay' && key === null && (gate.auth === 'required' || gate.auth === 'mtls'))
+      return refusal(senderMissing(gate.name));
     // The buckets: the caller's, and the route's or operation's own policy.
     const admitted: Admitted = { ask: a, route, origin, key, limitHeaders: null };
     const limiter = this.d.limiter;
