@@ -100,9 +100,28 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
       agent: isHttps ? agents.https : agents.http,
       lookup: filteredLookup(o.allowPrivate) as unknown as net.LookupFunction,
     });
+    // The attempt ends at its timeout whatever the request's state: one already destroyed
+    // (Node closes the socket of an answer it takes for an upgrade) raises no event then.
     const timer = setTimeout(() => {
-      req.destroy(new Error(`no answer within ${o.timeoutMs} ms`));
+      req.destroy();
+      done(fail(`no answer within ${o.timeoutMs} ms`));
     }, o.timeoutMs);
+    // A 101 Switching Protocols (or any upgrade) is no delivery: Node hands it to 'upgrade', never to 'response'.
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      done({
+        ok: false,
+        status: res.statusCode ?? 101,
+        body: '',
+        durationMs: Math.round(performance.now() - t0),
+        retryAfter: null,
+        error: 'the endpoint answered with an upgrade',
+      });
+    });
+    // Closed with nothing settled (neither an answer nor an error came): a failed attempt, not a hang.
+    req.on('close', () => {
+      if (!settled && !req.writableFinished) done(fail('the connection closed without an answer'));
+    });
     req.on('response', (res) => {
       const status = res.statusCode ?? 0;
       const chunks: Buffer[] = [];
