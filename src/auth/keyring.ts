@@ -4,8 +4,13 @@ import type { KeyTable } from '../store/keys.js';
 import type { KeyRecord } from './key.js';
 import { hashSecret } from './secrets.js';
 
-/** Overlap between polls, so a write stamped by a slightly late clock is not missed. */
-const POLL_OVERLAP_MS = 5_000;
+/**
+ * Overlap between polls: a key's updated_at is stamped by the clock of the instance that
+ * wrote it, so a write from an instance whose clock is behind another's (this one's
+ * included) is read while the clocks differ by up to this much. A poll reads the keys
+ * written within it again (a handful; applying one again changes nothing).
+ */
+const POLL_OVERLAP_MS = 300_000;
 /** An announced version storage does not hold yet (a replica behind) is asked for again after these waits. */
 const REREAD_MS = [0, 50, 250, 1000];
 /** A revocation already in force is confirmed from storage a moment later, off the path of the requests it refuses. */
@@ -98,7 +103,9 @@ export class KeyRing {
     // A revoked key gives its certificate up: it never hides a live key that took it since.
     if (k.tls_fingerprint && (k.revoked_at === null || !this.byFingerprint.has(k.tls_fingerprint)))
       this.byFingerprint.set(k.tls_fingerprint, k);
-    if (!fromPeer && k.updated_at > this.maxUpdated) this.maxUpdated = k.updated_at;
+    // Never past this instance's now: a version stamped by a clock ahead of it would lift the
+    // watermark over every write stamped by the others meanwhile.
+    if (!fromPeer && k.updated_at > this.maxUpdated) this.maxUpdated = Math.min(k.updated_at, Date.now());
     if (this.publisher) {
       this.unpublished.push(k);
       if (this.unpublished.length === 1) queueMicrotask(() => void this.published());
