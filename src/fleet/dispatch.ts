@@ -30,7 +30,10 @@ local function decode(s)
   if not s then return nil end
   local ok, st = pcall(cjson.decode, s)
   if not ok or type(st) ~= 'table' then return nil end
-  if st.next_attempt_at ~= cjson.null and not tonumber(st.next_attempt_at) then return nil end
+  -- A due time is a finite number, as the JS side reads it (withState): a numeric string or
+  -- 1e400 here was "later" to this script and "now" to the dispatcher, which claimed again at once.
+  local n = st.next_attempt_at
+  if n ~= cjson.null and (type(n) ~= 'number' or n ~= n or n == math.huge or n == -math.huge) then return nil end
   return st
 end
 `;
