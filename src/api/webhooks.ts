@@ -176,7 +176,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
             summary: 'Replay a failed or dead-lettered delivery as a new, marked delivery',
             success: 201,
             object: 'delivery',
-            errors: [401, 403, 404, 409],
+            errors: [401, 403, 404, 409, 503],
           },
         },
       },
@@ -250,7 +250,8 @@ export function webhooksPlugin(w: WebhookApiDeps) {
             ...(body ? { body } : {}),
             success: method === 'POST' && url.endsWith('/test') ? 201 : 200,
             object: url.endsWith('/test') ? 'delivery' : 'webhook_endpoint',
-            errors: [400, 401, 403, 404, 422],
+            // A test send is refused (503) while the queue is full (webhooks.max_queued_events).
+            errors: url.endsWith('/test') ? [400, 401, 403, 404, 422, 503] : [400, 401, 403, 404, 422],
           },
         },
         handler: async (request, reply) => {

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import { GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { retryDelay } from './backoff.js';
@@ -7,6 +8,21 @@ import type { EndpointService } from './endpoints.js';
 import type { DeliveryQueue } from './queue.js';
 import type { DeliveryRecord } from './records.js';
 import { MAX_STORED_BODY, type Send } from './sender.js';
+
+/** What a refused test send or replay asks to wait (s): deliveries leave the queue as they end. */
+export const QUEUE_FULL_RETRY_S = 30;
+
+/** The API's answer to a delivery the queue has no room for (a test send, a replay): nothing was stored. */
+export const queueFull = (): GatewayError =>
+  new GatewayError(
+    'service_unavailable',
+    'the webhook queue holds its most deliveries (webhooks.max_queued_events); nothing was sent or stored: retry shortly',
+    null,
+    QUEUE_FULL_RETRY_S,
+  );
+
+/** How long a start waits for the write-ahead log's outcomes to go into storage before resuming without them. */
+const LOG_REPLAY_WAIT_MS = 15_000;
 
 export interface DispatcherOptions {
   cfg: Pick<Config, 'webhooks'>;
@@ -37,6 +53,10 @@ export class Dispatcher {
   /** Deliveries sent again by hand while being attempted: the note their outcome ends with. */
   private readonly superseded = new Map<string, string>();
   private inflight = 0;
+  /** Deliveries taken by `add` and still being written (they count against the bound). */
+  private adding = 0;
+  /** Attempts settled (their delivery back in the queue, or ended) that still hold their slot: counted once. */
+  private settledInSlot = 0;
   private readonly perEndpoint = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
@@ -50,9 +70,14 @@ export class Dispatcher {
     this.random = o.random ?? Math.random;
   }
 
-  /** Deliveries waiting for an attempt, plus those being attempted. */
+  /** Deliveries waiting for an attempt, plus those being attempted or being written by `add`. */
   get queued(): number {
-    return this.queue.waiting + this.inflight;
+    return this.queue.waiting + this.inflight - this.settledInSlot + this.adding;
+  }
+
+  /** How many more deliveries `add` takes now: `max_queued_events` less those held. */
+  room(): number {
+    return Math.max(0, this.o.cfg.webhooks.max_queued_events - this.queued);
   }
 
   /** Age in ms of the most overdue pending delivery (0 when none is due). */
@@ -86,23 +111,53 @@ export class Dispatcher {
     this.queue.record({ ...waiting, next_attempt_at: null, response_body: note });
   }
 
-  /** Starts inserting the outcomes the log holds from an earlier run. */
-  resumeLog(): void {
-    this.queue.resumeLog();
-  }
-
-  /** Loads unfinished deliveries (after a restart). */
+  /**
+   * Loads unfinished deliveries (after a restart). The outcomes the write-ahead log
+   * holds from the earlier run (storage down at its stop, or a crash before their
+   * insert) go into storage first: read without them, a delivered delivery would be
+   * sent again and a dead-lettered one start over. Storage refusing them (or not
+   * answering within LOG_REPLAY_WAIT_MS) does not hold the start: the log keeps
+   * them and retries, and what storage has is resumed.
+   */
   async resume(): Promise<number> {
+    this.queue.resumeLog();
+    let timer: NodeJS.Timeout | undefined;
+    const replayed = await Promise.race([
+      this.queue.flush().then(() => true),
+      new Promise<false>((r) => {
+        timer = setTimeout(() => r(false), LOG_REPLAY_WAIT_MS);
+        timer.unref();
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!replayed)
+      this.o.log.warn('webhook outcomes of the earlier run not yet stored; resuming deliveries without them', {
+        waited_ms: LOG_REPLAY_WAIT_MS,
+      });
     const n = await this.queue.resume();
     if (n) this.o.log.info('webhook deliveries resumed', { count: n });
     return n;
   }
 
-  /** Persists new deliveries, then schedules them. */
-  async add(rows: DeliveryRecord[]): Promise<void> {
-    if (rows.length === 0) return;
-    await this.queue.add(rows);
+  /**
+   * Persists new deliveries, then schedules them: at most `room()` of them (the
+   * first ones), so no more than `max_queued_events` ever wait, whoever adds them
+   * (fan-out, a test send, a replay). Returns how many it took; the others are not
+   * stored, and the caller sheds them (fan-out) or refuses the request (the API).
+   * The bound is checked before the first await: a caller that saw room() > 0 in
+   * the same synchronous run gets its delivery taken.
+   */
+  async add(rows: DeliveryRecord[]): Promise<number> {
+    const room = this.room();
+    const take = rows.length <= room ? rows : rows.slice(0, room);
+    if (take.length === 0) return 0;
+    this.adding += take.length;
+    try {
+      await this.queue.add(take);
+    } finally {
+      this.adding -= take.length;
+    }
     this.tick();
+    return take.length;
   }
 
   /** Starts every attempt that is due, within the caps. */
@@ -122,9 +177,11 @@ export class Dispatcher {
 
   /** Attempts `d`, for which `tick` reserved room. */
   private run(d: DeliveryRecord): void {
-    const p: Promise<void> = this.attempt(d)
+    const slot = { settled: false };
+    const p: Promise<void> = this.attempt(d, slot)
       .catch((e: Error) => this.o.log.error('delivery attempt failed unexpectedly', { delivery_id: d.id, err: e }))
       .finally(() => {
+        if (slot.settled) this.settledInSlot--;
         this.inflight--;
         const n = (this.perEndpoint.get(d.endpoint_id) ?? 1) - 1;
         if (n === 0) this.perEndpoint.delete(d.endpoint_id);
@@ -135,18 +192,32 @@ export class Dispatcher {
     this.active.add(p);
   }
 
-  private async attempt(taken: DeliveryRecord): Promise<void> {
+  /**
+   * Hands the queue an outcome, and marks `slot` settled: the queue holds a retry
+   * again from the call on (both queues put it back before their first await).
+   */
+  private async settle(outcome: DeliveryRecord, slot: { settled: boolean }): Promise<void> {
+    const settling = this.queue.settle(outcome);
+    slot.settled = true;
+    this.settledInSlot++;
+    await settling;
+  }
+
+  private async attempt(taken: DeliveryRecord, slot: { settled: boolean }): Promise<void> {
     const d = await this.queue.claim(taken);
     if (d === null) return;
     const { endpoints, metrics, clock, log } = this.o;
     const ep = endpoints.get(d.endpoint_id);
     if (!ep || ep.status !== 'enabled') {
-      await this.queue.settle({
-        ...d,
-        status: 'dead_lettered',
-        next_attempt_at: null,
-        response_body: 'endpoint disabled',
-      });
+      await this.settle(
+        {
+          ...d,
+          status: 'dead_lettered',
+          next_attempt_at: null,
+          response_body: 'endpoint disabled',
+        },
+        slot,
+      );
       metrics.deliveries.labels('dead_lettered').inc();
       return;
     }
@@ -203,7 +274,7 @@ export class Dispatcher {
       this.superseded.delete(d.id);
       next = { ...next, next_attempt_at: null, response_body: note };
     }
-    await this.queue.settle(next);
+    await this.settle(next, slot);
     await endpoints.recordAnswer(d.endpoint_id, out.status, after);
   }
 

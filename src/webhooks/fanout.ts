@@ -167,6 +167,17 @@ export class FanOut {
         );
       }
     }
+    // A fleet's leader that lost the lead meanwhile (paused past it) writes nothing: the
+    // new leader fans these events out. Checked right before writing, the window is a
+    // round trip, not a poll.
+    if (this.o.leader && rows.length > 0 && !(await this.o.leader.lead()).leading)
+      throw new Error('the fan-out lead passed to another instance');
+    const taken = await this.o.dispatcher.add(rows);
+    // The room was taken meanwhile (a test send, a replay): the rest are shed as well.
+    for (const d of rows.slice(taken)) {
+      shedNow++;
+      this.o.metrics.eventsShed.labels(d.event_type).inc();
+    }
     if (shedNow > 0) {
       this.shedCount += shedNow;
       if (now - this.lastShedLog > 10_000) {
@@ -178,12 +189,6 @@ export class FanOut {
         });
       }
     }
-    // A fleet's leader that lost the lead meanwhile (paused past it) writes nothing: the
-    // new leader fans these events out. Checked right before writing, the window is a
-    // round trip, not a poll.
-    if (this.o.leader && rows.length > 0 && !(await this.o.leader.lead()).leading)
-      throw new Error('the fan-out lead passed to another instance');
-    await this.o.dispatcher.add(rows);
   }
 
   /**

@@ -2,12 +2,12 @@ import type { Clock } from '../clock.js';
 import { GatewayError, missing } from '../errors.js';
 import { newDeliveryId } from '../ids.js';
 import type { DeliveryTable } from '../store/webhooks.js';
-import type { Dispatcher } from './dispatcher.js';
+import { type Dispatcher, queueFull } from './dispatcher.js';
 import type { DeliveryRecord } from './records.js';
 
 export interface RedeliverOptions {
   deliveries: Pick<DeliveryTable, 'get'>;
-  dispatcher: Pick<Dispatcher, 'supersede' | 'add'>;
+  dispatcher: Pick<Dispatcher, 'supersede' | 'add' | 'room'>;
   clock: Clock;
   environment: string;
   /** The delivery to send again. */
@@ -18,7 +18,9 @@ export interface RedeliverOptions {
  * Sends a failed or dead-lettered delivery again, by hand (the API's
  * POST /v2/webhooks/deliveries/{id}/replay): a new delivery of the same event to the
  * same endpoint, marked `is_replay` and `replay_of` (and `x-service-replay: true` on
- * the wire), so it is never confused with a retry.
+ * the wire), so it is never confused with a retry. When the queue is full
+ * (`max_queued_events`), nothing changes: no new delivery, and the original keeps
+ * its own retries (503 service_unavailable, with Retry-After).
  */
 export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
   const d = o.id.startsWith('dlv_') ? await o.deliveries.get(o.environment, o.id) : null;
@@ -44,8 +46,10 @@ export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
     next_attempt_at: now,
     updated_at: now,
   };
+  // Checked before the original is superseded; from here to add's own check nothing awaits, so the room stays.
+  if (o.dispatcher.room() < 1) throw queueFull();
   // The original's own retries end: the new delivery is its next attempt (else the receiver gets it twice).
   if (d.status === 'failed') o.dispatcher.supersede(d, r.id);
-  await o.dispatcher.add([r]);
+  if ((await o.dispatcher.add([r])) === 0) throw queueFull();
   return r;
 }

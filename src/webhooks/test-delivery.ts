@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import { newEventId } from '../ids.js';
 import { pendingDelivery } from './delivery.js';
-import type { Dispatcher } from './dispatcher.js';
+import { type Dispatcher, queueFull } from './dispatcher.js';
 import type { DeliveryRecord, EndpointRecord } from './records.js';
 
 /** The event type of POST /v2/webhooks/endpoints/{id}/test: sent to that endpoint only, never fanned out. */
@@ -14,7 +14,11 @@ export interface TestDeliveryOptions {
   maxAttempts: number;
 }
 
-/** A delivery of a `webhook.test` event to one endpoint, signed and retried like any other. */
+/**
+ * A delivery of a `webhook.test` event to one endpoint, signed and retried like any
+ * other, and held against `max_queued_events` like any other: when the queue is full
+ * it is neither stored nor sent (503 service_unavailable, with Retry-After).
+ */
 export async function testDelivery(o: TestDeliveryOptions): Promise<DeliveryRecord> {
   const now = o.clock.now();
   const ep = o.endpoint;
@@ -37,6 +41,6 @@ export async function testDelivery(o: TestDeliveryOptions): Promise<DeliveryReco
     },
     now,
   );
-  await o.dispatcher.add([d]);
+  if ((await o.dispatcher.add([d])) === 0) throw queueFull();
   return d;
 }

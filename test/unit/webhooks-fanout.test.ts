@@ -51,8 +51,9 @@ function fanoutHarness(
           failAdds--;
           throw new Error('storage unavailable');
         }
-        made.push(...rows);
-        await h.dispatcher.add(rows);
+        const taken = await h.dispatcher.add(rows);
+        made.push(...rows.slice(0, taken));
+        return taken;
       },
     },
     clock: h.clock,
