@@ -254,10 +254,10 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     ring.start(cfg.storage.key_poll_interval_ms, undefined, store.changes);
     keys.keys.start();
     // What the write-ahead logs hold from an earlier run goes in now, while serving,
-    // with every listener (event rules, fan-out) in place: availability first.
+    // with every listener (event rules, fan-out) in place: availability first. (The
+    // deliveries' log went in already, before the dispatcher resumed: webhooksPart.)
     bus.resume();
     capture.batcher.resume();
-    webhooks.dispatcher.resumeLog();
 
     /** Starts the edges (this thread's, or the edge threads), then the ops and management listeners. */
     const listen = async (
@@ -527,6 +527,7 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
     });
   }
   await fanout.init();
+  // Stores the outcomes the deliveries' log holds from the earlier run, then resumes what is unfinished.
   await dispatcher.resume();
   bus.onRecorded(() => void fanout.poll());
   endpoints.start(cfg.storage.key_poll_interval_ms, store.changes);
