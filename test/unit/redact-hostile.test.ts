@@ -67,13 +67,22 @@ const BOMBS: [string, Buffer, string, string | undefined][] = [
 
 describe('reading a hostile body costs a bounded amount (issue #25, item 1)', () => {
   it('each bomb is kept as size and SHA-256 with its reason, at most ~2x a plain 32 KB JSON body', () => {
-    const plain = cpuMs(plainJson(), 'application/json');
+    const plainBody = plainJson();
     for (const [name, body, ct, ce] of BOMBS) {
       const kept = r.forWake('wk_bomb').body(body, body.length, ct, ce, o);
       if (kept.encoding === 'omitted') expect(omittedInfo(kept.data.toString())?.reason, name).toBeTruthy();
       expect(text(kept), name).not.toMatch(/"password":\s*"?x/);
-      // Measured ~0.1-1.9 ms against ~1.5-2.3 ms for the plain body; 3x leaves room for a noisy core.
-      expect(cpuMs(body, ct, ce), name).toBeLessThan(Math.max(3 * plain, 1));
+      // Measured ~0.1-2.3 ms against ~0.8-2.3 ms for the plain body; 3x leaves room for a noisy core.
+      // Each bomb is set against the plain body measured just before it, and has three tries:
+      // on a loaded machine (CI runs three files at once on two cores) one pair can land on a
+      // busy moment, while a bomb that is dear (issue #25's cost 24 to 197 ms) fails all three.
+      const ratios: number[] = [];
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const plain = cpuMs(plainBody, 'application/json');
+        ratios.push(cpuMs(body, ct, ce) / Math.max(plain, 1 / 3));
+        if ((ratios.at(-1) as number) < 3) break;
+      }
+      expect(Math.min(...ratios), name).toBeLessThan(3);
     }
   });
 
