@@ -1,12 +1,14 @@
+import { randomFillSync } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { bucketHash, hashOut } from '../ratelimit/bucket-hash.js';
 import { headersFor, type QuotaWarning, refusal, THRESHOLDS, WINDOW_NAME } from '../ratelimit/limiter.js';
 import { type Choice, emptyChoice, type Policy, PolicySet } from '../ratelimit/policy.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
-import type { Coordinator } from './redis.js';
+import { type Coordinator, Unavailable } from './redis.js';
 import { GIVE, QUOTA, TAKE } from './scripts.js';
 import { type ShareBucket, shareDecision, shareOf } from './share.js';
 
@@ -31,11 +33,23 @@ const FIRST_WANT = 4;
  */
 const CEILING_SLACK_MS = LEASE_MS;
 /**
- * Idle buckets kept only for their ceiling (not yet full again), at most: past this, an
- * idle bucket is forgotten as before (its ceiling starts full if it comes back), so many
- * client addresses cannot grow memory without bound.
+ * Idle buckets kept for what they still remember (a ceiling or an outage's share not yet
+ * full again), at most: past this, the sweep evicts those that would be full soonest, so
+ * many client addresses cannot grow memory without bound, Redis up or down. An evicted
+ * ceiling is forgotten (it starts full if its bucket comes back: it only bounds what a
+ * tampered Redis grants); an evicted share's debt goes into the sketch (SKETCH_CELLS).
  */
 const CEILINGS_KEPT = 50_000;
+/**
+ * Cells of each of the two rows of the sketch of evicted shares (Float64: 2 MB, made at
+ * the first eviction). Each cell holds the latest instant an evicted share hashed there
+ * would be full again; a share made afterwards starts from the earlier of its two cells.
+ */
+const SKETCH_CELLS = 1 << 17;
+/** Leases whose outage spending the sweep charges to Redis at most, each sweep (one TAKE for all of them). */
+const DEBTS_PER_SWEEP = 64;
+/** Added to when a lease owing a debt is full again (sweep): such leases are evicted last. */
+const DEBT_LAST_MS = 1e15;
 /** How often unspent leases are given back and quota counts sent. */
 const SWEEP_MS = 100;
 /** A lease no decision has drawn on for this long goes back early: its tokens are of more use elsewhere. */
@@ -82,6 +96,12 @@ interface Lease {
   /** This instance's share of the bucket while Redis cannot answer (on_unavailable: local). */
   share: ShareBucket | null;
   /**
+   * Tokens admitted from the share that Redis has not been charged for: the next TAKE
+   * of this bucket (a request's, or the sweep's) charges them to the shared bucket
+   * before anything is granted, so the spending of an outage or a stall counts there.
+   */
+  debt: number;
+  /**
    * What this instance may still take from Redis, a bucket of the policy's own counted
    * here (tokens, at `ceilingAt` local monotonic ms): whatever Redis holds or answers,
    * this instance never holds more than one bucket would grant it.
@@ -117,7 +137,9 @@ const UNAVAILABLE_CLOSED: LimitDecision = {
  * end (they may come back unspent), so nothing one bucket would admit is refused.
  * Redis late by more than coordination.timeout_ms (its own lateness, lateness.ts), or
  * down: on_unavailable decides (local enforces this instance's share of each bucket,
- * open admits, closed answers 503), counted in wakegate_coordination_unavailable_total.
+ * open admits, closed answers 503), counted in wakegate_coordination_unavailable_total;
+ * what a share admitted is charged to the shared bucket by the next TAKE (Lease.debt),
+ * so the fleet admits about one bucket over an outage or a stall and after it, not two.
  * Quota uses are counted in Redis (QUOTA), so a threshold is crossed once per fleet.
  * Redis is not trusted with the bound: a grant is cut to what was asked and to this
  * instance's own ceiling (a bucket of the same policy, refilled by the local clock, with
@@ -148,6 +170,14 @@ export class FleetLimiter implements RequestLimiter {
   private readonly onWarning: (w: QuotaWarning) => void;
   /** Instances of the fleet alive in the last minute (alive.ts), for the local share. */
   private readonly instances: () => number;
+  /**
+   * Debts of shares evicted under table pressure (two rows of SKETCH_CELLS, by a keyed
+   * hash of the bucket's name; null until the first eviction): per cell, the latest
+   * instant (local monotonic ms) an evicted share hashed there would be full again.
+   */
+  private sketch: Float64Array | null = null;
+  /** The sketch's hash key, random per process: nobody can pick names that share cells. */
+  private readonly seed = randomFillSync(new Int32Array(2));
 
   constructor(o: {
     cfg: Pick<Config, 'rate_limits' | 'environments' | 'coordination'>;
@@ -219,6 +249,7 @@ export class FleetLimiter implements RequestLimiter {
         askAt: 0,
         nap: null,
         share: null,
+        debt: 0,
         ceiling: p.burst,
         ceilingAt: performance.now(),
       };
@@ -345,14 +376,54 @@ export class FleetLimiter implements RequestLimiter {
     const t = performance.now();
     const n = Math.max(1, this.instances());
     // Tokens still held in a lease are spent from it (local()) until it ends: the share is of the rest.
-    l1.share = shareOf(l1.share, l1.policy, n, l1.left, t);
-    if (l2 !== null) l2.share = shareOf(l2.share, l2.policy, n, l2.left, t);
+    l1.share = this.shareFor(l1, n, t);
+    if (l2 !== null) l2.share = this.shareFor(l2, n, t);
     let d = shareDecision(l1.share, l2?.share ?? null);
     // What the share admits counts under the ceiling too: Redis failing on purpose lifts nothing.
     if (d.allowed && !this.spendCeilings(l1, l2, t)) d = refusal(l1.policy, Math.max(0, l1.ceiling), null, 0, false);
+    if (d.allowed) {
+      // Redis never heard of it: charged to the shared bucket at the next TAKE.
+      l1.debt++;
+      if (l2 !== null) l2.debt++;
+    }
     this.metrics.coordinationUnavailable.labels(d.allowed ? 'admitted' : 'refused').inc();
     if (d.allowed && key !== null && p1 !== null) this.count(key, p1, now);
     return d;
+  }
+
+  /**
+   * `l`'s share, brought up to `t`. A new one starts at most where the sketch says an
+   * evicted share of this bucket would be now: the sweep evicting a share under table
+   * pressure (its debt folded into the sketch) never hands the bucket a fresh one.
+   */
+  private shareFor(l: Lease, n: number, t: number): ShareBucket {
+    if (l.share !== null) return shareOf(l.share, l.policy, n, l.left, t);
+    const s = shareOf(null, l.policy, n, l.left, t);
+    if (this.sketch !== null) {
+      const owed = this.owed(l.name);
+      if (owed > t) s.tokens = Math.max(0, Math.min(s.tokens, s.policy.burst - (owed - t) * s.policy.rate));
+    }
+    return s;
+  }
+
+  /** The sketch's two cells for bucket `name` (the sketch made). */
+  private cells(name: string): [number, number] {
+    bucketHash(this.seed[0] as number, this.seed[1] as number, 'f', name);
+    return [(hashOut.h1 >>> 0) % SKETCH_CELLS, SKETCH_CELLS + ((hashOut.h2 >>> 1) % SKETCH_CELLS)];
+  }
+
+  /** When an evicted share of bucket `name` is full again, at the latest (the earlier of its two cells). */
+  private owed(name: string): number {
+    const sk = this.sketch as Float64Array;
+    const [c1, c2] = this.cells(name);
+    return Math.min(sk[c1] as number, sk[c2] as number);
+  }
+
+  /** Remembers that a share of bucket `name`, evicted, is full again at `fullAt`. */
+  private fold(name: string, fullAt: number): void {
+    if (this.sketch === null) this.sketch = new Float64Array(2 * SKETCH_CELLS).fill(Number.NEGATIVE_INFINITY);
+    const sk = this.sketch;
+    for (const c of this.cells(name)) if (fullAt > (sk[c] as number)) sk[c] = fullAt;
   }
 
   /**
@@ -381,13 +452,18 @@ export class FleetLimiter implements RequestLimiter {
     const args: (string | number)[] = [id, LEASE_MS + LEASE_GRACE_MS, asks.length];
     /** Per bucket asked, the most Redis may grant: what was asked. */
     const asked: number[] = [];
+    /** Per bucket asked, the debt it pays first (Lease.debt, as sent). */
+    const paying: number[] = [];
     for (const a of asks) {
       args.push(a.need.length);
       for (const l of a.need) {
         keys.push(l.name, l.leases);
-        const need = Math.max(1, l.waiting);
+        // Needed now: the debt, then a token for each request waiting (the sweep's call: the debt only).
+        const debt = Math.floor(l.debt);
+        const need = Math.max(1, l.waiting + debt);
         args.push(l.policy.burst, l.policy.rate, l.want, need);
         asked.push(Math.max(l.want, need));
+        paying.push(debt);
       }
     }
     // Leases ended here go back in the same write, ahead of the take: Redis counts out only what is still out.
@@ -407,16 +483,26 @@ export class FleetLimiter implements RequestLimiter {
         for (const ask of asks) {
           for (const l of ask.need) {
             const at = performance.now();
-            const redisGrant = bounded(a[k * 4], 0, asked[k] as number);
-            const grant = this.underCeiling(l, Math.floor(redisGrant), at);
+            const granted = Math.floor(bounded(a[k * 4], 0, asked[k] as number));
+            // The debt is paid first, out of the grant: those tokens are spent already (by the share).
+            const paid = Math.min(granted, paying[k] as number);
+            l.debt = Math.max(0, l.debt - paid);
+            const redisGrant = granted - paid;
+            const grant = this.underCeiling(l, redisGrant, at);
             l.left = bounded(a[k * 4 + 1], 0, l.policy.burst);
             // Redis answers: what was decided locally while it could not is over.
             l.share = null;
-            if (grant > 0 && grant === Math.floor(redisGrant)) {
+            if (grant > 0 && grant === redisGrant) {
               l.held = grant;
               l.until = t + LEASE_MS;
               l.used = t;
-              l.member = `${id}:${k + 1}:${grant}`;
+              // Redis's member names the whole grant: given back, what is unspent of `grant` counts again.
+              l.member = `${id}:${k + 1}:${granted}`;
+              l.emptyUntil = 0;
+              l.askAt = 0;
+            } else if (redisGrant === 0 && paid > 0) {
+              // All of it paid the debt: the lease goes back at once, nothing unspent; ask again.
+              this.gives.push({ lease: l, member: `${id}:${k + 1}:${granted}`, back: 0 });
               l.emptyUntil = 0;
               l.askAt = 0;
             } else if (grant > 0) {
@@ -448,6 +534,18 @@ export class FleetLimiter implements RequestLimiter {
         }
       },
       (e: unknown) => {
+        // Written and not answered in time, on a connection still up: Redis runs it when it
+        // catches up (a stall), so the debt it carried counts as paid; charged again with each
+        // probe of a stall, it would drain the bucket several times over. Not sent (not
+        // connected), lost with the connection, or refused by the script: still owed.
+        if (e instanceof Unavailable && this.co.ready) {
+          let k = 0;
+          for (const ask of asks)
+            for (const l of ask.need) {
+              l.debt = Math.max(0, l.debt - (paying[k] as number));
+              k++;
+            }
+        }
         for (const ask of asks) ask.reject(e);
       },
     );
@@ -503,10 +601,66 @@ export class FleetLimiter implements RequestLimiter {
     return true;
   }
 
-  /** Whether `l`'s ceiling is full again by `t`: forgetting it then loses nothing. */
-  private ceilingFull(l: Lease, t: number): boolean {
+  /** When `l`'s share (while Redis is away) is full again: `t` if it has none or it is full. */
+  private shareFullAt(l: Lease, t: number): number {
+    if (l.share === null) return t;
+    const s = shareOf(l.share, l.policy, l.share.of, l.left, t);
+    return s.tokens >= s.policy.burst ? t : t + (s.policy.burst - s.tokens) / s.policy.rate;
+  }
+
+  /**
+   * When `l` remembers nothing one would miss (its ceiling and its share full again):
+   * at `t` or before, forgetting it loses nothing.
+   */
+  private fullAt(l: Lease, t: number): number {
     this.refillCeiling(l, t);
-    return l.ceiling >= l.policy.burst;
+    const c = l.ceiling >= l.policy.burst ? t : t + (l.policy.burst - l.ceiling) / l.policy.rate;
+    // A debt not yet charged to Redis is lost with the lease: never free to forget, evicted last.
+    return Math.max(c, this.shareFullAt(l, t)) + (l.debt >= 1 ? DEBT_LAST_MS : 0);
+  }
+
+  /** Whether the sweep may forget `l` (idle, holding no lease), given what it remembers. */
+  private static idle(l: Lease, t: number): boolean {
+    return (
+      l.fetching === null && l.member === '' && l.held === 0 && l.waiting === 0 && t >= l.emptyUntil && t >= l.askAt
+    );
+  }
+
+  /**
+   * Evicts the `excess` idle buckets that would be full soonest (the fewest tokens owed).
+   * Evicting a share must never make the limit laxer: a lease made again for the bucket
+   * during the outage starts from `left` = burst (it has heard nothing from Redis), so
+   * its new share would start full, handing the address another share of its bucket.
+   * The share's debt (when it is full again) is folded into the sketch, and shareFor()
+   * starts a new share from it: an address evicted and back admits no more than if it
+   * had stayed; a sketch cell shared with another bucket can only make a limit stricter.
+   * Evicting those full soonest keeps that strictness (and the ceilings forgotten) small.
+   * Leases still owing Redis a debt (Lease.debt) go last: evicted, the share's debt stays
+   * here (sketch) but Redis is no longer charged for it, so after the outage that bucket
+   * may admit up to the share it spent again (at most one share per evicted bucket).
+   */
+  private evict(excess: number, t: number): void {
+    const at: number[] = [];
+    for (const kind of this.leases.values())
+      for (const l of kind.values()) if (FleetLimiter.idle(l, t)) at.push(this.fullAt(l, t));
+    const sorted = Float64Array.from(at).sort();
+    const cut = sorted[Math.min(excess, sorted.length) - 1] as number;
+    // Those full before the cut, then as many full at it as still needed.
+    let left = excess;
+    for (const strictly of [true, false]) {
+      for (const kind of this.leases.values()) {
+        for (const [id, l] of kind) {
+          if (left === 0) return;
+          if (!FleetLimiter.idle(l, t)) continue;
+          const f = this.fullAt(l, t);
+          if (strictly ? !(f < cut) : f !== cut) continue;
+          const s = this.shareFullAt(l, t);
+          if (s > t) this.fold(l.name, s);
+          kind.delete(id);
+          left--;
+        }
+      }
+    }
   }
 
   private count(key: KeyRecord, p: Policy, now: number): void {
@@ -523,18 +677,31 @@ export class FleetLimiter implements RequestLimiter {
     if (this.sweeping) return this.sweeping;
     const t = performance.now();
     let kept = 0;
+    let paying = 0;
     for (const kind of this.leases.values()) {
       for (const [id, l] of kind) {
         if (l.fetching !== null) continue;
         if ((l.member !== '' || l.held > 0) && (t >= l.until || t - l.used >= IDLE_MS)) this.retire(l);
-        const idle = l.waiting === 0 && t >= l.emptyUntil && t >= l.askAt;
-        // A share kept while Redis is away goes only once full again (then it is a fresh one anyway).
-        const shared =
-          l.share === null || shareOf(l.share, l.policy, l.share.of, l.left, t).tokens >= l.share.policy.burst;
-        if (l.member !== '' || l.held !== 0 || !idle || !shared) continue;
-        if (this.ceilingFull(l, t) || ++kept > CEILINGS_KEPT) kind.delete(id);
+        if (!FleetLimiter.idle(l, t)) continue;
+        // What the share admitted while Redis was away is charged to it now, whichever
+        // instance the bucket's requests go to next (a TAKE of the debt; what it grants
+        // beyond goes back with the next sweeps).
+        if (l.debt >= 1 && paying < DEBTS_PER_SWEEP && t >= this.downUntil && this.co.ready) {
+          paying++;
+          kept++;
+          this.take(l, null).catch(() => {
+            this.downUntil = performance.now() + PROBE_MS;
+          });
+          continue;
+        }
+        // Full again (ceiling and share, kept while Redis is away): a fresh one is the same.
+        if (this.fullAt(l, t) <= t) kind.delete(id);
+        else kept++;
       }
     }
+    // Shares count against the bound too: during an outage every address still refilling
+    // holds one, and many addresses must not grow memory without bound.
+    if (kept > CEILINGS_KEPT) this.evict(kept - CEILINGS_KEPT, t);
     const gives = this.gives.splice(0);
     const uses = [...this.uses];
     this.uses.clear();
