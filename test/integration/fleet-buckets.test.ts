@@ -1,47 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import type { Wake } from '../../src/capture/wake.js';
 import { loadConfig } from '../../src/config/index.js';
 import type { EventSink } from '../../src/events/bus.js';
 import { sloRules } from '../../src/events/slo.js';
-import { FleetLimiter } from '../../src/fleet/buckets.js';
 import { Coordinator } from '../../src/fleet/redis.js';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
 import type { QuotaWarning } from '../../src/ratelimit/limiter.js';
+import { fleetOnRedis, storage } from '../helpers/fleet.js';
 import { keyRecord } from '../helpers/keys.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { startRedis } from '../helpers/redis.js';
 import { wakeRow } from '../helpers/wakes.js';
 
 /** Two limiters (two instances' worth: each its own connection) on one real redis-server. */
-let redis: TestRedis;
-const made: { limiter: FleetLimiter; co: Coordinator }[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const m of made) {
-    await m.limiter.stop();
-    await m.co.close();
-  }
-  await redis.stop();
-});
-
-/** A fleet shares its storage: the config names one (these tests never reach it). */
-const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
-
-async function instance(over: Record<string, unknown> = {}, onWarning?: (w: QuotaWarning) => void) {
-  const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url, timeout_ms: 1000 }, ...over } });
-  const metrics = createMetrics({ process: false });
-  registerCoordination(metrics);
-  const log = createLogger('silent');
-  const co = new Coordinator({ url: redis.url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
-  await co.start();
-  const limiter = new FleetLimiter({ cfg, co, metrics, log, ...(onWarning ? { onWarning } : {}) });
-  made.push({ limiter, co });
-  return { limiter, metrics, co };
-}
+const fleet = fleetOnRedis();
+const instance = (values: Record<string, unknown> = {}, onWarning?: (w: QuotaWarning) => void) =>
+  fleet.instance({ values, ...(onWarning ? { onWarning } : {}) });
 
 const key = (id: string, rl: KeyRecord['rate_limit']): KeyRecord => keyRecord(id, 'production', rl);
 
@@ -66,8 +41,8 @@ describe('buckets and once-per-fleet events through Redis', () => {
     expect(ds.filter((d) => d.allowed)).toHaveLength(5);
     expect(ds.at(-1)?.policy).toBe('reports');
     await a.limiter.stop();
-    const tok = Number(await redis.cli('HGET', 'wakegate:wg:b:k:both', 'tok'));
-    const out = Number(await redis.cli('HGET', 'wakegate:wg:b:k:both', 'out'));
+    const tok = Number(await fleet.redis().cli('HGET', 'wakegate:wg:b:k:both', 'tok'));
+    const out = Number(await fleet.redis().cli('HGET', 'wakegate:wg:b:k:both', 'out'));
     // The key's bucket gave 5; what its leases held beyond them came back, and none is held now.
     expect(Math.floor(tok + 1e-6)).toBe(95);
     expect(out).toBe(0);
@@ -95,11 +70,11 @@ describe('buckets and once-per-fleet events through Redis', () => {
   });
 
   it('follow on_unavailable when Redis answers slower than timeout_ms, without waiting for it, and count it', async () => {
-    const open = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'open' } });
-    const closed = await instance({ coordination: { redis_url: redis.url, timeout_ms: 50, on_unavailable: 'closed' } });
+    const open = await fleet.instance({ coordination: { timeout_ms: 50, on_unavailable: 'open' } });
+    const closed = await fleet.instance({ coordination: { timeout_ms: 50, on_unavailable: 'closed' } });
     const k = key('slow', { limit: 1, burst: 10, window: 'day' });
     // Asleep for a second; the decisions come 200 ms in (redis-cli can take a while to start on a loaded host).
-    const sleeping = redis.cli('DEBUG', 'SLEEP', '1');
+    const sleeping = fleet.redis().cli('DEBUG', 'SLEEP', '1');
     await new Promise((r) => setTimeout(r, 200));
     const t0 = performance.now();
     const [a, b] = await Promise.all([
@@ -117,7 +92,7 @@ describe('buckets and once-per-fleet events through Redis', () => {
 
   it('raise slo.burn once for the fleet when two instances see the same burn', async () => {
     const [a, b] = [await instance(), await instance()];
-    const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url } } });
+    const cfg = loadConfig({ values: { storage, coordination: { redis_url: fleet.redis().url } } });
     const raised: string[] = [];
     const sink = (who: string): EventSink => ({
       emit(type, environment, data) {

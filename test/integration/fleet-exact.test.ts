@@ -1,16 +1,16 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
-import { loadConfig } from '../../src/config/index.js';
 import { Heartbeat } from '../../src/fleet/alive.js';
-import { FleetLimiter } from '../../src/fleet/buckets.js';
+import type { FleetLimiter } from '../../src/fleet/buckets.js';
 import { Coordinator, type Reply } from '../../src/fleet/redis.js';
 import { GIVE, TAKE } from '../../src/fleet/scripts.js';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
 import type { LimitDecision } from '../../src/ratelimit/types.js';
+import { fleetOnRedis, hammer as hammerFleet, settle } from '../helpers/fleet.js';
 import { keyRecord } from '../helpers/keys.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { startRedis } from '../helpers/redis.js';
 
 /**
  * The fleet's buckets against a real redis-server, several limiters (each its own
@@ -18,60 +18,21 @@ import { startRedis, type TestRedis } from '../helpers/redis.js';
  * Redis's own lateness (not this process's event loop), and limiting at each
  * instance's share while Redis is away (on_unavailable: local).
  */
-let redis: TestRedis;
-const made: { limiter: FleetLimiter; co: Coordinator }[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const m of made) {
-    await m.limiter.stop();
-    await m.co.close();
-  }
-  await redis.stop();
-});
-
-/** A fleet shares its storage: the config names one (these tests never reach it). */
-const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
-
-async function instance(coordination: Record<string, unknown> = {}, url = redis.url, instances?: () => number) {
-  const cfg = loadConfig({
-    values: { storage, coordination: { redis_url: url, timeout_ms: 1000, ...coordination } },
-  });
-  const metrics = createMetrics({ process: false });
-  registerCoordination(metrics);
-  const log = createLogger('silent');
-  const co = new Coordinator({ url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
-  await co.start();
-  const limiter = new FleetLimiter({ cfg, co, metrics, log, ...(instances ? { instances } : {}) });
-  limiter.start();
-  made.push({ limiter, co });
-  return { limiter, metrics, co };
-}
+const onRedis = fleetOnRedis();
+const instance = (coordination: Record<string, unknown> = {}, url?: string, instances?: () => number) =>
+  onRedis.instance({ coordination, ...(url ? { url } : {}), ...(instances ? { instances } : {}), start: true });
 
 const key = (id: string, rl: KeyRecord['rate_limit']): KeyRecord => keyRecord(id, 'production', rl);
-const settle = async (d: LimitDecision | Promise<LimitDecision>) => (d instanceof Promise ? await d : d);
 const unavailable = async (m: ReturnType<typeof createMetrics>, outcome: string) =>
   (await m.coordinationUnavailable.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
 /** `n` decisions on `k` through `limiter`, `inFlight` at a time; the count admitted. */
-async function hammer(limiter: FleetLimiter, k: KeyRecord, n: number, inFlight: number): Promise<number> {
-  let next = 0;
-  let admitted = 0;
-  const worker = async () => {
-    while (next < n) {
-      next++;
-      const d = await settle(limiter.check(k, '', null, Date.now()));
-      if (d.allowed) admitted++;
-      // Headers stay honest: never more remaining than the bucket holds.
-      const remaining = Number(d.headers[d.headers.indexOf('x-ratelimit-remaining') + 1]);
-      if (remaining > 300) throw new Error(`x-ratelimit-remaining ${remaining} past the burst`);
-    }
-  };
-  await Promise.all(Array.from({ length: inFlight }, worker));
-  return admitted;
-}
+const hammer = (limiter: FleetLimiter, k: KeyRecord, n: number, inFlight: number) =>
+  hammerFleet(limiter, k, n, inFlight, (d) => {
+    // Headers stay honest: never more remaining than the bucket holds.
+    const remaining = Number(d.headers[d.headers.indexOf('x-ratelimit-remaining') + 1]);
+    if (remaining > 300) throw new Error(`x-ratelimit-remaining ${remaining} past the burst`);
+  });
 
 describe('a fleet bucket under uneven load', () => {
   it('admits exactly what one bucket would, 10 times: 600/200/100 requests through three instances, 16 in flight each', async () => {
@@ -189,7 +150,7 @@ describe('the shared bucket (TAKE and GIVE, Lua on Redis)', () => {
   it('never holds more than its burst in the bucket and the leases out, whatever instances take and give back', async () => {
     const m = createMetrics({ process: false });
     registerCoordination(m);
-    const co = new Coordinator({ url: redis.url, timeoutMs: 1000, log: createLogger('silent'), metrics: m });
+    const co = new Coordinator({ url: onRedis.redis().url, timeoutMs: 1000, log: createLogger('silent'), metrics: m });
     await co.start();
     try {
       let bucketNo = 0;

@@ -1,11 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
-import { FleetLimiter } from '../../src/fleet/buckets.js';
-import { Coordinator } from '../../src/fleet/redis.js';
-import { createLogger } from '../../src/log.js';
-import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
-import type { LimitDecision } from '../../src/ratelimit/types.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { describe, expect, it } from 'vitest';
+import type { FleetLimiter } from '../../src/fleet/buckets.js';
+import { fleetOnRedis, settle } from '../helpers/fleet.js';
 
 /**
  * The bucket table while Redis is away (on_unavailable: local): every client address
@@ -13,42 +8,16 @@ import { startRedis, type TestRedis } from '../helpers/redis.js';
  * without bound; the sweep evicts, and an address evicted and back must admit no more
  * than one bucket would, fleet-wide.
  */
-let redis: TestRedis;
-const made: { limiter: FleetLimiter; co: Coordinator }[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const m of made) {
-    await m.limiter.stop();
-    await m.co.close();
-  }
-  await redis.stop();
-});
-
-const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
-
+const onRedis = fleetOnRedis();
 /** An instance of a fleet of two: each address's bucket 10 an hour (as auth: none, the default policy). */
-async function instance() {
-  const cfg = loadConfig({
-    values: {
-      storage,
-      coordination: { redis_url: redis.url, timeout_ms: 1000 },
-      rate_limits: { default: { limit: 10, burst: 10, window: 'hour' } },
-    },
-  });
-  const metrics = createMetrics({ process: false });
-  registerCoordination(metrics);
-  const log = createLogger('silent');
-  const co = new Coordinator({ url: redis.url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
-  await co.start();
-  const limiter = new FleetLimiter({ cfg, co, metrics, log, instances: () => 2 });
-  made.push({ limiter, co });
-  return limiter;
-}
+const instance = async () =>
+  (
+    await onRedis.instance({
+      values: { rate_limits: { default: { limit: 10, burst: 10, window: 'hour' } } },
+      instances: () => 2,
+    })
+  ).limiter;
 
-const settle = async (d: LimitDecision | Promise<LimitDecision>) => (d instanceof Promise ? await d : d);
 /** Whether `limiter` still holds address `ip`'s bucket (white box: the test must see an eviction). */
 const holds = (limiter: FleetLimiter, ip: string) =>
   (limiter as unknown as { leases: Map<string, Map<string, unknown>> }).leases.get('a')?.has(ip) ?? false;
@@ -58,7 +27,7 @@ async function admitted(limiter: FleetLimiter, ip: string, n: number): Promise<n
   let ok = 0;
   for (let i = 0; i < n; i++) {
     const d = limiter.check(null, ip, null, Date.now());
-    if ((d instanceof Promise ? await d : d).allowed) ok++;
+    if ((await settle(d)).allowed) ok++;
   }
   return ok;
 }
@@ -66,7 +35,7 @@ async function admitted(limiter: FleetLimiter, ip: string, n: number): Promise<n
 describe('the bucket table while Redis is away (on_unavailable: local)', () => {
   it('keeps at most 50,000 idle buckets after a sweep, and an address evicted admits no more than one bucket', async () => {
     const fleet = [await instance(), await instance()];
-    await redis.stop();
+    await onRedis.redis().stop();
     // The first address spends its whole bucket: its share (5) on each instance.
     const first = '10.0.0.1';
     for (const f of fleet) expect(await admitted(f, first, 10)).toBe(5);

@@ -1,13 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KeyRecord } from '../../src/auth/key.js';
-import { loadConfig } from '../../src/config/index.js';
-import { FleetLimiter } from '../../src/fleet/buckets.js';
+import { describe, expect, it } from 'vitest';
 import { Coordinator } from '../../src/fleet/redis.js';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, registerCoordination } from '../../src/metrics/index.js';
-import type { LimitDecision } from '../../src/ratelimit/types.js';
+import { fleetOnRedis, hammer } from '../helpers/fleet.js';
 import { keyRecord } from '../helpers/keys.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
 
 /**
  * A short stall of Redis (slower than timeout_ms, then answering again): while it is
@@ -15,51 +11,10 @@ import { startRedis, type TestRedis } from '../helpers/redis.js';
  * that spending is charged to the shared bucket, so the fleet admits one bucket over
  * the stall and after it, not one during and another after.
  */
-let redis: TestRedis;
-const made: { limiter: FleetLimiter; co: Coordinator }[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const m of made) {
-    await m.limiter.stop();
-    await m.co.close();
-  }
-  await redis.stop();
-});
-
-const storage = { clickhouse_url: 'http://127.0.0.1:8123' };
-
-async function instance() {
-  const cfg = loadConfig({ values: { storage, coordination: { redis_url: redis.url, timeout_ms: 50 } } });
-  const metrics = createMetrics({ process: false });
-  registerCoordination(metrics);
-  const log = createLogger('silent');
-  const co = new Coordinator({ url: redis.url, timeoutMs: cfg.coordination.timeout_ms, log, metrics });
-  await co.start();
-  const limiter = new FleetLimiter({ cfg, co, metrics, log, instances: () => 2 });
-  limiter.start();
-  made.push({ limiter, co });
-  return { limiter, metrics, co };
-}
-
-const settle = async (d: LimitDecision | Promise<LimitDecision>) => (d instanceof Promise ? await d : d);
+const fleet = fleetOnRedis();
+/** An instance of a fleet of two, late after 50 ms, its sweep running. */
+const instance = () => fleet.instance({ coordination: { timeout_ms: 50 }, instances: () => 2, start: true });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `n` decisions on `k` through `limiter`, 16 at a time; the count admitted. */
-async function hammer(limiter: FleetLimiter, k: KeyRecord, n: number): Promise<number> {
-  let next = 0;
-  let admitted = 0;
-  const worker = async () => {
-    while (next < n) {
-      next++;
-      if ((await settle(limiter.check(k, '', null, Date.now()))).allowed) admitted++;
-    }
-  };
-  await Promise.all(Array.from({ length: 16 }, worker));
-  return admitted;
-}
 
 describe('a short stall of Redis (on_unavailable: local)', () => {
   it('admits one bucket over the stall and after it: what the shares admitted is charged when Redis answers', async () => {
@@ -74,9 +29,9 @@ describe('a short stall of Redis (on_unavailable: local)', () => {
     // Redis asleep for 2 s: wait until a PING is late, from a connection of the test's own.
     const m = createMetrics({ process: false });
     registerCoordination(m);
-    const probe = new Coordinator({ url: redis.url, timeoutMs: 30, log: createLogger('silent'), metrics: m });
+    const probe = new Coordinator({ url: fleet.redis().url, timeoutMs: 30, log: createLogger('silent'), metrics: m });
     await probe.start();
-    const sleeping = redis.cli('DEBUG', 'SLEEP', '2');
+    const sleeping = fleet.redis().cli('DEBUG', 'SLEEP', '2');
     const until = performance.now() + 3000;
     while (performance.now() < until) {
       try {
@@ -110,11 +65,11 @@ describe('a short stall of Redis (on_unavailable: local)', () => {
     await hammer(a.limiter, k, 1);
     await hammer(b.limiter, k, 1);
     await sleep(400);
-    await redis.stop();
+    await fleet.redis().stop();
     const during = (await hammer(a.limiter, k, 400)) + (await hammer(b.limiter, k, 400));
     expect(during).toBeGreaterThan(200);
     // Back, empty (a fresh bucket): b takes no request, its sweep charges what it admitted.
-    await redis.start();
+    await fleet.redis().start();
     const until = performance.now() + 5000;
     while (!(a.co.ready && b.co.ready) && performance.now() < until) await sleep(20);
     await sleep(500);
