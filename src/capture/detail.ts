@@ -78,6 +78,8 @@ export class BodyTap {
   private chunks: Buffer[] = [];
   kept = 0;
   total = 0;
+  /** The body ended before its sender said it would (its client or origin went): stored as cut. */
+  short = false;
 
   constructor(readonly max: number) {}
 
@@ -155,6 +157,7 @@ export function buildDetail(t: DetailTap, r: Redactor, salt: string | DetailSalt
       headerValue(headers, 'content-type'),
       headerValue(headers, 'content-encoding'),
       s.body,
+      tap.short,
     );
   const query = r.query(t.query);
   const request_headers = s.headers ? r.headers(t.reqHeaders) : null;

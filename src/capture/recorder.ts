@@ -78,7 +78,11 @@ export const PEER: unique symbol = Symbol('wakegate.peer');
 export type WithPeer = { [PEER]?: string };
 
 /** What the recorder reads of a request (a real IncomingMessage, or a replay's stand-in). */
-export type RequestInfo = Pick<IncomingMessage, 'method' | 'url' | 'headers'> & { socket: { remoteAddress?: string } };
+export type RequestInfo = Pick<IncomingMessage, 'method' | 'url' | 'headers'> & {
+  socket: { remoteAddress?: string };
+  /** False while the request's body has not all come (a client gone mid-body); a replay's has no such. */
+  complete?: boolean;
+};
 
 /** Detail capture: redaction and the memory budget of detail waiting to be written. */
 export interface DetailDeps {
@@ -210,6 +214,8 @@ export class Recorder {
       let d = x.prebuilt;
       if (d === null) {
         const tap = x.tap as DetailTap;
+        // A body its client stopped sending before its end is kept as cut.
+        if (tap.req !== null && req.complete === false) tap.req.short = true;
         const kept = (tap.req?.kept ?? 0) + (tap.res?.kept ?? 0);
         if (tap.settings.rate.take(this.clock.now(), x.status, kept)) d = buildDetail(tap, this.detail.redactor, x.id);
         else this.detail.onSkip('rate');

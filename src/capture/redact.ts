@@ -291,6 +291,8 @@ export class Redactor {
    * redact (most) stay the bytes they arrived as: they are searched, not decoded.
    * A body over its budget, or one the redactor cannot read (unless kept by
    * `opaque_bodies: keep`), is kept as its size and SHA-256 only, with the reason.
+   * `short`: the body ended before its sender said it would (a client gone mid-body,
+   * an origin broken off): cut, whatever was kept of it.
    */
   body(
     sent: Buffer,
@@ -298,8 +300,9 @@ export class Redactor {
     contentType: string | undefined,
     contentEncoding?: string,
     o: BodyOptions = DEFAULT_OPTIONS,
+    short = false,
   ): CapturedBody {
-    const truncated = total > sent.length;
+    const truncated = short || total > sent.length;
     this.work = new Work(o.budget);
     try {
       const coding = codingOf(contentEncoding);

@@ -321,7 +321,11 @@ export class ProxyHandler {
   closed(fw: Forwarding): void {
     const x = fw.x;
     if (x.done) return;
-    if (!fw.res.writableFinished) x.status = 499;
+    if (!fw.res.writableFinished) {
+      x.status = 499;
+      // What the client was sent of the answer is not all of it.
+      if (x.tap?.res) x.tap.res.short = true;
+    }
     this.d.recorder.finish(fw.req, x);
   }
 
@@ -332,6 +336,7 @@ export class ProxyHandler {
       // The origin broke off mid-response: record it as such, then cut the client off.
       if (!res.writableFinished) {
         x.status = 502;
+        if (x.tap?.res) x.tap.res.short = true;
         this.d.recorder.finish(req, x);
         res.destroy();
       }
