@@ -31,11 +31,11 @@ export interface Part {
  */
 export function eachPart(text: string, boundary: string, each: (p: Part) => void): void {
   const delimiter = `--${boundary}`;
-  let at = text.indexOf(delimiter);
+  let at = delimiterAt(text, delimiter, 0);
   while (at !== -1) {
     const from = at + delimiter.length;
     if (text.startsWith('--', from)) return;
-    const next = text.indexOf(delimiter, from);
+    const next = delimiterAt(text, delimiter, from);
     // The content ends before the line end that precedes the next delimiter (CRLF or LF).
     let end = next === -1 ? text.length : next;
     if (next !== -1 && text.charCodeAt(end - 1) === 10) end -= text.charCodeAt(end - 2) === 13 ? 2 : 1;
@@ -55,6 +55,23 @@ export function eachPart(text: string, boundary: string, each: (p: Part) => void
     }
     at = next;
   }
+}
+
+/**
+ * The next delimiter at or after `from` as RFC 2046 has it: at a line start (the body's
+ * start, or after CRLF or a bare LF) and followed by `--`, padding or a line end. The
+ * boundary's characters elsewhere (mid-line in a value, or as the start of a longer
+ * word) are content, as the origin's parser reads them.
+ */
+function delimiterAt(text: string, delimiter: string, from: number): number {
+  for (let at = text.indexOf(delimiter, from); at !== -1; at = text.indexOf(delimiter, at + 1)) {
+    if (at !== 0 && text.charCodeAt(at - 1) !== 10) continue;
+    const end = at + delimiter.length;
+    const c = text.charCodeAt(end);
+    // CR, LF, space, tab, the close's `--`, or the end of what was kept.
+    if (Number.isNaN(c) || c === 13 || c === 10 || c === 32 || c === 9 || text.startsWith('--', end)) return at;
+  }
+  return -1;
 }
 
 /** A part's field name from its headers: `name*=` (RFC 2231) over `name=`. */

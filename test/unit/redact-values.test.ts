@@ -183,3 +183,24 @@ describe('replay fills markers where they stand (the rest re-sent as captured)',
     expect(res.ok && res.filled.body?.toString()).toBe('user=a&password=p%20w');
   });
 });
+
+describe('redaction: multipart parts as servers split them', () => {
+  const CT = 'multipart/form-data; boundary=B0und';
+  it('a delimiter not at a line start is part of the value, not a new part', () => {
+    // Every RFC 2046 parser (busboy, multer, Go, Werkzeug) reads the password as all of this.
+    const value = 'hunter2 --B0und\r\ncontent-disposition: form-data; name="note"\r\n\r\nstill-the-password';
+    const body = `--B0und\r\ncontent-disposition: form-data; name="password"\r\n\r\n${value}\r\n--B0und--\r\n`;
+    const out = redact(body, CT);
+    expect(out).not.toContain('hunter2');
+    expect(out).not.toContain('still-the-password');
+  });
+  it('a delimiter at a line start (CRLF or bare LF) still starts a part', () => {
+    const crlf =
+      '--B0und\r\ncontent-disposition: form-data; name="note"\r\n\r\nkept\r\n--B0und\r\ncontent-disposition: form-data; name="password"\r\n\r\nhunter2\r\n--B0und--\r\n';
+    const out = redact(crlf, CT);
+    expect(out).toContain('kept');
+    expect(out).not.toContain('hunter2');
+    const lf = crlf.replaceAll('\r\n', '\n');
+    expect(redact(lf, CT)).not.toContain('hunter2');
+  });
+});
