@@ -5,15 +5,14 @@ import {
   openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rm,
   rmSync,
   statSync,
-  writeFileSync,
   writeSync,
   writevSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { replaceFile, syncDirLater } from '../durable.js';
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
 import { privateDir } from '../private-dir.js';
@@ -244,6 +243,8 @@ export class Wal<T> {
     if (this.fd === null) {
       this.activeName = `${String(Date.now()).padStart(14, '0')}-${this.prefix}-${this.seq++}${this.tag}${SUFFIX}`;
       this.fd = openSync(join(this.dir, this.activeName), 'a', 0o600);
+      // The segment's name survives a power loss too, not only the bytes its fdatasync makes durable.
+      syncDirLater(this.dir);
     }
     return this.fd;
   }
@@ -365,8 +366,7 @@ export class Wal<T> {
     const path = join(this.dir, token);
     try {
       const lines = Buffer.concat(rows.map((r) => this.line(r)));
-      writeFileSync(`${path}.tmp`, lines, { mode: 0o600 });
-      renameSync(`${path}.tmp`, path);
+      replaceFile(path, lines);
       this.bytes += lines.length - (this.sizes.get(token) ?? 0);
       this.sizes.set(token, lines.length);
     } catch (e) {
@@ -402,9 +402,7 @@ export class Wal<T> {
     }
     // An insert reads the file as it is: it must hold only whole lines of the current form.
     if (rewrite && rows.length > 0) {
-      const lines = Buffer.concat(rows.map((r) => this.line(r)));
-      writeFileSync(`${path}.tmp`, lines, { mode: 0o600 });
-      renameSync(`${path}.tmp`, path);
+      replaceFile(path, Buffer.concat(rows.map((r) => this.line(r))));
     }
     return { token: name, rows, file: path };
   }
@@ -434,8 +432,7 @@ export class Wal<T> {
         const { token, rows } = JSON.parse(readFileSync(join(spoolDir, f), 'utf8')) as { token: string; rows: T[] };
         const name = `00000000000000-legacy-${String(n).padStart(6, '0')}-${token.replace(/[^A-Za-z0-9-]/g, '')}${SUFFIX}`;
         const raw = Buffer.concat(rows.map((r) => this.line(r)));
-        writeFileSync(join(this.dir, `${name}.tmp`), raw, { mode: 0o600 });
-        renameSync(join(this.dir, `${name}.tmp`), join(this.dir, name));
+        replaceFile(join(this.dir, name), raw);
         this.backlog.unshift(name);
         this.sizes.set(name, raw.length);
         this.bytes += raw.length;

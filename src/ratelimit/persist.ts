@@ -12,10 +12,11 @@
  * long as the data directory: a secret in a file only the gateway's user can read,
  * like the rest of `DATA_DIR`.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
+import { replaceFile, syncDirLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { allocateBuckets, claimsOf, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
@@ -118,18 +119,9 @@ function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
   return Math.max(full, qwin as number) > now;
 }
 
-/** Writes `bytes` to `dir/name` atomically: a temporary file (0600), flushed, renamed over it. */
+/** Writes `bytes` to `dir/name` atomically and durably (src/durable.ts's replaceFile). */
 export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
-  const tmp = join(dir, `${name}.tmp`);
-  rmSync(tmp, { force: true });
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    writeSync(fd, bytes);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, join(dir, name));
+  replaceFile(join(dir, name), bytes);
 }
 
 /** writeAtomic, off the event loop. */
@@ -144,6 +136,8 @@ async function writeAtomicAsync(dir: string, name: string, bytes: Buffer): Promi
     await fh.close();
   }
   await rename(tmp, join(dir, name));
+  // The new name, not only its bytes, survives a power loss.
+  await new Promise<void>((r) => syncDirLater(dir, r));
 }
 
 /** The table saved in `storage.data_dir`, or undefined (none, or unreadable: logged, and a fresh table). */
