@@ -8,8 +8,10 @@ import type { Wake } from '../capture/wake.js';
 import type { Clock } from '../clock.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
+import { addressBucket } from '../ratelimit/address.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
 import type { Ask, Gate } from './gate.js';
+import { objectOverridesToWrite, pairsOverrideToWrite, rawOverridesToWrite } from './override.js';
 import {
   KEY_IN_URL,
   keyRefusal,
@@ -57,6 +59,9 @@ export type Verdict<A extends Admitted = Admitted> = A | Refusal | Promise<A | R
 
 export const isRefusal = (v: Admitted | Refusal): v is Refusal => 'error' in v;
 
+/** A path refusal's words as a replay's reason ("the path must not ..." is the wake's, not the caller's). */
+const unsent = (why: string): string => `its ${why.replace(/^the /, '')}`;
+
 /** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
 const FLOOD_SAMPLE = 100;
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -79,14 +84,16 @@ export class Admission {
 
   constructor(private readonly d: AdmissionDeps) {}
 
-  /** A proxied request, plain or an upgrade. */
-  request(req: RequestInfo, x: Exchange): Verdict<Routed> {
+  /** A proxied request, plain or an upgrade (HTTP/1.1 or an HTTP/2 stream). */
+  request(req: RequestInfo & { readonly rawHeaders?: readonly string[] }, x: Exchange): Verdict<Routed> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const c = req.headers['x-consumer-id'];
+    const raw = req.rawHeaders;
     const ask: Ask = {
       kind: 'proxy',
       method: req.method ?? '',
+      overridesToWrite: raw !== undefined ? rawOverridesToWrite(raw) : objectOverridesToWrite(req.headers),
       url,
       path: q === -1 ? url : url.slice(0, q),
       query: q === -1 ? '' : url.slice(q),
@@ -120,6 +127,7 @@ export class Admission {
     const ask: Ask = {
       kind: 'api',
       method: req.method ?? '',
+      overridesToWrite: false,
       url: '',
       path: '',
       query: '',
@@ -139,13 +147,19 @@ export class Admission {
   /**
    * A replay of `wake` asked for by `caller`: the wake's request, sent as the wake's
    * key to the origin of its environment, through the route that matches its path now;
-   * `caller` needs that route's scope and is charged for it. Nothing is recorded here:
-   * a refused replay is told in its /v2 call's answer.
+   * `caller` needs that route's scope and is charged for it. `headers` are the captured
+   * request headers the replay sends (a method override among them makes it a write).
+   * Nothing is recorded here: a refused replay is told in its /v2 call's answer.
    */
-  replay(wake: Pick<Wake, 'method' | 'path' | 'environment' | 'key_id'>, caller: KeyRecord): Verdict<Routed> {
+  replay(
+    wake: Pick<Wake, 'method' | 'path' | 'environment' | 'key_id'>,
+    caller: KeyRecord,
+    headers: readonly (readonly [string, string])[] | null = null,
+  ): Verdict<Routed> {
     const ask: Ask = {
       kind: 'replay',
       method: wake.method,
+      overridesToWrite: pairsOverrideToWrite(headers),
       url: '',
       path: wake.path,
       query: '',
@@ -171,6 +185,12 @@ export class Admission {
       if (a.kind === 'proxy') {
         const bad = this.target(a, x as Exchange);
         if (bad !== null) return bad;
+      } else {
+        // A replay's path is its wake's: one kept by an earlier version may be what the proxy refuses now.
+        const bad = unsafePath(a.path);
+        if (bad !== null) {
+          return refusal(new GatewayError('conflict', `${unsent(bad)}; this wake cannot be replayed`, 'wake_id'));
+        }
       }
       route = this.d.routes.match(a.path);
       if (route === null) {
@@ -232,7 +252,8 @@ export class Admission {
     // The scope: the caller's (a replay's caller, or the key), then a replay's sender's.
     const caller = a.kind === 'replay' ? a.caller : key;
     if (gate.scopes !== null) {
-      const scope = READ.has(a.method) ? gate.scopes.read : gate.scopes.write;
+      // A read only when the origin cannot be told to run another method (override.ts).
+      const scope = READ.has(a.method) && !a.overridesToWrite ? gate.scopes.read : gate.scopes.write;
       if (caller !== null && !hasScope(caller, scope)) return refusal(lacksScope(a, scope, gate.name));
       if (a.kind === 'replay' && key !== null && !hasScope(key, scope)) {
         return refusal(senderLacksScope(a.keyId, scope, gate.name));
@@ -244,7 +265,9 @@ export class Admission {
     const admitted: Admitted = { ask: a, route, origin, key, limitHeaders: null };
     const limiter = this.d.limiter;
     if (limiter === null) return admitted;
-    const decision = limiter.check(caller, a.ip, gate.policy, a.now);
+    // A request with no key draws from its address's bucket, an IPv6 client's /64's (ratelimit/address.ts);
+    // a keyed one never reads the address, so it is not worked out for it.
+    const decision = limiter.check(caller, caller === null ? addressBucket(a.ip) : a.ip, gate.policy, a.now);
     // A closure only when the decision waits on Redis: the usual path allocates none.
     if (decision instanceof Promise) return decision.then((dec) => this.settle(dec, admitted));
     return this.settle(decision, admitted);
@@ -279,7 +302,7 @@ export class Admission {
    * behind the same address (a NAT) send bad ones.
    */
   private keyRefused(a: Ask, x: Exchange | null, error: GatewayError): Refusal | Promise<Refusal> {
-    const over = this.d.limiter?.refused(a.ip, a.now) ?? null;
+    const over = this.d.limiter?.refused(addressBucket(a.ip), a.now) ?? null;
     if (over instanceof Promise) return over.then((o) => this.flood(x, error, o));
     return this.flood(x, error, over);
   }

@@ -41,7 +41,14 @@ export function apiGate(scope: string, policy: string | null): Gate {
  */
 export interface Ask {
   kind: EntryKind;
+  /** The request line's method (a replay's: its wake's), as recorded. */
   method: string;
+  /**
+   * A method override header (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override)
+   * names a method that is not a read: the origin may run a write, so the write scope
+   * is needed whatever `method` is (override.ts).
+   */
+  overridesToWrite: boolean;
   /** The request target as sent (a proxied request's, for the key-in-URL look); '' otherwise. */
   url: string;
   /** The raw (undecoded) path, without the query. */

@@ -70,7 +70,7 @@ export function lacksScope(a: Ask, scope: string, route: string): GatewayError {
   if (a.kind !== 'replay') return scopeError(scope);
   return new GatewayError(
     'insufficient_scope',
-    `this key lacks the scope ${scope}, which the replayed ${a.method} on route ${route} needs`,
+    `this key lacks the scope ${scope}, which the replayed ${a.method}${a.overridesToWrite ? ' (with a method override header naming a write)' : ''} on route ${route} needs`,
   );
 }
 

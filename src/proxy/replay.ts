@@ -1,4 +1,5 @@
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
+import { pairsOverrideToWrite } from '../admission/override.js';
 import { upstreamPath } from '../admission/routes.js';
 import type { KeyRecord } from '../auth/key.js';
 import { buildDetail, DetailRate, type DetailSalts, detailSettings, newTap } from '../capture/detail.js';
@@ -105,6 +106,13 @@ export class Replayer {
         'this wake kept no detail (its route captures none, its route was over capture.detail.max_per_second or max_bytes_per_second that second, or detail was over its memory budget), so it cannot be replayed',
       );
     }
+    // A safe method whose captured headers tell the origin to run another (X-HTTP-Method-Override: DELETE) is not safe.
+    if (!o.allowUnsafe && pairsOverrideToWrite(detail.request_headers)) {
+      throw unprocessable(
+        'allow_unsafe',
+        `this ${w.method} carries a method override header naming a method that is not safe: replaying it may change data at the origin; send allow_unsafe: true to replay it anyway`,
+      );
+    }
     if (
       w.request_bytes > 0 &&
       (!detail.request_body || detail.request_body.truncated || detail.request_body.encoding === 'omitted')
@@ -115,7 +123,7 @@ export class Replayer {
       );
     }
     // Admitted as any request is (src/admission), against the routes in force now.
-    const v = await this.d.admission.replay(w, caller);
+    const v = await this.d.admission.replay(w, caller, detail.request_headers);
     if (isRefusal(v)) throw v.error;
     const { route, key: original } = v;
     // Only a caller that may send the request learns what set must give.

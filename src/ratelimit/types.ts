@@ -18,7 +18,10 @@ export interface LimitDecision {
  * decides at once; a fleet's may have to ask Redis first (a promise).
  */
 export interface RequestLimiter {
-  /** `extraPolicy`: a route's or operation's own policy, drawn from as well as the key's bucket. */
+  /**
+   * `extraPolicy`: a route's or operation's own policy, drawn from as well as the key's bucket.
+   * `clientIp` names the per-address bucket of a request with no key (addressBucket: an IPv6 client's /64).
+   */
   check(
     key: KeyRecord | null,
     clientIp: string,
@@ -27,7 +30,8 @@ export interface RequestLimiter {
   ): LimitDecision | Promise<LimitDecision>;
   /**
    * Draws a token for a request whose key is refused, per client address
-   * (`unauthenticated` policy). Null: within the limit (answer 401); else the 429.
+   * (`unauthenticated` policy; `clientIp` as addressBucket names it). Null: within the
+   * limit (answer 401); else the 429.
    */
   refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null>;
 }
