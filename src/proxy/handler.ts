@@ -8,6 +8,7 @@ import type { Exchange, Recorder } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
+import { addressBucket } from '../ratelimit/address.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
@@ -236,7 +237,8 @@ export class ProxyHandler {
    */
   private stream(fw: Forwarding, read: Buffer[]): void {
     const { req, res, x } = fw;
-    const ip = fw.a.ask.ip;
+    // Counted per client as buckets are: an IPv6 client's /64 (ratelimit/address.ts).
+    const ip = addressBucket(fw.a.ask.ip);
     const open = this.streaming.get(ip) ?? 0;
     if (open >= this.d.server.streamsPerClient) {
       const msg = `this address already streams ${open} request bodies larger than server.buffer_request_body_bytes (server.max_streaming_uploads_per_client); retry when one has ended`;
@@ -384,13 +386,13 @@ export class ProxyHandler {
     }
     const slots = fw.slot;
     if (slots === null) return false;
-    if (!dl.take(fw.a.ask.ip)) {
+    if (!dl.take(addressBucket(fw.a.ask.ip))) {
       this.d.log.debug('answer cut: too many streaming to one address', { route: fw.x.route });
       fw.res.destroy();
       return false;
     }
     if (!slots.takeStream()) {
-      dl.give(fw.a.ask.ip);
+      dl.give(addressBucket(fw.a.ask.ip));
       fw.res.destroy();
       return false;
     }
@@ -472,7 +474,7 @@ class Forwarding {
     if (this.streams !== null) {
       this.streams.giveStream();
       this.streams = null;
-      this.p.downloads.give(this.a.ask.ip);
+      this.p.downloads.give(addressBucket(this.a.ask.ip));
     }
   }
 

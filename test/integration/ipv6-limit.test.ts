@@ -117,7 +117,10 @@ const get = (path, localAddress, auth) => new Promise((resolve, reject) => {
 const same = ${JSON.stringify(SAME_64)};
 const other = ${JSON.stringify(OTHER_64)};
 const bad = 'Bearer svc_live_' + 'A'.repeat(40);
-http.createServer((req, res) => res.end('ok')).listen(19000, '127.0.0.1', async () => {
+http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => res.end('ok'));
+}).listen(19000, '127.0.0.1', async () => {
   const ready = () => new Promise((resolve) => {
     http.get({ host: '127.0.0.1', port: 18081, path: '/readyz', agent: false }, (res) => {
       res.resume();
@@ -126,10 +129,28 @@ http.createServer((req, res) => res.end('ok')).listen(19000, '127.0.0.1', async 
   });
   for (let i = 0; i < 600 && !(await ready()); i++) await new Promise((r) => setTimeout(r, 100));
   const out = { keyless: [], refused: [], otherKeyless: 0, otherRefused: 0 };
+  // First (each takes one of the /64's 7 keyless tokens, leaving the burst of 5): bodies streamed past the buffer (max_streaming_uploads_per_client: 1): one per /64.
+  const upload = (localAddress) => new Promise((resolve) => {
+    const r = http.request({ host: same[0], port: 18080, path: '/up/x', method: 'POST', localAddress, agent: false,
+      headers: { 'content-length': '100000' } }, (res) => {
+      res.resume();
+      resolve({ status: res.statusCode, r });
+    });
+    r.on('error', () => resolve({ status: 0, r }));
+    r.write(Buffer.alloc(4096));
+    // Still streaming (the origin waits for the rest): no answer yet.
+    setTimeout(() => resolve({ status: 'streaming', r }), 1500);
+  });
+  const first = await upload(same[0]);
+  const sameNet = await upload(same[1]);
+  const otherNet = await upload(other);
+  out.uploads = [first.status, sameNet.status, otherNet.status];
+  for (const u of [first, sameNet, otherNet]) u.r.destroy();
   for (let i = 0; i < 6; i++) out.keyless.push(await get('/open/x', same[i % same.length]));
   for (let i = 0; i < 4; i++) out.refused.push(await get('/keyed/x', same[i % same.length], bad));
   out.otherKeyless = await get('/open/x', other);
   out.otherRefused = await get('/keyed/x', other, bad);
+
   console.log('RESULT ' + JSON.stringify(out));
   process.exit(0);
 });
@@ -153,16 +174,23 @@ describe.skipIf(!namespaces)(
               scopes: { read: 'k:read', write: 'k:write' },
               origins: { production: 'http://127.0.0.1:19000' },
             },
+            {
+              name: 'up',
+              prefix: '/up',
+              auth: 'none',
+              origins: { production: 'http://127.0.0.1:19000' },
+            },
           ],
-          rate_limits: LIMITS,
-          server: { threads: 1 },
+          // Two more than the burst the requests after the uploads meet (each upload takes one).
+          rate_limits: { ...LIMITS, default: { limit: 7, burst: 7, window: 'minute' } },
+          server: { threads: 1, buffer_request_body_bytes: 1024, max_streaming_uploads_per_client: 1 },
         }),
       );
       writeFileSync(join(dir, 'client.cjs'), CLIENT);
     });
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-    it('every address of the /64 draws from one bucket: 429 past the burst; another /64 has its own', async () => {
+    it('every address of the /64 draws from one bucket (429 past the burst) and one streaming upload; another /64 has its own', async () => {
       const q = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
       const gateway = [process.execPath, ...GATEWAY, 'serve', '--config', join(dir, 'config.json')].map(q).join(' ');
       const client = `${q(process.execPath)} ${q(join(dir, 'client.cjs'))}`;
@@ -205,6 +233,7 @@ describe.skipIf(!namespaces)(
         refused: [401, 401, 401, 429],
         otherKeyless: 200,
         otherRefused: 401,
+        uploads: ['streaming', 503, 'streaming'],
       });
     }, 90_000);
   },
