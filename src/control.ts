@@ -54,6 +54,7 @@ import { exposedTicketFiles } from './tls/tickets.js';
 import { traceStart } from './tracing/context.js';
 import { createTracing, type Tracing } from './tracing/index.js';
 import { tracedSend } from './tracing/webhook-spans.js';
+import type { Resolver } from './webhooks/address.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { EndpointService } from './webhooks/endpoints.js';
 import { FanOut } from './webhooks/fanout.js';
@@ -75,6 +76,8 @@ export interface ControlOptions {
   testHooks?: boolean;
   /** How certificate files are watched for changes (tests trigger reloads themselves); and their debounce. */
   tlsWatch?: { watch?: WatchFiles; debounceMs?: number };
+  /** How webhook hosts are resolved, at registration and for each attempt (tests answer without a network). */
+  webhookResolver?: Resolver;
 }
 
 /**
@@ -117,7 +120,20 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     if (co) parts.add({ name: 'coordination', close: () => co.close() });
     // Spans are built and exported here, for every thread; it closes after what feeds it.
     const tracing = parts.add(createTracing({ cfg, log, metrics }));
-    const webhooks = parts.add(await webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing }));
+    const webhooks = parts.add(
+      await webhooksPart({
+        cfg,
+        store,
+        sealingKey,
+        bus,
+        clock,
+        log,
+        metrics,
+        co,
+        tracing,
+        resolver: opts.webhookResolver,
+      }),
+    );
     // The event log closes before the webhooks that fan it out: added after them.
     parts.add({ name: 'events', close: () => bus.stop() });
     const announce = co ? await keyAnnouncer(co, ring, clock, log) : null;
@@ -462,10 +478,12 @@ interface WebhooksDeps {
   co: Coordinator | null;
   /** Each attempt's outcome becomes a CLIENT span (tracing on). */
   tracing: Tracing;
+  /** How webhook hosts are resolved; the system's resolver unless given. */
+  resolver: Resolver | undefined;
 }
 
 /** Endpoints, deliveries, fan-out from the events table, and dispatch. */
-async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing }: WebhooksDeps) {
+async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing, resolver }: WebhooksDeps) {
   const endpointTable = new EndpointTable(store, new SecretBox(sealingKey), (id) =>
     log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
       endpoint_id: id,
@@ -482,6 +500,7 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
     log,
     // Not published (Redis down): the others read it at their endpoint poll.
     announce: publish && ((e) => publish({ id: e.id, version: e.updated_at, revoked: false }).catch(() => {})),
+    ...(resolver ? { resolver } : {}),
   });
   await endpoints.load();
   const deliveries = new DeliveryTable(store);
@@ -503,8 +522,8 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
     endpoints,
     send:
       tracing.hook === null
-        ? endpointSender(cfg, endpoints)
-        : tracedSend(endpointSender(cfg, endpoints), endpoints, tracing.webhook),
+        ? endpointSender(cfg, endpoints, resolver)
+        : tracedSend(endpointSender(cfg, endpoints, resolver), endpoints, tracing.webhook),
     clock,
     log,
     metrics,

@@ -86,7 +86,8 @@ export function webhooksPlugin(w: WebhookApiDeps) {
             body: createEndpointBody,
             success: 201,
             object: 'webhook_endpoint',
-            errors: [400, 401, 403, 422, 429],
+            // 503: the url's host did not resolve within its bound (the check against private addresses).
+            errors: [400, 401, 403, 422, 429, 503],
           },
         },
       },

@@ -65,14 +65,64 @@ export type LookupFn = (
   ) => void,
 ) => void;
 
+/** How long a webhook host's name may take to resolve (registration and each attempt), in ms. */
+export const DNS_TIMEOUT_MS = 5000;
+
+/** Every address of a name, as `dns.lookup(name, {all: true})` answers. */
+export type LookupAll = (
+  hostname: string,
+  cb: (err: NodeJS.ErrnoException | null, addresses: readonly { address: string; family: number }[]) => void,
+) => void;
+
+/** How webhook hosts are resolved: the lookup, and how long an answer may take. */
+export interface Resolver {
+  lookup: LookupAll;
+  timeoutMs: number;
+}
+
+/** The system's resolver (getaddrinfo: /etc/hosts, then DNS), bounded at DNS_TIMEOUT_MS. */
+export const systemResolver: Resolver = {
+  lookup: (hostname, cb) => dnsLookup(hostname, { all: true }, cb),
+  timeoutMs: DNS_TIMEOUT_MS,
+};
+
 /**
- * A `lookup` for http.request that resolves the name and hands back only the
- * addresses that may be reached, so the socket dials exactly what was checked
- * (no second resolution a DNS rebinding could change).
+ * Resolves `hostname` with `r`, answering once: its addresses, its error, or after
+ * `r.timeoutMs` an ETIMEOUT error (a late answer is dropped). getaddrinfo itself
+ * cannot be cancelled; what waits on it no longer hangs.
  */
-export function filteredLookup(allowPrivate: boolean): LookupFn {
+function resolveWithin(r: Resolver, hostname: string, cb: Parameters<LookupAll>[1]): void {
+  let done = false;
+  const timer = setTimeout(() => {
+    if (done) return;
+    done = true;
+    const e: NodeJS.ErrnoException = new Error(`${hostname} did not resolve within ${r.timeoutMs} ms`);
+    e.code = 'ETIMEOUT';
+    cb(e, []);
+  }, r.timeoutMs);
+  try {
+    r.lookup(hostname, (err, addresses) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      cb(err, addresses);
+    });
+  } catch (e) {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    cb(e as NodeJS.ErrnoException, []);
+  }
+}
+
+/**
+ * A `lookup` for http.request that resolves the name (within the resolver's bound)
+ * and hands back only the addresses that may be reached, so the socket dials exactly
+ * what was checked (no second resolution a DNS rebinding could change).
+ */
+export function filteredLookup(allowPrivate: boolean, resolver: Resolver = systemResolver): LookupFn {
   return (hostname, options, cb) => {
-    dnsLookup(hostname, { all: true }, (err, addresses) => {
+    resolveWithin(resolver, hostname, (err, addresses) => {
       if (err) return cb(err, []);
       const ok = addresses.filter((a) => allowPrivate || isPublicAddress(a.address));
       if (ok.length === 0) {
@@ -87,20 +137,26 @@ export function filteredLookup(allowPrivate: boolean): LookupFn {
   };
 }
 
-/** Resolves a hostname (or takes an IP literal) and says whether every address may be reached. */
+/**
+ * Resolves a hostname (or takes an IP literal) and says whether every address may be
+ * reached. `timedOut`: the resolver did not answer within its bound (nothing is known).
+ */
 export async function hostIsReachable(
   hostname: string,
   allowPrivate: boolean,
-): Promise<{ ok: boolean; reason?: string }> {
+  resolver: Resolver = systemResolver,
+): Promise<{ ok: boolean; reason?: string; timedOut?: boolean }> {
   const bare = hostname.replace(/^\[|\]$/g, '');
   if (allowPrivate) return { ok: true };
   if (net.isIP(bare))
     return isPublicAddress(bare) ? { ok: true } : { ok: false, reason: `${bare} is not a public address` };
-  const addresses = await new Promise<{ address: string }[]>((resolve) =>
-    dnsLookup(bare, { all: true }, (err, a) => resolve(err ? [] : a)),
+  const answer = await new Promise<{ addresses: readonly { address: string }[]; timedOut: boolean }>((resolve) =>
+    resolveWithin(resolver, bare, (err, a) => resolve({ addresses: err ? [] : a, timedOut: err?.code === 'ETIMEOUT' })),
   );
+  if (answer.timedOut)
+    return { ok: false, timedOut: true, reason: `${bare} did not resolve within ${resolver.timeoutMs} ms` };
   // The reason never says what a name resolves to, nor whether it resolves at all: that
   // would make registration a DNS oracle into the gateway's network for any webhooks:write key.
-  const bad = addresses.length === 0 || addresses.some((a) => !isPublicAddress(a.address));
+  const bad = answer.addresses.length === 0 || answer.addresses.some((a) => !isPublicAddress(a.address));
   return bad ? { ok: false, reason: `${bare} does not resolve to a public address` } : { ok: true };
 }

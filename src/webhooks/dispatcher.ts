@@ -3,7 +3,7 @@ import type { Config } from '../config/index.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import { retryDelay } from './backoff.js';
+import { retryDelay, scheduleEnd } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryQueue } from './queue.js';
 import type { DeliveryRecord } from './records.js';
@@ -256,6 +256,8 @@ export class Dispatcher {
         jitter: w.jitter,
         random: this.random,
         retryAfterS: out.retryAfter,
+        // A Retry-After never carries the next attempt past the schedule's last one.
+        latestMs: scheduleEnd(d.created_at, d.max_attempts, w.retry_schedule_s) - after,
       });
       next = { ...base, status: 'failed', next_attempt_at: after + wait };
       metrics.deliveries.labels('failed').inc();

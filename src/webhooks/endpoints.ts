@@ -1,14 +1,17 @@
 import { newSigningSecret } from '../auth/secrets.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
-import { missing, unprocessable } from '../errors.js';
+import { GatewayError, missing, unprocessable } from '../errors.js';
 import { EVENT_TYPES, type EventBus } from '../events/bus.js';
 import { newEndpointId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { follow, type TableChanges } from '../store/changes.js';
 import type { EndpointTable } from '../store/webhooks.js';
-import { hostIsReachable } from './address.js';
+import { hostIsReachable, type Resolver, systemResolver } from './address.js';
 import type { EndpointRecord } from './records.js';
+import { MAX_RETIRED_SECRETS, rotation, SECRET_OVERLAP_MS } from './secrets.js';
+
+export { SECRET_OVERLAP_MS };
 
 const DAY_MS = 86_400_000;
 const POLL_OVERLAP_MS = 5_000;
@@ -22,13 +25,13 @@ export interface EndpointView {
   status: 'enabled' | 'disabled' | 'deleted';
   created_at: string;
   disabled_at: string | null;
-  /** Until when the previous secret still signs alongside (after rotate-secret), else null. */
+  /**
+   * Until when a secret rotated away still signs alongside (after rotate-secret), else
+   * null: the latest end when several do (each signs for 24 h from its own rotation).
+   */
   previous_secret_expires_at: string | null;
   secret?: string;
 }
-
-/** How long the previous secret keeps signing after rotate-secret. */
-export const SECRET_OVERLAP_MS = 24 * 3_600_000;
 
 export const endpointView = (e: EndpointRecord, withSecret = false): EndpointView => ({
   id: e.id,
@@ -74,6 +77,8 @@ export interface EndpointServiceOptions {
   log: Logger;
   /** Tells the rest of a fleet that an endpoint changed here (its id and version: they read it from storage); null: alone. */
   announce: ((e: EndpointRecord) => Promise<void>) | null;
+  /** How registration resolves a url's host (the system's, bounded at DNS_TIMEOUT_MS, unless given). */
+  resolver?: Resolver;
 }
 
 export class EndpointService {
@@ -86,6 +91,7 @@ export class EndpointService {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly announce: EndpointServiceOptions['announce'];
+  private readonly resolver: Resolver;
 
   constructor(o: EndpointServiceOptions) {
     this.cfg = o.cfg;
@@ -94,6 +100,7 @@ export class EndpointService {
     this.clock = o.clock;
     this.log = o.log;
     this.announce = o.announce;
+    this.resolver = o.resolver ?? systemResolver;
   }
 
   async load(): Promise<void> {
@@ -194,15 +201,23 @@ export class EndpointService {
     return r;
   }
 
-  /** A new signing secret, returned once; the old one keeps signing alongside for 24 h. */
+  /**
+   * A new signing secret, returned once. The one it replaces keeps signing alongside
+   * for 24 h, and so does each one rotated away before it until its own 24 h end (a
+   * receiver may still know only the first after two quick rotations): at most
+   * MAX_RETIRED_SECRETS of them, the newest.
+   */
   async rotateSecret(id: string, env: string): Promise<EndpointRecord> {
     const e = this.inEnvironment(id, env, 'endpoint_id');
-    const r = await this.save(e, {
-      secret: newSigningSecret(),
-      previous_secret: e.secret,
-      previous_secret_until: this.clock.now() + SECRET_OVERLAP_MS,
-    });
+    const { droppedEarly, ...next } = rotation(e, newSigningSecret(), this.clock.now());
+    const r = await this.save(e, next);
     this.log.info('webhook signing secret rotated', { endpoint_id: id });
+    if (droppedEarly > 0)
+      this.log.warn('webhook secrets rotated away less than 24 h ago stopped signing early', {
+        endpoint_id: id,
+        stopped: droppedEarly,
+        most_signing_alongside: MAX_RETIRED_SECRETS,
+      });
     return r;
   }
 
@@ -232,7 +247,16 @@ export class EndpointService {
     }
     if (url.username || url.password) throw unprocessable('url', 'url must not carry credentials');
     if (input.url.length > 2048) throw unprocessable('url', 'url is longer than 2048 characters');
-    const reach = await hostIsReachable(url.hostname, w.allow_private_networks);
+    const reach = await hostIsReachable(url.hostname, w.allow_private_networks, this.resolver);
+    if (reach.timedOut) {
+      // Nothing is known of the host: not refused as private, not taken either. Retry shortly.
+      throw new GatewayError(
+        'service_unavailable',
+        `url host could not be checked: ${reach.reason}; try again shortly`,
+        'url',
+        Math.max(1, Math.ceil(this.resolver.timeoutMs / 1000)),
+      );
+    }
     if (!reach.ok) {
       throw unprocessable(
         'url',

@@ -7,7 +7,11 @@ export interface EndpointRecord {
   events: string[];
   /** The whsec_ signing secret; needed to sign, so it is kept (never logged). */
   secret: string;
-  /** After rotate-secret: the secret it replaced, which keeps signing alongside until `previous_secret_until`. */
+  /**
+   * After rotate-secret: the secret it replaced, which keeps signing alongside until
+   * `previous_secret_until`; when several rotated away still sign, all of them, each
+   * with its own end (secrets.ts reads and writes this field).
+   */
   previous_secret: string;
   previous_secret_until: number | null;
   /** `deleted` endpoints are kept as rows (so instances learn of the deletion) and shown nowhere. */

@@ -3,10 +3,11 @@ import https from 'node:https';
 import net from 'node:net';
 import type { Config } from '../config/index.js';
 import { headerValue } from '../proxy/header-value.js';
-import { filteredLookup, isPublicAddress } from './address.js';
+import { filteredLookup, isPublicAddress, type Resolver, systemResolver } from './address.js';
 import { parseRetryAfter } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryRecord, EndpointRecord } from './records.js';
+import { stillSigning } from './secrets.js';
 import { sign, signStandard } from './signer.js';
 
 /** Receiver response bodies are kept up to this many bytes. */
@@ -20,6 +21,8 @@ export interface SendOptions {
   allowInsecure: boolean;
   /** Clock time, for the signature timestamp. */
   nowMs: number;
+  /** How the host is resolved for this attempt (the system's, bounded at DNS_TIMEOUT_MS, unless given). */
+  resolver?: Resolver;
 }
 
 export interface AttemptOutcome {
@@ -68,8 +71,8 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
     return Promise.resolve(fail('address is not public'));
   const body = d.payload;
   const t = Math.floor(o.nowMs / 1000);
-  // The previous secret keeps signing alongside the new one until its overlap ends.
-  const previous = ep.previous_secret && (ep.previous_secret_until ?? 0) > o.nowMs ? ep.previous_secret : '';
+  // Secrets rotated away keep signing alongside the current one, each until its own overlap ends.
+  const previous = stillSigning(ep, o.nowMs);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(body)),
@@ -98,7 +101,7 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
       method: 'POST',
       headers,
       agent: isHttps ? agents.https : agents.http,
-      lookup: filteredLookup(o.allowPrivate) as unknown as net.LookupFunction,
+      lookup: filteredLookup(o.allowPrivate, o.resolver ?? systemResolver) as unknown as net.LookupFunction,
     });
     // The attempt ends at its timeout whatever the request's state: one already destroyed
     // (Node closes the socket of an answer it takes for an upgrade) raises no event then.
@@ -155,7 +158,11 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
 export type Send = (d: DeliveryRecord, attemptNo: number, nowMs: number) => Promise<AttemptOutcome>;
 
 /** Sends to the endpoint as this instance holds it now (its URL and secrets may have changed since the delivery was made). */
-export function endpointSender(cfg: Pick<Config, 'webhooks'>, endpoints: Pick<EndpointService, 'get'>): Send {
+export function endpointSender(
+  cfg: Pick<Config, 'webhooks'>,
+  endpoints: Pick<EndpointService, 'get'>,
+  resolver: Resolver = systemResolver,
+): Send {
   const w = cfg.webhooks;
   return (d, attempt, nowMs) => {
     const ep = endpoints.get(d.endpoint_id);
@@ -174,6 +181,7 @@ export function endpointSender(cfg: Pick<Config, 'webhooks'>, endpoints: Pick<En
       allowPrivate: w.allow_private_networks,
       allowInsecure: w.allow_insecure_http,
       nowMs,
+      resolver,
     });
   };
 }

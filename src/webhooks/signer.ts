@@ -1,13 +1,22 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
+/** The secrets that sign besides the current one: one (or none, as '') or a list. */
+const olderSecrets = (previous: string | readonly string[]): readonly string[] =>
+  typeof previous === 'string' ? (previous ? [previous] : []) : previous;
+
 /**
  * `x-service-signature: t=<unix seconds>,v1=<hex>`, where v1 is HMAC-SHA256 keyed
  * with the whole `whsec_…` secret over `<t>.<raw body>` (the Stripe scheme).
  */
-export function sign(rawBody: string | Buffer, secret: string, unixSeconds: number, previous = ''): string {
+export function sign(
+  rawBody: string | Buffer,
+  secret: string,
+  unixSeconds: number,
+  previous: string | readonly string[] = '',
+): string {
   const mac = (k: string) => createHmac('sha256', k).update(`${unixSeconds}.`).update(rawBody).digest('hex');
-  // During a secret's rotation both secrets sign, so receivers may switch when they like.
-  return previous ? `t=${unixSeconds},v1=${mac(secret)},v1=${mac(previous)}` : `t=${unixSeconds},v1=${mac(secret)}`;
+  // During a secret's rotation the older secrets sign too, so receivers may switch when they like.
+  return [`t=${unixSeconds}`, ...[secret, ...olderSecrets(previous)].map((k) => `v1=${mac(k)}`)].join(',');
 }
 
 /**
@@ -21,14 +30,14 @@ export function signStandard(
   msgId: string,
   unixSeconds: number,
   secret: string,
-  previous = '',
+  previous: string | readonly string[] = '',
 ): string {
   const mac = (k: string) =>
     `v1,${createHmac('sha256', Buffer.from(k.slice(6), 'base64'))
       .update(`${msgId}.${unixSeconds}.`)
       .update(rawBody)
       .digest('base64')}`;
-  return previous ? `${mac(secret)} ${mac(previous)}` : mac(secret);
+  return [secret, ...olderSecrets(previous)].map(mac).join(' ');
 }
 
 /**
