@@ -6,6 +6,7 @@ import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
 import type { KeyRecord } from './auth/key.js';
+import { KeyHolds } from './auth/key-holds.js';
 import { KeyRing } from './auth/keyring.js';
 import { KeyService } from './auth/keys-service.js';
 import type { Sink } from './capture/batcher.js';
@@ -102,7 +103,10 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
     // The edge threads start when the gateway listens; key versions reach them through this slot.
     const edges = threads === 1 ? null : new EdgeSlot();
-    const keyring = parts.add(await keyRing(store, log, edges));
+    // The tunnels of this thread's edge (threads: 1), by key: cut as this ring learns their keys
+    // revoked. Edge threads keep their own, told by their copies of the ring; here it then holds nothing.
+    const holds = new KeyHolds(() => clock.now(), log);
+    const keyring = parts.add(await keyRing(store, log, edges, holds));
     const ring = keyring.ring;
     const bus = new EventBus(
       new EventTable(store),
@@ -226,6 +230,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               log,
               metrics,
               ring,
+              holds,
               limiter: limiter.limiter,
               capture,
               manage: (req, res, body) => {
@@ -431,9 +436,9 @@ async function openStorage(cfg: Readonly<Config>, log: Logger) {
 }
 
 /** Every key, in memory (polled from the table; handed to the edge threads). */
-async function keyRing(store: Store, log: Logger, edges: EdgeSlot | null) {
+async function keyRing(store: Store, log: Logger, edges: EdgeSlot | null, holds: KeyHolds) {
   const table = new KeyTable(store);
-  const ring = new KeyRing(table, log, edges ? (k) => edges.publish(k) : null);
+  const ring = new KeyRing(table, log, edges ? (k) => edges.publish(k) : null, (k) => holds.applied(k));
   await ring.load();
   return { name: 'keyring', ring, table, close: () => ring.stop() };
 }

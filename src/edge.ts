@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { Admission } from './admission/admission.js';
 import { RouteTable } from './admission/routes.js';
+import type { KeyHolds } from './auth/key-holds.js';
 import type { KeyRing } from './auth/keyring.js';
 import type { Capture } from './capture/pipeline.js';
 import { holdsGatewayKey } from './capture/text.js';
@@ -73,6 +74,8 @@ export interface EdgeDeps {
   log: Logger;
   metrics: Metrics;
   ring: KeyRing;
+  /** What keys hold open (tunnels), told by `ring` of every key version it applies: a revoked key's tunnels are cut. */
+  holds: KeyHolds;
   limiter: RequestLimiter;
   capture: Capture;
   /** Answers a /v2 call that reached the main listener, its body read whole (the control thread, here or across threads). */
@@ -177,7 +180,7 @@ export function createEdge(d: EdgeDeps): Edge {
     res.shouldKeepAlive = false;
     d.manage(req, res, NO_BODY);
   });
-  const upgradeDeps = { ...proxyDeps, tunnels, idleTimeoutMs: s.tunnel_idle_timeout_ms };
+  const upgradeDeps = { ...proxyDeps, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   server.on('clientError', answerMalformed);
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);

@@ -63,11 +63,14 @@ export class KeyRing {
   /**
    * `table` null: a copy kept by the thread that owns the table (an edge thread's ring).
    * `publisher`: hands key versions to the other threads' copies (null: there are none).
+   * `applied`: told every key version this ring puts in force (key-holds.ts: what a revoked
+   * key holds open is cut), after the ring holds it; null: nothing is.
    */
   constructor(
     private readonly table: KeyTable | null,
     private readonly log: Logger,
     publisher: ((keys: KeyRecord[]) => Promise<void>) | null = null,
+    private readonly applied: ((k: KeyRecord) => void) | null = null,
   ) {
     this.publisher = publisher;
   }
@@ -110,6 +113,8 @@ export class KeyRing {
       this.unpublished.push(k);
       if (this.unpublished.length === 1) queueMicrotask(() => void this.published());
     }
+    // Every way a key is learnt revoked comes through here: its own API, the poll, an announcement, the control thread.
+    this.applied?.(k);
   }
 
   /**

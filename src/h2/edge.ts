@@ -19,7 +19,30 @@ function otherHost(h: IncomingHttpHeaders): boolean {
   return host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase();
 }
 
+/**
+ * The userinfo of an authority (`user:pass@host`), which `:authority` MUST NOT hold (RFC 9113
+ * §8.3.1), nor Host (RFC 9110 §7.2: uri-host and port only): its answer, naming the field, or
+ * null. No host or port can hold a `@`, so any `@` is userinfo.
+ */
+function userinfoIn(h: IncomingHttpHeaders): string | null {
+  const authority = h[':authority'];
+  if (authority !== undefined) return authority.indexOf('@') === -1 ? null : USERINFO_AUTHORITY;
+  const host = h.host;
+  return host === undefined || host.indexOf('@') === -1 ? null : USERINFO_HOST;
+}
+
 const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
+const userinfo = (param: string) =>
+  JSON.stringify(
+    errorBody(
+      'invalid_request',
+      null,
+      `${param} must not hold userinfo (user@host): send credentials in Authorization (RFC 9113 section 8.3.1)`,
+      param,
+    ),
+  );
+const USERINFO_AUTHORITY = userinfo(':authority');
+const USERINFO_HOST = userinfo('host');
 const TOO_LARGE = JSON.stringify(errorBody('request_header_fields_too_large', null));
 
 /**
@@ -184,6 +207,13 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     // the gateway and the origin must not each read a different one.
     if (!HTTP1_METHODS.has(headers[':method'] as string) || otherHost(headers)) {
       answer(stream, 400, MALFORMED);
+      return;
+    }
+    // Userinfo in the authority (`user:pass@host`) is malformed too: never served, nor passed
+    // on as X-Forwarded-Host (400 naming the field, no wake).
+    const withUserinfo = userinfoIn(headers);
+    if (withUserinfo !== null) {
+      answer(stream, 400, withUserinfo);
       return;
     }
     st.open++;

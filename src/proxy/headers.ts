@@ -85,10 +85,38 @@ function connectionTokens(raw: string[]): Set<string> | null {
 }
 
 /**
+ * The families of fields the gateway sets for the origin (its identity headers, replays'
+ * x-wakegate-replay-of, X-Forwarded-*), whose client-sent fields are never passed as sent.
+ * `Forwarded`, `Host` and `traceparent` have no `-` for a `_` to stand in for.
+ */
+const OWN_PREFIXES = ['x-wakegate-', 'x-forwarded-'] as const;
+
+/**
+ * True when a lower-cased field name holding a `_` names one of the gateway's own fields
+ * once `_` is read as `-`: nginx (underscores_in_headers on), CGI and PHP
+ * (HTTP_X_WAKEGATE_CONSUMER), Django, Rack and Rails fold them, so `X_Wakegate_Consumer: admin`
+ * would reach the app as the consumer (ahead of the gateway's own) and `X_Forwarded_For` as
+ * the client's address. Compared in place: nothing is allocated.
+ */
+export function spellsOwn(lower: string): boolean {
+  for (const p of OWN_PREFIXES) {
+    if (lower.length < p.length) continue;
+    let i = 0;
+    for (; i < p.length; i++) {
+      const c = lower.charCodeAt(i);
+      if ((c === 95 ? 45 : c) !== p.charCodeAt(i)) break;
+    }
+    if (i === p.length) return true;
+  }
+  return false;
+}
+
+/**
  * Request headers for the origin, as a flat raw array (names keep their case and order).
  * X-Forwarded-For/-Proto/-Host and Forwarded are the gateway's own values: a client's
  * are dropped unless it is a trusted proxy, whose chain is then appended to.
- * Client-sent x-wakegate-* are always dropped; the identity of a checked key is added.
+ * Client-sent x-wakegate-* are always dropped; the identity of a checked key is added. A
+ * client's spelling of any of these with `_` for `-` (spellsOwn) is dropped too, trusted or not.
  */
 export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): string[] {
   const named = connectionTokens(raw);
@@ -115,6 +143,9 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
       continue;
     }
     if (lower.startsWith('x-wakegate-')) continue;
+    // `X_Wakegate_Consumer`, `x_forwarded_for`: read as the gateway's own by origins that take `_`
+    // for `-`. Only a name holding a `_` is looked at again.
+    if (lower.indexOf('_') !== -1 && spellsOwn(lower)) continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
     if (lower.length >= 10 && o.traceparent !== undefined && isTraceHeader(lower, o.keepTracestate === true)) continue;
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;

@@ -6,6 +6,7 @@ import tls from 'node:tls';
 import { isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { type Origin, upstreamPath } from '../admission/routes.js';
+import type { KeyHolds } from '../auth/key-holds.js';
 import { errorBody, GatewayError } from '../errors.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { connectOptions } from '../tls/origin-trust.js';
@@ -72,6 +73,8 @@ export class TunnelSet {
 
 export interface UpgradeDeps extends ProxyDeps {
   tunnels: TunnelSet;
+  /** A tunnel opened with a key is held under it, so revoking the key cuts it. */
+  holds: KeyHolds;
   /** A tunnel with no traffic either way for this long is closed. */
   idleTimeoutMs: number;
 }
@@ -93,6 +96,7 @@ function connector(o: Origin) {
 
 const NO_UPGRADE = new GatewayError('invalid_request', 'an upgrade request needs an Upgrade header');
 const UPSTREAM_TIMEOUT = new GatewayError('upstream_timeout');
+const REVOKED = new GatewayError('key_revoked');
 const RETRY_SHORTLY: readonly string[] = ['retry-after', '1'];
 
 /** Bytes a client may send ahead of the origin's 101 before reading from it stops. */
@@ -108,7 +112,8 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  * a normal response and the client connection closed, so bytes the client sent
  * after the handshake can never reach the origin unchecked (request smuggling).
  * A tunnel passes half-closes both ways, closes after `idleTimeoutMs` without
- * traffic, and is recorded as one wake when it ends.
+ * traffic, is cut when the key that opened it is revoked (d.holds), and is recorded
+ * as one wake when it ends.
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const x = d.recorder.begin();
@@ -129,9 +134,12 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   socket.on('error', () => {});
   let upReq: http.ClientRequest | null = null;
   let ended = false;
+  /** Lets go of the hold under the tunnel's key (none before admission, or without a key). */
+  let release: (() => void) | null = null;
   const finish = () => {
     if (ended) return;
     ended = true;
+    release?.();
     d.recorder.finish(req, x);
   };
   // Held until the client socket is gone, so a clean stop can end whatever is still open.
@@ -193,6 +201,19 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       return fail(new GatewayError('invalid_request', msg, 'upgrade'));
     }
     if (full) return fail(new GatewayError('service_unavailable', full), RETRY_SHORTLY);
+    let answered = false;
+    // Held under its key from now until it ends: revoking the key refuses a handshake still
+    // waiting for the origin (401 key_revoked) and cuts an open tunnel, both sides (its wake
+    // is written as any tunnel's end). An answer being relayed is cut too.
+    if (key !== null)
+      release = d.holds.hold(key, () => {
+        if (ended) return;
+        if (answered) return void socket.destroy();
+        upReq?.destroy();
+        fail(REVOKED);
+      });
+    // Revoked since admission read it (the hold cut it at once): nothing goes to the origin.
+    if (ended) return;
     const headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,
       clientIp: ip,
@@ -222,7 +243,6 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     }
     upReq = outgoing;
     x.tUp = performance.now();
-    let answered = false;
     // A client that ends or closes before the origin answers has gone away.
     socket.once('end', () => clientGone());
     const clientGone = () => {

@@ -1,4 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
+import { KeyHolds } from '../auth/key-holds.js';
 import { KeyRing } from '../auth/keyring.js';
 import type { RowListener, Sink } from '../capture/batcher.js';
 import { createCapture } from '../capture/pipeline.js';
@@ -45,7 +46,9 @@ export async function startEdgeThread(
   const send = (m: FromEdge) => port.postMessage(m);
   const log = createLogger(cfg.log.level);
   const metrics = createMetrics({ process: false });
-  const ring = new KeyRing(null, log);
+  // The tunnels this thread's edge holds, by key: cut as the control thread's versions revoke their keys.
+  const holds = new KeyHolds(() => clock.now(), log);
+  const ring = new KeyRing(null, log, null, (k) => holds.applied(k));
   for (const k of data.keys) ring.apply(k);
   const events = eventsToControl(send);
   // Its outages are logged by the control thread, once for the process.
@@ -80,6 +83,7 @@ export async function startEdgeThread(
     log,
     metrics,
     ring,
+    holds,
     limiter: limiting.limiter,
     capture,
     manage: handOver(data.internal, log, {
