@@ -40,8 +40,10 @@ export function forwardRequestTrailers(raw: string[]): string[] | null {
     const name = raw[i] as string;
     const value = raw[i + 1] as string;
     if (carriesGatewayKey(value) || carriesGatewayKey(name)) return null;
+    // With _ read as -, as origins that fold it (nginx, CGI and PHP, Django, Rack) read the name.
     const lower = name.toLowerCase();
-    if (DROPPED.has(lower) || lower.startsWith('x-wakegate-') || lower.startsWith('x-forwarded-')) continue;
+    const folded = lower.indexOf('_') === -1 ? lower : lower.replaceAll('_', '-');
+    if (DROPPED.has(folded) || folded.startsWith('x-wakegate-') || folded.startsWith('x-forwarded-')) continue;
     out.push(name, value);
   }
   return out;
