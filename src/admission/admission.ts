@@ -62,6 +62,12 @@ export const isRefusal = (v: Admitted | Refusal): v is Refusal => 'error' in v;
 /** A path refusal's words as a replay's reason ("the path must not ..." is the wake's, not the caller's). */
 const unsent = (why: string): string => `its ${why.replace(/^the /, '')}`;
 
+const HOST_USERINFO = new GatewayError(
+  'invalid_request',
+  'host must not hold userinfo (user@host): send credentials in Authorization (RFC 9110 section 7.2)',
+  'host',
+);
+
 /** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
 const FLOOD_SAMPLE = 100;
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -107,6 +113,14 @@ export class Admission {
       caller: null,
       environment: '',
     };
+    // Host is uri-host and port only (RFC 9110 §7.2): userinfo would reach the origin as X-Forwarded-Host.
+    const host = req.headers.host;
+    if (host !== undefined && host.indexOf('@') !== -1) {
+      x.path = ask.path;
+      x.environment = this.d.routes.fallbackEnvironment;
+      x.route = 'none';
+      return refusal(HOST_USERINFO);
+    }
     return this.admit(ask, x) as Verdict<Routed>;
   }
 
