@@ -56,7 +56,10 @@ describe('SIGTERM under load, again and again', () => {
         for (let i = 0; !stop && i < 5000; i++) await get(k % 3 === 0 ? '/v2/wakes?limit=100' : `/x/${k}/${i}`);
       };
       const workers = Array.from({ length: 12 }, (_, k) => worker(k));
-      await new Promise((r) => setTimeout(r, 300 + Math.random() * 900));
+      // Under load first (some answers in: on a busy host the first ones can take a while,
+      // bounded), then a random moment of it.
+      for (let i = 0; i < 200 && answered <= 20; i++) await new Promise((r) => setTimeout(r, 25));
+      await new Promise((r) => setTimeout(r, Math.random() * 900));
       g.proc.kill('SIGTERM');
       const { code, signal } = await g.exited;
       stop = true;
