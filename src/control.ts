@@ -22,6 +22,7 @@ import { EventBus } from './events/bus.js';
 import { type EventRecord, eventLogCodec } from './events/event.js';
 import { sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
+import { instancesMemory, localDeciders, rememberedInstances } from './fleet/alive.js';
 import { FleetQueue } from './fleet/delivery-queue.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
@@ -144,8 +145,22 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const keys = parts.add(keyService({ cfg, table: keyring.table, ring, events: bus, clock, log, announce }));
     // A lone gateway's buckets and quota windows outlive a restart (saved in DATA_DIR; a fleet's live in Redis).
     const layout = co ? undefined : restoredBuckets(cfg, clock.now(), log);
-    const limiter = parts.add(limiterPart(cfg, { co, events: bus, metrics, log, now: () => clock.now(), layout }));
     const dir = cfg.storage.data_dir;
+    const limiter = parts.add(
+      limiterPart(cfg, {
+        co,
+        events: bus,
+        metrics,
+        log,
+        now: () => clock.now(),
+        layout,
+        // A start while Redis is away splits buckets by the fleet's last count, not by 1.
+        instancesAtStart: Math.max(rememberedInstances(dir), localDeciders(threads)),
+        remember: instancesMemory(dir, (e) =>
+          log.warn('coordination: the count of instances could not be remembered in DATA_DIR', { err: e }),
+        ),
+      }),
+    );
     if (limiter.layout) parts.add(bucketsSaver({ layout: limiter.layout, dir, now: () => clock.now(), log }));
     const inserter = new WakeInserter(store, wakeLogCodec(retentionOf(cfg)));
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Coordinator } from './redis.js';
 import { ALIVE } from './scripts.js';
 
@@ -15,14 +18,22 @@ export const ALIVE_KEY = 'wg:alive';
  * enforces each bucket at 1/instances of it (on_unavailable: local).
  */
 export class Heartbeat {
-  /** Instances alive in the last minute, as last heard from Redis (1 until then). */
-  instances = 1;
+  /** Instances alive in the last minute, as last heard from Redis (`start` until then). */
+  instances: number;
   private timer: NodeJS.Timeout | null = null;
 
+  /**
+   * `start`: the count to split by before Redis first answers (a start during an outage):
+   * what the data directory remembers of the last count heard, and at least this
+   * process's own deciding threads. `heard` is told each count Redis gives.
+   */
   constructor(
     private readonly co: Coordinator,
     private readonly heard: (instances: number) => void = () => {},
-  ) {}
+    start = 1,
+  ) {
+    this.instances = Math.max(1, start);
+  }
 
   /** One beat; Redis unreachable: the last count stays. */
   async beat(): Promise<number> {
@@ -51,3 +62,62 @@ export class Heartbeat {
     await this.co.command(['ZREM', ALIVE_KEY, this.co.owner], 'alive', 1000).catch(() => {});
   }
 }
+
+/** Where the data directory remembers the fleet's last count (a hint for a start while Redis is away). */
+export const INSTANCES_FILE = 'fleet-instances';
+const MAX_REMEMBERED = 100_000;
+
+/** The count the data directory remembers, or 0 (none, or not a count). */
+export function rememberedInstances(dir: string): number {
+  try {
+    const n = Number(readFileSync(join(dir, INSTANCES_FILE), 'utf8').trim());
+    return Number.isInteger(n) && n >= 1 && n <= MAX_REMEMBERED ? n : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Remembers each new count heard in `dir` (written aside and renamed, off the event loop;
+ * a count that changes again meanwhile is written after). A hint only: a failure is logged
+ * once and costs nothing else.
+ */
+export function instancesMemory(dir: string, onError: (e: Error) => void): (n: number) => void {
+  let written = rememberedInstances(dir);
+  let writing = false;
+  let next = 0;
+  let failed = false;
+  const write = (): void => {
+    const n = next;
+    if (writing || n === written) return;
+    writing = true;
+    const path = join(dir, INSTANCES_FILE);
+    writeFile(`${path}.tmp`, `${n}\n`, { mode: 0o600 })
+      .then(() => rename(`${path}.tmp`, path))
+      .then(
+        () => {
+          written = n;
+        },
+        (e: Error) => {
+          // Not retried until the count changes again.
+          written = n;
+          if (!failed) onError(e);
+          failed = true;
+        },
+      )
+      .finally(() => {
+        writing = false;
+        write();
+      });
+  };
+  return (n: number) => {
+    next = n;
+    write();
+  };
+}
+
+/**
+ * This process's own deciding instances: each edge thread, and the control thread (its
+ * /v2 calls) beside them; one thread alone when it serves everything.
+ */
+export const localDeciders = (threads: number): number => (threads > 1 ? threads + 1 : 1);

@@ -67,12 +67,24 @@ export function limiterPart(
     now: () => number;
     layout?: SharedBucketsLayout;
     sweep?: boolean;
+    /** In a fleet: instances to split each bucket by until Redis first answers (alive.ts). */
+    instancesAtStart?: number;
+    /** In a fleet: told each count of instances Redis gives (the control thread remembers it in DATA_DIR). */
+    remember?: (instances: number) => void;
   },
 ): LimiterPart {
   const warn = (w: QuotaWarning) => o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
   if (o.co) {
     const co = o.co;
-    const alive = new Heartbeat(co, (n) => o.metrics.coordinationInstances.set(n));
+    const alive = new Heartbeat(
+      co,
+      (n) => {
+        o.metrics.coordinationInstances.set(n);
+        o.remember?.(n);
+      },
+      o.instancesAtStart,
+    );
+    o.metrics.coordinationInstances.set(alive.instances);
     const fleet = new FleetLimiter({
       cfg,
       co,

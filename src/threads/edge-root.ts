@@ -9,6 +9,7 @@ import { createEdge, shareOf } from '../edge.js';
 import type { EventSink } from '../events/bus.js';
 import { hasObjective } from '../events/slo.js';
 import { wakeRules } from '../events/wake-rules.js';
+import { localDeciders, rememberedInstances } from '../fleet/alive.js';
 import { coordinatorFor, limiterPart } from '../fleet/limiter.js';
 import { createLogger, type Logger } from '../log.js';
 import { createMetrics, type Metrics, registerTracing } from '../metrics/index.js';
@@ -61,6 +62,8 @@ export async function startEdgeThread(
     now: () => clock.now(),
     sweep: false,
     ...(data.buckets ? { layout: data.buckets } : {}),
+    // A start while Redis is away splits buckets by the fleet's last count (the control thread remembers it).
+    instancesAtStart: Math.max(rememberedInstances(cfg.storage.data_dir), localDeciders(data.threads)),
   });
   const inserts = insertsByControl(send);
   const spans = spansOfEdge(cfg, metrics, send);
