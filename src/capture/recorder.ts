@@ -39,6 +39,8 @@ export interface Exchange {
   reqBytes: number;
   resBytes: number;
   status: number;
+  /** performance.now() when admission admitted the request (0 if it never did). */
+  tAdmit: number;
   /** performance.now() when the request went upstream (0 if it never did). */
   tUp: number;
   done: boolean;
@@ -150,6 +152,7 @@ export class Recorder {
       reqBytes: 0,
       resBytes: 0,
       status: 0,
+      tAdmit: 0,
       tUp: 0,
       done: false,
       sampledOut: false,

@@ -156,7 +156,8 @@ export class ProxyHandler {
       h = this.d.metrics.overhead.labels(x.route);
       this.overhead.set(x.route, h);
     }
-    h.observe((performance.now() - x.t0) / 1000);
+    x.tAdmit = performance.now();
+    h.observe((x.tAdmit - x.t0) / 1000);
     // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
       return this.dispatch(fw, null);

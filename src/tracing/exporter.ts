@@ -29,6 +29,24 @@ export interface Answer {
 /** One POST of an export request: resolves with the answer (or its status alone), rejects when no answer came. */
 export type Post = (body: Uint8Array, signal: AbortSignal) => Promise<number | Answer>;
 
+/**
+ * An export request's body at most (bytes), whatever `batchSize` allows (up to 100,000
+ * spans, tens of MB): collectors refuse larger ones (the OpenTelemetry Collector's OTLP/HTTP
+ * receiver past its max_request_body_size, 20 MiB by default, with a 413; a Collector that
+ * passes spans on over OTLP/gRPC, past the next one's 4 MiB max_recv_msg_size_mib). 4 MiB is
+ * within both, and what an export request and its retry hold at most. A batch that would
+ * pass it leaves as several requests; a span larger than it alone is dropped.
+ */
+export const MAX_EXPORT_BYTES = 4 * 1024 * 1024;
+/** A 413 halves the bound (the collector's is lower than ours), down to this at least. */
+const MIN_EXPORT_BYTES = 1024;
+
+/** An export request written from the first `used` items given (each in it, or skipped); the rest did not fit. */
+export interface Encoded {
+  body: Uint8Array;
+  used: number;
+}
+
 export interface ExporterOptions<T> {
   /** Spans waiting at most (queued items counted by the spans they become). */
   queueSize: number;
@@ -43,9 +61,13 @@ export interface ExporterOptions<T> {
   /**
    * The queued items' spans as one OTLP export request: done at export time, never as
    * an item is added. An item that cannot be written is left out whole and handed to
-   * `skip`; the others are written.
+   * `skip`; the others are written. A body is at most `maxBytes`: the items from the first
+   * that fit are written (`used` of them: an Encoded), the rest wait for the next request;
+   * a first item that alone is larger is skipped. A plain body: every item was used.
    */
-  encode: (items: T[], skip: (item: T, e: Error) => void) => Uint8Array;
+  encode: (items: T[], skip: (item: T, e: Error) => void, maxBytes: number) => Uint8Array | Encoded;
+  /** An export request's body at most, bytes (MAX_EXPORT_BYTES when not given; tests, a small one). */
+  maxBytes?: number;
   post: Post;
   timers: Timers;
   exported: (n: number) => void;
@@ -62,11 +84,20 @@ export interface ExporterOptions<T> {
   failed: (why: string) => void;
   /** Told of spans a collector took the export of and rejected (a partial success), with its message. */
   rejected?: (n: number, message: string) => void;
+  /** Told that a collector refused a body as too large (413), and the smaller bound the exporter keeps to from now on. */
+  tooLarge?: (bytes: number, bound: number) => void;
   /**
    * Told of spans that could not be written (an item `encode` skipped, or a batch it
    * could not make): ours, not the collector's, so said apart from `failed`.
    */
   unwritable: (why: string) => void;
+}
+
+/** An export request being made: its body, its spans, and the items written in it. */
+interface Batch<T> {
+  body: Uint8Array;
+  n: number;
+  items: T[];
 }
 
 /** Statuses worth asking again (OTLP/HTTP spec: 429, 502, 503, 504), and no answer at all (0). */
@@ -104,8 +135,14 @@ export class SpanExporter<T> {
   private succeeded = 0;
   /** Spans of the batch waiting for its retry. */
   private retrying = 0;
+  /** An export request's body at most: the configured bound, halved by each 413. */
+  private maxBytes: number;
+  /** The last batch left items behind that did not fit its body: they leave next, at once. */
+  private split = false;
 
-  constructor(private readonly o: ExporterOptions<T>) {}
+  constructor(private readonly o: ExporterOptions<T>) {
+    this.maxBytes = Math.max(MIN_EXPORT_BYTES, o.maxBytes ?? MAX_EXPORT_BYTES);
+  }
 
   /** Spans waiting (not yet in an export request). */
   get queuedSpans(): number {
@@ -137,23 +174,63 @@ export class SpanExporter<T> {
     }, ms);
   }
 
-  /** The next batch: what is waiting, up to batchSize spans. */
-  private take(): { body: Uint8Array; n: number } | null {
+  /**
+   * The next batch: what is waiting, up to batchSize spans and maxBytes of body. Its items
+   * (those written) are kept with it: a 413 puts them back to leave in smaller requests.
+   */
+  private take(): Batch<T> | null {
     if (this.queue.length === 0) return null;
     let i = 0;
     let n = 0;
     while (i < this.queue.length && n < this.o.batchSize) n += this.o.count(this.queue[i++] as T);
-    const items = this.queue.splice(0, i);
+    const items = this.queue.length === i ? this.queue : this.queue.slice(0, i);
+    const skipped: T[] = [];
+    let lost = 0;
+    const skip = (item: T, e: Error) => {
+      // Its spans are lost, and said so; the batch's others leave.
+      const spans = this.o.count(item);
+      lost += spans;
+      skipped.push(item);
+      this.o.dropped('export_failed', spans);
+      this.o.unwritable(e.message);
+    };
+    let out: Uint8Array | Encoded;
+    try {
+      out = this.o.encode(items, skip, this.maxBytes);
+    } catch (e) {
+      // Nothing of it could be written: its spans are dropped, counted.
+      this.queue.splice(0, i);
+      this.waiting -= n;
+      this.o.queued(this.waiting);
+      if (n > lost) this.o.dropped('export_failed', n - lost);
+      throw e;
+    }
+    let body: Uint8Array;
+    let used = i;
+    if (out instanceof Uint8Array) body = out;
+    else {
+      body = out.body;
+      // At least the first: it was written, or skipped as too large alone.
+      used = Math.min(i, Math.max(1, out.used));
+    }
+    let taken = items;
+    if (used < i) {
+      // What did not fit waits, first in line, for the next request (right after this one).
+      taken = items.slice(0, used);
+      n = 0;
+      for (const item of taken) n += this.o.count(item);
+    }
+    this.split = used < i;
+    this.queue = this.queue.length === used ? [] : this.queue.slice(used);
     this.waiting -= n;
     this.o.queued(this.waiting);
-    const body = this.o.encode(items, (item, e) => {
-      // Its spans are lost, and said so; the batch's others leave.
-      const lost = this.o.count(item);
-      n -= lost;
-      this.o.dropped('export_failed', lost);
-      this.o.unwritable(e.message);
-    });
-    return { body, n };
+    const written = skipped.length === 0 ? taken : taken.filter((item) => !skipped.includes(item));
+    return { body, n: n - lost, items: written };
+  }
+
+  /** A batch leaves at once when one is full or the last one left items behind, else within flushIntervalMs. */
+  private next(): void {
+    if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize || this.split ? 0 : this.o.flushIntervalMs);
   }
 
   private start(): void {
@@ -162,24 +239,22 @@ export class SpanExporter<T> {
       this.o.timers.clearTimeout(this.flushTimer);
       this.flushTimer = null;
     }
-    let batch: { body: Uint8Array; n: number } | null;
+    let batch: Batch<T> | null;
     try {
       batch = this.take();
     } catch (e) {
       this.o.unwritable((e as Error).message);
-      return;
+      return this.next();
     }
     if (batch === null) return;
     // Nothing of it could be written: no empty export request (OTLP: it SHOULD NOT be sent).
-    if (batch.n === 0) {
-      if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
-      return;
-    }
+    if (batch.n === 0) return this.next();
     this.busy = true;
-    this.attempt(batch.body, batch.n, 0, this.o.timeoutMs);
+    this.attempt(batch, 0, this.o.timeoutMs);
   }
 
-  private attempt(body: Uint8Array, n: number, tries: number, timeoutMs: number): void {
+  private attempt(batch: Batch<T>, tries: number, timeoutMs: number): void {
+    const { body, n } = batch;
     const ac = new AbortController();
     this.inflight = ac;
     const timer = this.o.timers.setTimeout(() => ac.abort(new Error('timed out')), timeoutMs);
@@ -204,9 +279,20 @@ export class SpanExporter<T> {
         this.retryTimer = this.o.timers.setTimeout(() => {
           this.retryTimer = null;
           this.retrying = 0;
-          this.attempt(body, n, tries + 1, timeoutMs);
+          this.attempt(batch, tries + 1, timeoutMs);
         }, wait);
         return;
+      } else if (status === 413 && batch.items.length > 1 && body.length >> 1 >= MIN_EXPORT_BYTES && !this.closed) {
+        // Too large for this collector (its bound is below ours): never sent again as it was.
+        // Its items go back first in line, to leave at once in requests of half its size at
+        // most, the bound kept from now on: each 413 halves it, so this ends. One item alone
+        // refused, or a body already within twice the floor, is dropped (below), as rejected.
+        this.maxBytes = Math.min(this.maxBytes, body.length >> 1);
+        this.queue = batch.items.concat(this.queue);
+        this.waiting += n;
+        this.o.queued(this.waiting);
+        this.split = true;
+        this.o.tooLarge?.(body.length, this.maxBytes);
       } else {
         this.o.dropped(RETRYABLE.has(status) ? 'export_failed' : 'rejected', n);
         this.o.failed(why);
@@ -215,7 +301,7 @@ export class SpanExporter<T> {
       const settle = this.settle;
       this.settle = null;
       if (settle !== null) return settle();
-      if (this.waiting > 0) this.arm(this.waiting >= this.o.batchSize ? 0 : this.o.flushIntervalMs);
+      this.next();
     };
     this.o.post(body, ac.signal).then(
       (r) => {
@@ -266,7 +352,7 @@ export class SpanExporter<T> {
       healthy = this.succeeded > before;
     }
     while (healthy && this.waiting > 0 && performance.now() < deadline) {
-      let batch: { body: Uint8Array; n: number } | null;
+      let batch: Batch<T> | null;
       try {
         batch = this.take();
       } catch {
@@ -279,12 +365,7 @@ export class SpanExporter<T> {
       this.busy = true;
       await new Promise<void>((r) => {
         this.settle = r;
-        this.attempt(
-          b.body,
-          b.n,
-          this.o.maxRetries,
-          Math.max(1, Math.min(this.o.timeoutMs, deadline - performance.now())),
-        );
+        this.attempt(b, this.o.maxRetries, Math.max(1, Math.min(this.o.timeoutMs, deadline - performance.now())));
       });
       healthy = this.succeeded > before;
     }

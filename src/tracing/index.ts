@@ -38,9 +38,10 @@ export interface TracingDeps {
   cfg: Pick<Config, 'tracing' | 'routes'>;
   log: Logger;
   metrics: Metrics;
-  /** Tests: their own timers and POST. */
+  /** Tests: their own timers and POST, and a smaller bound on an export request's body (MAX_EXPORT_BYTES). */
   timers?: Timers;
   post?: Post;
+  maxExportBytes?: number;
 }
 
 const VERSION = (() => {
@@ -77,8 +78,10 @@ export function createTracing(d: TracingDeps): Tracing {
     timeoutMs: t.export_timeout_ms,
     maxRetries: t.max_retries,
     count: (i) => (i.kind === 'wake' ? spansOf(i) : 1),
-    encode: (items, skip) => {
+    maxBytes: d.maxExportBytes,
+    encode: (items, skip, maxBytes) => {
       writer.start();
+      let used = 0;
       for (const i of items) {
         const mark = writer.mark();
         try {
@@ -88,9 +91,19 @@ export function createTracing(d: TracingDeps): Tracing {
           // Nothing of it stays in the request: its other spans decode as they were.
           writer.rollback(mark);
           skip(i, e instanceof Error ? e : new Error(String(e)));
+          used++;
+          continue;
         }
+        const size = writer.bytes();
+        if (size > maxBytes) {
+          // Past the bound: it leaves in the next request, or, alone, it never fits one.
+          writer.rollback(mark);
+          if (!writer.empty()) break;
+          skip(i, new Error(`its spans take ${size} bytes, more than an export request may (${maxBytes})`));
+        }
+        used++;
       }
-      return writer.finish();
+      return { body: writer.finish(), used };
     },
     reusable: () => writer.recycle(),
     post,
@@ -114,6 +127,14 @@ export function createTracing(d: TracingDeps): Tracing {
         otlp_url: collector,
         rejected_spans: n,
         why: message.slice(0, 300),
+      });
+    },
+    tooLarge: (bytes, bound) => {
+      if (!warned.due('too_large')) return;
+      log.warn('the trace collector refused an export request as too large (413); smaller ones are sent', {
+        otlp_url: collector,
+        refused_bytes: bytes,
+        max_bytes: bound,
       });
     },
     unwritable: (why) => {

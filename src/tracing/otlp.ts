@@ -82,8 +82,13 @@ export interface SpanSink {
   attrs(a: OtlpAttrs): void;
   event(name: string, timeMs: number): void;
   endEvent(): void;
-  /** A link to a sampled span of another trace. */
-  link(traceId: string, spanId: string): void;
+  /**
+   * A link to a span of another trace: its W3C trace flags (01 sampled; default 01) and
+   * whether its context came from another process (default false). Written as OTLP's
+   * Link.flags: those flags, and "whether it is remote is known" with the answer (as the
+   * project's serializer writes a link's context).
+   */
+  link(traceId: string, spanId: string, traceFlags?: number, remote?: boolean): void;
   /** The status: an error with this message, or unset (''). */
   end(error: string): void;
 }
@@ -116,9 +121,15 @@ const T_STRING = 0x0a;
 const T_BOOL = 0x10;
 const T_INT = 0x18;
 const T_DOUBLE = 0x21;
-/** Span flags (OTLP 1.x): the W3C trace flags (sampled), and whether the parent is remote is known (0x100) and true (0x200). */
-const FLAGS_SAMPLED = 0x101;
-const FLAGS_REMOTE_PARENT = 0x301;
+/**
+ * Span and link flags (OTLP 1.x SpanFlags): the W3C trace flags in the low 8 bits,
+ * SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK (0x100: whether the parent, or a link's context,
+ * is remote is known) and SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK (0x200: it is).
+ */
+const HAS_IS_REMOTE = 0x100;
+const IS_REMOTE = 0x200;
+const FLAGS_SAMPLED = HAS_IS_REMOTE | 0x01;
+const FLAGS_REMOTE_PARENT = IS_REMOTE | FLAGS_SAMPLED;
 
 /** Bytes of a varint of `v` (0 <= v < 2^32). */
 function varintSize(v: number): number {
@@ -223,6 +234,18 @@ export class OtlpWriter implements SpanSink {
     return this.pos;
   }
 
+  /** The bytes `finish` would return now: the spans written and what frames them. */
+  bytes(): number {
+    const scope = this.pos - this.body;
+    const rs = this.resource.length + 1 + varintSize(scope) + scope;
+    return 1 + varintSize(rs) + rs;
+  }
+
+  /** No span has been written since `start` (or all were rolled back). */
+  empty(): boolean {
+    return this.pos === this.body + this.scope.length;
+  }
+
   rollback(mark: number): void {
     this.pos = mark;
     this.attrTag = T_SPAN_ATTR;
@@ -290,7 +313,7 @@ export class OtlpWriter implements SpanSink {
     this.attrTag = T_SPAN_ATTR;
   }
 
-  link(traceId: string, spanId: string): void {
+  link(traceId: string, spanId: string, traceFlags = 1, remote = false): void {
     this.ensure(16 + traceId.length + spanId.length);
     const b = this.buf;
     b[this.pos++] = T_LINK;
@@ -298,7 +321,7 @@ export class OtlpWriter implements SpanSink {
     this.id(T_TRACE_ID, traceId);
     this.id(T_SPAN_ID, spanId);
     b[this.pos++] = T_LINK_FLAGS;
-    this.fixed32(FLAGS_SAMPLED);
+    this.fixed32((traceFlags & 0xff) | HAS_IS_REMOTE | (remote ? IS_REMOTE : 0));
   }
 
   str(key: OtlpKey, v: string): void {

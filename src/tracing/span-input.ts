@@ -35,6 +35,12 @@ export interface SpanInput {
   durationMs: number;
   /** Arrival to the request going upstream, ms; -1 when it never went (refused). */
   upstreamAtMs: number;
+  /**
+   * Arrival to admission admitting the request, ms; -1 when it was not admitted (refused,
+   * or its client went away before admission decided). Absent (an input made before the
+   * exchange said when it was admitted): admitted when it went upstream.
+   */
+  admittedAtMs?: number;
   /** The gateway's own error type ('' when the answer was the origin's). */
   errorType: string;
 }
@@ -80,9 +86,21 @@ export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: 
       start: x.start,
       durationMs: end - x.t0,
       upstreamAtMs: x.tUp > 0 ? x.tUp - x.t0 : -1,
+      admittedAtMs: admittedAt(x),
       errorType: x.errorType,
     });
   };
+}
+
+/**
+ * When the request was admitted, from arrival (ms), or -1: the exchange's `tAdmit`
+ * (performance.now() once admission admitted it, 0 when it never did), else, where an
+ * exchange does not say (a tunnel, a replay), when it went upstream.
+ */
+function admittedAt(x: Exchange): number {
+  const t = x.tAdmit;
+  if (t > 0) return t - x.t0;
+  return x.tUp > 0 ? x.tUp - x.t0 : -1;
 }
 
 /** Spans one input becomes: the SERVER span, and a CLIENT span when it went upstream. */

@@ -67,7 +67,19 @@ const K = {
   keyId: otlpKey('wakegate.key_id'),
   rateLimit: otlpKey('wakegate.rate_limit'),
   refusedReason: otlpKey('wakegate.admission.refused_reason'),
+  refusedAfter: otlpKey('wakegate.refused_reason'),
 };
+
+/**
+ * The SERVER span's `error.type` for a request its client left before any answer was
+ * sent (the wake's 499, nginx's "client closed request", never sent on the wire). The
+ * HTTP conventions: `http.response.status_code` only when one was sent; a request that
+ * failed before it (cancelled included) has status Error and an `error.type`, low in
+ * cardinality, the instrumentation's own where no exception names it.
+ */
+export const CLIENT_CLOSED = 'client_closed_request';
+/** The conventions' fallback `error.type`: an exchange that ended with no status recorded (0) and no error type. */
+const OTHER_ERROR = '_OTHER';
 
 /**
  * A URL's `server.address` and `server.port`: an IPv6 address without the brackets a
@@ -198,7 +210,7 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
   };
   // The admission event's outcome and the route's bucket, admitted and refused.
   const outcomes = new Map<string, [admitted: OtlpAttrs, refused: OtlpAttrs]>();
-  const outcomeOf = (route: string, upstream: boolean): OtlpAttrs => {
+  const outcomeOf = (route: string, admitted: boolean): OtlpAttrs => {
     let o = outcomes.get(route);
     if (o === undefined) {
       const bucket = buckets.get(route);
@@ -215,14 +227,31 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       // Routes are the configuration's: bounded.
       if (buckets.has(route)) outcomes.set(route, o);
     }
-    return upstream ? o[0] : o[1];
+    return admitted ? o[0] : o[1];
   };
   return (s: SpanInput, w: SpanSink): void => {
     const end = s.start + s.durationMs;
     const upstream = s.upstreamAtMs >= 0;
+    // Admitted: the exchange says when (an admitted request may still be refused before it
+    // goes upstream: its body held a key, the buffers were full); else it went upstream.
+    const admittedAt = s.admittedAtMs === undefined ? s.upstreamAtMs : Math.max(s.admittedAtMs, -1);
+    const admitted = admittedAt >= 0 || upstream;
+    // No answer was sent: the client went away first (the wake's 499, the gateway's own
+    // record; an origin's own 499 reads the same), or the exchange ended with none (0).
+    const unanswered = s.status === 0 || (s.status === 499 && s.errorType === '');
     const shape = shapeOf(s);
-    // OpenTelemetry's HTTP conventions: a server span is an error for a 5xx (or no answer), not a 4xx.
-    const serverError = s.status >= 500 || s.status === 0 ? s.errorType || String(s.status) : '';
+    // OpenTelemetry's HTTP conventions: a server span is an error for a 5xx or no answer, not a 4xx.
+    const errorType =
+      s.errorType !== ''
+        ? s.errorType
+        : unanswered
+          ? s.status === 499
+            ? CLIENT_CLOSED
+            : OTHER_ERROR
+          : s.status >= 500
+            ? String(s.status)
+            : '';
+    const serverError = unanswered || s.status >= 500 ? errorType : '';
     w.begin({
       name: shape.name,
       kind: SERVER,
@@ -238,18 +267,27 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
     if (shape.other) w.str(K.methodOriginal, s.method);
     w.str(K.scheme, s.scheme);
     w.str(K.path, s.path);
-    w.num(K.status, s.status);
+    // Only a status the client was sent (the conventions: "if and only if one was sent").
+    if (!unanswered) w.num(K.status, s.status);
     w.str(K.client, s.clientIp);
     w.str(K.wakeId, s.wakeId);
     if (s.userAgent !== '') w.str(K.userAgent, s.userAgent);
-    if (s.errorType !== '') w.str(K.errorType, s.errorType);
-    else if (serverError !== '') w.str(K.errorType, serverError);
-    // The admission decision: who it was admitted as, against which bucket, or why it was refused.
-    w.event('wakegate.admission', s.start + Math.max(0, s.upstreamAtMs));
-    w.attrs(outcomeOf(s.route, upstream));
+    if (errorType !== '') w.str(K.errorType, errorType);
+    // The admission decision: who it was admitted as, against which bucket, or why it was
+    // refused (no reason when its client went away before admission decided: the wake's
+    // 499, which the wake records as refused too).
+    w.event('wakegate.admission', s.start + Math.max(0, admittedAt));
+    w.attrs(outcomeOf(s.route, admitted));
     if (s.keyId !== '') w.str(K.keyId, s.keyId);
-    if (!upstream && s.errorType !== '') w.str(K.refusedReason, s.errorType);
+    if (!admitted && s.errorType !== '') w.str(K.refusedReason, s.errorType);
     w.endEvent();
+    // Admitted, then refused before it went upstream (its body held a gateway key or could not
+    // be read for one, the body buffers were full, no connection to the origin came free).
+    if (admitted && !upstream && s.errorType !== '') {
+      w.event('wakegate.refused', end);
+      w.str(K.refusedAfter, s.errorType);
+      w.endEvent();
+    }
     w.end(serverError);
     if (!upstream) return;
     w.begin({
@@ -270,11 +308,13 @@ export function wakeSpans(cfg: Pick<Config, 'routes'>, ids: HexSource) {
       const q = s.upstreamPath.indexOf('?');
       w.str(K.full, shape.base + (q === -1 ? s.upstreamPath : s.upstreamPath.slice(0, q)));
     }
-    // The origin answered unless the gateway answered for it (a timeout, a broken connection).
-    // The conventions: a CLIENT span is an error for any status from 400 up, its error.type
-    // the status code when nothing else names the error.
+    // The origin answered unless the gateway answered for it (a timeout, a broken connection),
+    // or the client went away first: then the gateway let go of the origin's request, a
+    // cancellation by the caller, which the conventions do not count an error (no error.type,
+    // status unset), and no status is known to have come. Otherwise a CLIENT span is an error
+    // for any status from 400 up, its error.type the status code when nothing else names it.
     let clientError = s.errorType;
-    if (s.errorType === '') {
+    if (s.errorType === '' && !unanswered) {
       w.num(K.status, s.status);
       if (s.status >= 400) clientError = String(s.status);
     }

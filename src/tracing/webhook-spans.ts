@@ -122,6 +122,15 @@ export function webhookSpan(a: WebhookAttempt, w: SpanSink, ids: HexSource): voi
   if (a.status !== 0) w.num(K.status, a.status);
   if (failed) w.str(K.errorType, a.status === 0 ? (a.error ?? 'error') : String(a.status));
   const wake = wakeTraceOf(a.payload);
-  if (wake !== null) w.link(wake.traceId, wake.spanId);
+  // The link's flags are what is known of the wake's span context, and the sampled flag is
+  // not: the event's data (a public payload) carries the wake's trace and span ids only, and
+  // the trace flags the wake was served with ('01' head-sampled, '00' otherwise, even for one
+  // exported at its end for a 5xx or its slowness) are in neither the wake nor the delivery.
+  // Whether this gateway exported that span is no answer either: a delivery may come from
+  // another gateway of the fleet, after a restart, or days later, and a span chosen for export
+  // may have been dropped. So no trace flags are claimed (not sampled), and the context is
+  // said to be remote: it came back from outside this process, through the payload, as an
+  // extracted one does (OTLP Link.flags: SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | ..._IS_REMOTE_MASK).
+  if (wake !== null) w.link(wake.traceId, wake.spanId, 0, true);
   w.end(failed ? (a.error ?? String(a.status)) : '');
 }

@@ -24,7 +24,10 @@ interface SdkSpan {
   droppedAttributesCount: 0;
   events: { name: string; time: HrTime; attributes: Record<string, Attr> }[];
   droppedEventsCount: 0;
-  links: { context: { traceId: string; spanId: string; traceFlags: number }; attributes: Record<string, Attr> }[];
+  links: {
+    context: { traceId: string; spanId: string; traceFlags: number; isRemote: boolean };
+    attributes: Record<string, Attr>;
+  }[];
   droppedLinksCount: 0;
   status: { code: number; message?: string };
   resource: { attributes: Record<string, Attr> };
@@ -107,8 +110,8 @@ export class SdkSpans implements SpanSink {
     this.current = this.last.attributes;
   }
 
-  link(traceId: string, spanId: string): void {
-    this.last.links.push({ context: { traceId, spanId, traceFlags: 1 }, attributes: {} });
+  link(traceId: string, spanId: string, traceFlags = 1, remote = false): void {
+    this.last.links.push({ context: { traceId, spanId, traceFlags, isRemote: remote }, attributes: {} });
   }
 
   end(error: string): void {
