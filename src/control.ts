@@ -2,6 +2,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { Admission } from './admission/admission.js';
 import { RouteTable } from './admission/routes.js';
+import { Cursors, cursorKey } from './api/cursor.js';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
@@ -206,7 +207,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const api = parts.add(
       await apiPart(
         cfg,
-        { clock, log, ring, keys: keys.keys, wakes, admission, metrics },
+        { clock, log, ring, keys: keys.keys, wakes, admission, metrics, cursors: new Cursors(cursorKey(sealingKey)) },
         management,
         [webhooks.plugin, replayPlugin(replay.replayer)],
         capture.recorder,

@@ -7,6 +7,7 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { WakeQuerier } from '../store/wakes.js';
+import type { Cursors } from './cursor.js';
 
 /** What the /v2 API is handed; each plugin takes what it needs from here. */
 export interface ApiDeps {
@@ -19,6 +20,8 @@ export interface ApiDeps {
   /** The admission every call with an `auth` scope passes (key, scope, buckets), as proxied requests do. */
   admission: Admission;
   metrics: Metrics;
+  /** Makes and reads this installation's signed list cursors. */
+  cursors: Cursors;
   /** Optional services added by later layers (webhooks, replay). */
   extra?: Record<string, unknown>;
 }

@@ -4,7 +4,7 @@ import { isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import { GatewayError, missing } from '../errors.js';
 import type { ApiDeps } from './context.js';
-import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, isRealDate, parseInput } from './parse.js';
 import { listEnvelope } from './views.js';
@@ -156,7 +156,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const env = actingEnvironment(deps, request, q.environment);
       const now = deps.clock.now();
       const fp = filterFingerprint({ what: 'keys', env, s: q.status, l: q.label, c: q.consumer });
-      const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
+      const after = q.cursor !== undefined ? deps.cursors.decode(q.cursor, fp) : null;
       // Stored names are NFC: a filter given decomposed finds them too.
       const label = q.label?.normalize('NFC');
       const consumer = q.consumer?.normalize('NFC');
@@ -180,7 +180,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       return listEnvelope(
         views.map((v, i) => ({ ...v, status: status(page[i] as KeyRecord) })),
         more,
-        more && last ? encodeCursor({ t: last.created_at, id: last.id }, fp) : null,
+        more && last ? deps.cursors.encode({ t: last.created_at, id: last.id }, fp) : null,
       );
     },
   );

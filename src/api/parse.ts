@@ -38,10 +38,50 @@ function paramOf(issue: z.core.$ZodIssue, prefix: string): string {
   return p || prefix;
 }
 
-function describe(issue: z.core.$ZodIssue): string {
+/** What a schema node expects, in words (zod's `expected`). */
+const KIND: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'a whole number',
+  boolean: 'a boolean (true or false)',
+  object: 'a JSON object',
+  record: 'a JSON object',
+  array: 'an array',
+};
+
+/** What a JSON value is, in words. */
+function kindOfValue(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return 'a string';
+  if (typeof v === 'boolean') return 'a boolean';
+  return `a ${typeof v}`;
+}
+
+/** Whether the raw input holds a key at `path` (own keys only), and its value. */
+function at(input: unknown, path: readonly PropertyKey[]): { present: boolean; value: unknown } {
+  let cur = input;
+  for (const s of path) {
+    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, s)) return { present: false, value: undefined };
+    cur = (cur as Record<PropertyKey, unknown>)[s];
+  }
+  return { present: cur !== undefined, value: cur };
+}
+
+/**
+ * The problem in words: `is required` only when the key is absent; a key given with
+ * a value of the wrong type `must be a <type>, not <what it is>`; a query parameter
+ * given twice (which arrives as a list) `is given more than once`.
+ */
+function describe(issue: z.core.$ZodIssue, input: unknown, what: 'query' | 'body'): string {
   if (issue.code === 'unrecognized_keys') return `unknown parameter ${JSON.stringify(issue.keys[0])}`;
-  if (issue.code === 'invalid_type' && issue.input === undefined) return 'is required';
-  return issue.message;
+  const { present, value } = at(input, issue.path);
+  if (!present) return 'is required';
+  if (issue.code !== 'invalid_type') return issue.message;
+  if (what === 'query' && issue.path.length === 1 && Array.isArray(value) && issue.expected !== 'array')
+    return 'is given more than once';
+  return `must be ${KIND[issue.expected] ?? issue.expected}, not ${kindOfValue(value)}`;
 }
 
 /**
@@ -54,5 +94,5 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what:
   if (r.success) return r.data;
   const issue = r.error.issues[0] as z.core.$ZodIssue;
   const param = paramOf(issue, what);
-  throw new GatewayError('invalid_request', `${param}: ${describe(issue)}`, param);
+  throw new GatewayError('invalid_request', `${param}: ${describe(issue, input, what)}`, param);
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { KeyRecord } from '../auth/key.js';
+import { GatewayError } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { parseInput } from './parse.js';
@@ -26,6 +27,18 @@ export const replayBody = z.strictObject({
 });
 const params = z.strictObject({ wake_id: z.string().max(64) });
 
+/**
+ * `set` as the client sent it: every own name, `__proto__` included (the schema's
+ * record copies by assignment, which would drop that name silently, so a name the
+ * request holds no marker for would go unrefused).
+ */
+function setAsSent(body: unknown): Record<string, unknown> {
+  const raw = (body as { set: Record<string, unknown> }).set;
+  const set = Object.fromEntries(Object.entries(raw));
+  if (Object.keys(set).length > 100) throw new GatewayError('invalid_request', 'set: at most 100 values', 'set');
+  return set;
+}
+
 /** What docs/api.md says of a replay beyond its summary: routes, `set` and the refusals. */
 const REPLAY_DESCRIPTION = [
   "The captured method, path, query, headers (redacted ones left out) and body are sent through the route that matches the path now, to its origin for the wake's environment, with `x-wakegate-replay-of` and `x-wakegate-replayed-by`. The replaying key needs that route's scope (read for GET, HEAD and OPTIONS, else write), as if it sent the request itself, and is charged to its own bucket. Refused: no route matching the path now, or no origin for the environment (409); the original key revoked, the path cut, the body not captured whole (409); a method other than GET, HEAD or OPTIONS without `allow_unsafe: true` (422, `param: \"allow_unsafe\"`); another environment's wake (404).",
@@ -38,7 +51,7 @@ const REPLAY_DESCRIPTION = [
   '{ "allow_unsafe": true, "set": { "$.card.cvc": "123", "token": "tok_test_1", "x-api-key": "key_test" } }',
   '```',
   '',
-  '`set` names a query parameter or form field (by its decoded name), a JSON value by JSON path (`$.card.cvc`, `$.items[0].token`, `$["odd key"]`), or a redacted header (left out when not given). It fills redacted values only: each name must hold a marker, whole, in the captured request, and each value is a JSON scalar (string, number, boolean or null). `$` (the whole body), a whole object, a field that was not redacted, a name that matches nothing, or an object or array value, is 400 `invalid_request` with `param: "set.<name>"`, and nothing is sent. A marker no name can reach (inside a string, in a body neither JSON nor a form) is 409: that wake cannot be replayed.',
+  '`set` names a query parameter or form field (by its decoded name), a JSON value by JSON path (`$.card.cvc`, `$.items[0].token`, `$["odd key"]`), or a redacted header (by name in any case; left out when not given). It fills redacted values only: each name must hold a marker, whole, in the captured request, and each value is a JSON scalar (string, number, boolean or null). `$` (the whole body), a whole object, a field that was not redacted, a name that matches nothing, or an object or array value, is 400 `invalid_request` with `param: "set.<name>"`, and nothing is sent. A marker no name can reach (inside a string, in a body neither JSON nor a form) is 409: that wake cannot be replayed.',
   '',
   "The replay's own wake marks the values from `set`, and the redacted values of its answer, with a salt of its own, so its markers never tell whether a value given equals the original. Without `set`, a replay is marked as the wake it replays, so their diff tells equal from changed.",
 ].join('\n');
@@ -75,7 +88,7 @@ export function replayPlugin(replayer: ReplayService) {
           {
             allowUnsafe: body.allow_unsafe ?? false,
             ignore: body.ignore ?? [],
-            ...(body.set ? { set: body.set } : {}),
+            ...(body.set ? { set: setAsSent(request.body) } : {}),
           },
           request.key,
         );

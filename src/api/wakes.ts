@@ -4,20 +4,38 @@ import { MANAGEMENT_ROUTES, type WakeFilter } from '../capture/wake-filter.js';
 import { GatewayError, missing } from '../errors.js';
 import { idTime } from '../ids.js';
 import type { ApiDeps } from './context.js';
-import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, isRealDate, parseInput } from './parse.js';
 import { templateFilter } from './path-template.js';
 import { listEnvelope, wakeDetailView, wakeView } from './views.js';
 
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
+/**
+ * ISO 8601 with a zone: seconds optional, up to nine fractional digits (Python's
+ * isoformat() gives microseconds; past milliseconds they are cut, not rounded), and
+ * `Z` or an offset of at most ±23:59. A text that still names no instant is refused.
+ */
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+const OFFSET_OK = /(Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
 /** An ISO 8601 timestamp with a zone, as milliseconds. */
 export const isoParam = z
   .string()
   .regex(ISO, 'must be an ISO 8601 timestamp such as 2026-11-22T10:00:00Z')
+  .refine((s) => OFFSET_OK.test(s), 'has a UTC offset out of range: hours at most 23, minutes at most 59')
   .refine(isRealDate, 'is not a real date (no such day or time)')
-  .transform((s) => Date.parse(s))
-  .meta({ format: 'date-time', description: 'ISO 8601 with a zone; a day or time that does not exist is refused' });
+  .transform((s, ctx) => {
+    const t = Date.parse(s.replace(/(\.\d{3})\d+/, '$1'));
+    if (!Number.isFinite(t)) {
+      ctx.addIssue({ code: 'custom', message: 'is not a time this API can read', input: s });
+      return z.NEVER;
+    }
+    return t;
+  })
+  .meta({
+    format: 'date-time',
+    description:
+      'ISO 8601 with a zone (Z or ±hh:mm); fractions past milliseconds are cut; a day or time that does not exist is refused',
+  });
 
 export const listWakesQuery = z.strictObject({
   environment: environmentParam,
@@ -52,6 +70,13 @@ export const listWakesQuery = z.strictObject({
   cursor: z.string().min(1).max(512).optional(),
 });
 
+/** What docs/api.md says of the list beyond its summary: time formats and cursors. */
+const LIST_WAKES_DESCRIPTION = [
+  "`since` and `until` (here and on `GET /v2/stats`) are ISO 8601 with a zone: `2026-11-22T10:00:00Z`, `2026-11-22T10:00:00.123456+01:00` (digits past milliseconds are cut, so Python's `isoformat()` of an aware datetime is read as it is). An offset is at most ±23:59; a day, time or offset that does not exist is 400 naming the parameter.",
+  '',
+  '`next_cursor`, here and in every list, is opaque and signed by this installation: send it back unchanged, with the same filters. A cursor altered, made by a client, or issued before the gateway was upgraded is 400 `invalid_request` with `param: "cursor"`: list again from the first page.',
+].join('\n');
+
 export const wakeIdParams = z.strictObject({ wake_id: z.string().max(64) });
 export const byIdQuery = z.strictObject({ environment: environmentParam });
 
@@ -63,6 +88,7 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
         auth: { scope: 'wakes:read' },
         doc: {
           summary: 'List wakes, newest first, with filters and cursor pagination',
+          description: LIST_WAKES_DESCRIPTION,
           query: listWakesQuery,
           success: 200,
           object: 'list of wake',
@@ -100,11 +126,11 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
       if (q.trace_id !== undefined) filter.traceId = q.trace_id;
       if (q.min_latency_ms !== undefined) filter.minLatencyMs = q.min_latency_ms;
       const limit = q.limit ?? 20;
-      const fp = filterFingerprint({ ...filter, pathPattern: q.path });
-      const after = q.cursor !== undefined ? decodeCursor(q.cursor, fp) : null;
+      const fp = filterFingerprint({ what: 'wakes', ...filter, pathPattern: q.path });
+      const after = q.cursor !== undefined ? deps.cursors.decode(q.cursor, fp) : null;
       const page = await deps.wakes.list(filter, limit, after, deps.clock.now());
       const last = page.rows[page.rows.length - 1];
-      const next = page.hasMore && last ? encodeCursor({ t: last.captured_at, id: last.id }, fp) : null;
+      const next = page.hasMore && last ? deps.cursors.encode({ t: last.captured_at, id: last.id }, fp) : null;
       return listEnvelope(page.rows.map(wakeView), page.hasMore, next);
     },
   );

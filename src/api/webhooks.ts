@@ -9,7 +9,7 @@ import type { DeliveryRecord } from '../webhooks/records.js';
 import { redeliver } from '../webhooks/redeliver.js';
 import { TEST_EVENT, testDelivery } from '../webhooks/test-delivery.js';
 import type { ApiDeps } from './context.js';
-import { decodeCursor, encodeCursor, filterFingerprint } from './cursor.js';
+import { filterFingerprint } from './cursor.js';
 import { actingEnvironment, environmentParam } from './env.js';
 import { intParam, parseInput } from './parse.js';
 import { iso, listEnvelope } from './views.js';
@@ -117,7 +117,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         const q = parseInput(listEndpointsQuery, request.query, 'query');
         const env = actingEnvironment(deps, request, q.environment);
         const fp = filterFingerprint({ env, what: 'endpoints' });
-        const after = q.cursor ? decodeCursor(q.cursor, fp).id : null;
+        const after = q.cursor ? deps.cursors.decode(q.cursor, fp).id : null;
         const all = w.endpoints.list(env).filter((e) => after === null || e.id > after);
         const limit = q.limit ?? 20;
         const page = all.slice(0, limit);
@@ -126,7 +126,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         return listEnvelope(
           page.map((e) => endpointView(e)),
           more,
-          more && last ? encodeCursor({ t: 0, id: last.id }, fp) : null,
+          more && last ? deps.cursors.encode({ t: 0, id: last.id }, fp) : null,
         );
       },
     );
@@ -155,15 +155,15 @@ export function webhooksPlugin(w: WebhookApiDeps) {
           ...(q.status !== undefined ? { status: q.status } : {}),
           ...(q.event_type !== undefined ? { eventType: q.event_type } : {}),
         };
-        const fp = filterFingerprint(filter);
-        const before = q.cursor ? decodeCursor(q.cursor, fp).id : null;
+        const fp = filterFingerprint({ what: 'deliveries', ...filter });
+        const before = q.cursor ? deps.cursors.decode(q.cursor, fp).id : null;
         const limit = q.limit ?? 20;
         const page = await w.deliveries.list(filter, limit, before);
         const last = page.rows[page.rows.length - 1];
         return listEnvelope(
           page.rows.map(deliveryView),
           page.hasMore,
-          page.hasMore && last ? encodeCursor({ t: 0, id: last.id }, fp) : null,
+          page.hasMore && last ? deps.cursors.encode({ t: 0, id: last.id }, fp) : null,
         );
       },
     );

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { omittedInfo } from '../capture/budget.js';
 import { codingOf } from '../capture/codings.js';
 import type { StoredBody, WakeDiff } from '../capture/detail-types.js';
+import { type ExactValue, JsonNumber, parseExact, plainOf, sameExact } from './json-exact.js';
 
 /**
  * Response headers never compared: the gateway's own (it adds them to every
@@ -65,10 +66,14 @@ const pathOf = (base: string, key: string | number): string =>
       ? `${base}.${key}`
       : `${base}[${JSON.stringify(key)}]`;
 
-/** Compares two JSON values by JSON path, skipping ignored paths and field names. */
+/**
+ * Compares two JSON values by JSON path, skipping ignored paths and field names.
+ * Numbers compare by exact value (replay/json-exact.ts): past 2^53 too, and `1`
+ * equals `1.0`. What differs is given as plain JSON data (`plainOf`).
+ */
 function jsonDiff(
-  a: unknown,
-  b: unknown,
+  a: ExactValue,
+  b: ExactValue,
   path: string,
   key: string | number | null,
   ignore: Set<string>,
@@ -77,34 +82,34 @@ function jsonDiff(
 ): void {
   if (out.length >= MAX_DIFFS) return;
   if (ignore.has(path) || (typeof key === 'string' && ignore.has(key))) {
-    if (JSON.stringify(a) !== JSON.stringify(b)) ignored.add(path);
+    if (!sameExact(a, b)) ignored.add(path);
     return;
   }
-  const isObj = (v: unknown) => v !== null && typeof v === 'object';
+  const isObj = (v: unknown) => v !== null && typeof v === 'object' && !(v instanceof JsonNumber);
   if (Array.isArray(a) && Array.isArray(b)) {
     for (let i = 0; i < Math.max(a.length, b.length); i++) {
-      if (i >= a.length) out.push({ path: pathOf(path, i), before: undefined, after: b[i] });
-      else if (i >= b.length) out.push({ path: pathOf(path, i), before: a[i], after: undefined });
-      else jsonDiff(a[i], b[i], pathOf(path, i), i, ignore, out, ignored);
+      if (i >= a.length) out.push({ path: pathOf(path, i), before: undefined, after: plainOf(b[i]) });
+      else if (i >= b.length) out.push({ path: pathOf(path, i), before: plainOf(a[i]), after: undefined });
+      else jsonDiff(a[i] as ExactValue, b[i] as ExactValue, pathOf(path, i), i, ignore, out, ignored);
     }
     return;
   }
   if (isObj(a) && isObj(b) && !Array.isArray(a) && !Array.isArray(b)) {
-    const ao = a as Record<string, unknown>;
-    const bo = b as Record<string, unknown>;
+    const ao = a as { [k: string]: ExactValue };
+    const bo = b as { [k: string]: ExactValue };
     for (const k of new Set([...Object.keys(ao), ...Object.keys(bo)])) {
       const p = pathOf(path, k);
-      if (!(k in bo)) {
+      if (!Object.hasOwn(bo, k)) {
         if (ignore.has(p) || ignore.has(k)) ignored.add(p);
-        else out.push({ path: p, before: ao[k], after: undefined });
-      } else if (!(k in ao)) {
+        else out.push({ path: p, before: plainOf(ao[k]), after: undefined });
+      } else if (!Object.hasOwn(ao, k)) {
         if (ignore.has(p) || ignore.has(k)) ignored.add(p);
-        else out.push({ path: p, before: undefined, after: bo[k] });
-      } else jsonDiff(ao[k], bo[k], p, k, ignore, out, ignored);
+        else out.push({ path: p, before: undefined, after: plainOf(bo[k]) });
+      } else jsonDiff(ao[k] as ExactValue, bo[k] as ExactValue, p, k, ignore, out, ignored);
     }
     return;
   }
-  if (JSON.stringify(a) !== JSON.stringify(b)) out.push({ path, before: a, after: b });
+  if (!sameExact(a, b)) out.push({ path, before: plainOf(a), after: plainOf(b) });
 }
 
 const sentHash = (b: StoredBody): string =>
@@ -124,11 +129,13 @@ const summary = (buf: Buffer, b: StoredBody) => ({
  * How the replay's answer differs from the original's: the status, the headers the
  * origin set (less the gateway's own and the ones that always change), and the body
  * (JSON value by value by JSON path such as `$.data[0].id`; anything else by size
- * and SHA-256). `ignore` names JSON paths or field names to skip; what differed
- * there is listed in `ignored`.
+ * and SHA-256). `ignore` names JSON paths or field names to skip (exact case), or
+ * header names (any case); what differed there is listed in `ignored`.
  */
 export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly string[] = []): WakeDiff {
   const ignore = new Set(ignoreList);
+  /** Header names are case-insensitive: `ignore: ["X-Version"]` skips `x-version`. */
+  const ignoreHeaders = new Set(ignoreList.map((n) => n.toLowerCase()));
   const ignored = new Set<string>();
   const status = before.status === after.status ? null : { before: before.status, after: after.status };
   const hb = headerMap(before.headers);
@@ -137,7 +144,7 @@ export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly 
   for (const name of new Set([...hb.keys(), ...ha.keys()])) {
     if (NOT_COMPARED.has(name)) continue;
     if (hb.get(name) === ha.get(name)) continue;
-    if (ignore.has(name)) {
+    if (ignoreHeaders.has(name)) {
       ignored.add(name);
       continue;
     }
@@ -157,10 +164,14 @@ export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly 
     const json = (hb.get('content-type') ?? '').includes('json') && (ha.get('content-type') ?? '').includes('json');
     if (json && !before.body.truncated && !after.body.truncated) {
       try {
-        jsonDiff(JSON.parse(ba.toString('utf8')), JSON.parse(aa.toString('utf8')), '$', null, ignore, body, ignored);
+        const found: WakeDiff['body'] = [];
+        const skipped = new Set<string>();
+        jsonDiff(parseExact(ba.toString('utf8')), parseExact(aa.toString('utf8')), '$', null, ignore, found, skipped);
+        body.push(...found);
+        for (const p of skipped) ignored.add(p);
         done = true;
       } catch {
-        // Not JSON after all: compared by size and hash below.
+        // Not JSON after all (or nested past the stack): compared by size and hash below.
       }
     }
     if (!done && (before.body.bytes !== after.body.bytes || !ba.equals(aa)) && !ignore.has('$')) {

@@ -36,8 +36,9 @@ export type FillResult = { ok: true; filled: Filled; values: string[] } | { ok: 
  * origin as if it were the value, and `set` fills redacted values only: each name it
  * gives must be one that holds a marker, whole, in the captured request (a query
  * parameter or form field by decoded name, a JSON value by JSON path `$.card.cvc`, or
- * a redacted header by name), and its value a JSON scalar; `$`, a whole object, a
- * field that was not redacted, or a value that is an object or array, is refused.
+ * a redacted header by name, in any case), and its value a JSON scalar; `$`, a whole
+ * object, a field that was not redacted, or a value that is an object or array, is
+ * refused.
  * Everything else is sent as captured. `values` are the texts `set` put in the
  * request: the replay's own wake marks them with a fresh salt (replay/salts.ts).
  */
@@ -98,9 +99,21 @@ export function fillRedacted(
     }
   }
   const headers: [string, string][] = [];
+  /** The names `set` gives each header by, lower-cased: header names are case-insensitive. */
+  const byHeader = new Map<string, string[]>();
+  for (const n of Object.keys(set)) {
+    const l = n.toLowerCase();
+    byHeader.set(l, [...(byHeader.get(l) ?? []), n]);
+  }
   for (const [k, v] of d.request_headers ?? []) {
     if (MARKER.test(v) || isRedactedHeader(k)) {
-      const name = Object.hasOwn(set, k) ? k : k.toLowerCase();
+      const names = byHeader.get(k.toLowerCase()) ?? [];
+      if (names.length > 1)
+        return refuse(
+          names[1] as string,
+          `${JSON.stringify(names[0])} and ${JSON.stringify(names[1])} name the same header (header names are case-insensitive): give it once`,
+        );
+      const name = names[0] ?? k.toLowerCase();
       const value = take(name);
       if (value === undefined) continue;
       if (HEADER_UNSAFE.test(value)) return refuse(name, 'a header value may not hold CR, LF or NUL');

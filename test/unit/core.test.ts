@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RouteTable, unsafePath } from '../../src/admission/routes.js';
-import { decodeCursor, encodeCursor, filterFingerprint } from '../../src/api/cursor.js';
+import { Cursors, filterFingerprint } from '../../src/api/cursor.js';
 import { templateFilter, templateToPattern } from '../../src/api/path-template.js';
 import { bearerToken, hashSecret, newKeySecret } from '../../src/auth/secrets.js';
 import { ERROR_TYPES, errorBody, GatewayError } from '../../src/errors.js';
@@ -56,13 +56,14 @@ describe('bearer header parsing', () => {
 
 describe('cursor', () => {
   it('round-trips and is bound to its filters', () => {
+    const cursors = new Cursors(Buffer.alloc(32, 7));
     const fp = filterFingerprint({ environment: 'production', status: 200 });
-    const c = encodeCursor({ t: 123, id: 'wk_abc' }, fp);
+    const c = cursors.encode({ t: 123, id: 'wk_abc' }, fp);
     expect(c).toMatch(/^cur_/);
-    expect(decodeCursor(c, fp)).toEqual({ t: 123, id: 'wk_abc' });
-    expect(() => decodeCursor(c, filterFingerprint({ environment: 'sandbox' }))).toThrow(GatewayError);
+    expect(cursors.decode(c, fp)).toEqual({ t: 123, id: 'wk_abc' });
+    expect(() => cursors.decode(c, filterFingerprint({ environment: 'sandbox' }))).toThrow(GatewayError);
     for (const bad of ['cur_', 'cur_!!!', 'abc', `cur_${Buffer.from('[1,2,3]').toString('base64url')}`]) {
-      expect(() => decodeCursor(bad, fp)).toThrow(/cursor/);
+      expect(() => cursors.decode(bad, fp)).toThrow(/cursor/);
     }
   });
 });
