@@ -2,9 +2,9 @@
  * The CLI's commands (serve, migrate, keys, endpoints, deliveries, wakes, replay), run by main.ts once
  * it has hidden a key given on the command line.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { type Args, nearest, onlyFlags, parseArgs, UsageError } from './cli/args.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, relative } from 'node:path';
+import { type Args, nearest, onlyFlags, operands, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
 import { apiCommand, HELP } from './cli/commands.js';
 import { fields } from './cli/table.js';
@@ -26,8 +26,21 @@ function version(): string {
   return pkg.version;
 }
 
-const configFile = (flags: Map<string, string>): string =>
-  flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? 'config/default.yaml';
+/**
+ * The package's own config/default.yaml (beside src/ in a checkout, beside dist/ once
+ * built or installed), so an installed `wakegate` finds it from any directory. Named
+ * relative to the working directory when it is under it, as a user would type it.
+ */
+function packagedConfig(): string | null {
+  const file = join(import.meta.dirname, '..', 'config', 'default.yaml');
+  if (!existsSync(file)) return null;
+  const rel = relative(process.cwd(), file);
+  return rel.startsWith('..') || isAbsolute(rel) ? file : rel;
+}
+
+/** --config, else WAKEGATE_CONFIG, else the packaged default; null: the built-in defaults alone (no file). */
+const configFile = (flags: Map<string, string>): string | null =>
+  flags.get('config') ?? process.env.WAKEGATE_CONFIG ?? packagedConfig();
 
 async function configFrom(flags: Map<string, string>): Promise<Readonly<Config>> {
   config ??= await import('./config/index.js');
@@ -71,7 +84,7 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
   });
 }
 
-async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
+async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> {
   const { Gateway } = await import('./app.js');
   const gw = new Gateway(cfg, {
     source: { file, dropIn: process.env.ORIGIN_URL || null },
@@ -118,6 +131,11 @@ async function serve(cfg: Readonly<Config>, file: string): Promise<void> {
   await started;
 }
 
+const unknownEnvironment = (name: string): ApiError =>
+  new ApiError(422, {
+    error: { type: 'unprocessable', message: `unknown environment ${JSON.stringify(name)}`, param: 'environment' },
+  });
+
 /** Recovery: a key written straight into the store, for when no key can reach the API. */
 async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<void> {
   onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'offline']);
@@ -125,10 +143,14 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
   const environment = args.flags.get('environment');
   const scopes = args.flags.get('scopes');
   if (!label || !environment || !scopes) throw new UsageError('keys create needs --label, --environment and --scopes');
+  operands(args, 2, null);
+  // As the API answers it (before the store is opened: nothing is written for a key refused).
+  if (!Object.hasOwn(cfg.environments, environment)) throw unknownEnvironment(environment);
   const { KeyRing } = await import('./auth/keyring.js');
   const { KeyService } = await import('./auth/keys-service.js');
   const { systemClock } = await import('./clock.js');
   const { EventBus } = await import('./events/bus.js');
+  const { GatewayError } = await import('./errors.js');
   const { createLogger } = await import('./log.js');
   const { EventTable } = await import('./store/events.js');
   const { KeyTable } = await import('./store/keys.js');
@@ -146,10 +168,16 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
     const events = new EventBus(new EventTable(store), systemClock, log);
     const svc = new KeyService({ cfg, table, ring, events, clock: systemClock, log });
     const consumer = args.flags.get('consumer');
-    const { key, secret } = await svc.create(
-      { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },
-      environment,
-    );
+    const { key, secret } = await svc
+      .create(
+        { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },
+        environment,
+      )
+      .catch((e: unknown) => {
+        // What the service refuses (an unknown scope, a bad label) is said as the API says it.
+        if (!(e instanceof GatewayError)) throw e;
+        throw new ApiError(e.status, { error: { type: e.type, message: e.message, param: e.param } });
+      });
     await events.flush();
     const view = svc.view(key, secret);
     out(
@@ -169,10 +197,12 @@ async function main(): Promise<void> {
   if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
   if (c0 === undefined || c0 === 'serve') {
     onlyFlags(args, []);
+    operands(args, 1, null);
     return serve(await configFrom(args.flags), configFile(args.flags));
   }
   if (c0 === 'migrate') {
     onlyFlags(args, []);
+    operands(args, 1, null);
     const cfg = await configFrom(args.flags);
     const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
     const { migrate } = await import('./store/migrations.js');

@@ -149,15 +149,20 @@ export function startLine(
       ? `http://${m.listener === 'separate' ? m.host : s.ops_host}:${o.managementPort}${cfg.console.path}/`
       : 'off',
     threads: o.threads,
-    ...(o.dropIn ? { origin: o.dropIn } : { routes: cfg.routes.map((r) => `${r.name} ${r.prefix}`) }),
+    // The origin's user too: `https://TOKEN@host` is a common way to hold a credential.
+    ...(o.dropIn
+      ? { origin: safeUrl(o.dropIn, { user: true }) }
+      : { routes: cfg.routes.map((r) => `${r.name} ${r.prefix}`) }),
   };
 }
 
-/** A URL without its password. */
-function safeUrl(url: string): string {
+/** A URL without its password (and, with `user`, its user name), as a log line may show it. */
+function safeUrl(url: string, o: { user?: boolean } = {}): string {
   try {
     const u = new URL(url);
+    if (!u.password && !(o.user && u.username)) return url;
     if (u.password) u.password = '***';
+    if (o.user && u.username) u.username = '***';
     return u.toString().replace(/\/$/, '');
   } catch {
     return url;

@@ -140,7 +140,7 @@ function App() {
         </div>
       </header>
       <main class="content" key={env}>
-        {page[0] === 'wakes' && page[1] ? <WakePage id={page[1]} env={env} /> : null}
+        {page[0] === 'wakes' && page[1] ? <WakePage id={page[1]} env={env} scopes={me.key.scopes} /> : null}
         {page[0] === 'wakes' && !page[1] ? <Wakes env={env} /> : null}
         {page[0] === 'keys' ? <Keys env={env} scopes={me.key.scopes} self={me.key.id} /> : null}
         {page[0] === 'webhooks' ? <Webhooks env={env} scopes={me.key.scopes} /> : null}

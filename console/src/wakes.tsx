@@ -284,7 +284,9 @@ export function DiffView({ diff }: { diff: Diff }) {
   );
 }
 
-export function WakePage({ id, env }: { id: string; env: string }) {
+export function WakePage({ id, env, scopes }: { id: string; env: string; scopes: string[] }) {
+  /** Replay needs wakes:write: a key without it is not offered one (the API would refuse it). */
+  const canReplay = scopes.includes('wakes:write');
   const [w, setW] = useState<WakeDetail | null>(null);
   const [err, setErr] = useState<unknown>(null);
   const [replay, setReplay] = useState<{ id: string; diff: Diff | null } | null>(null);
@@ -401,23 +403,26 @@ export function WakePage({ id, env }: { id: string; env: string }) {
       {w.request ? (
         <div class="toolbar">
           <Copy text={curlOf(w, proxyOrigin())} label="Copy as curl" />
-          <label>
-            Ignore
-            <input
-              value={ignore}
-              placeholder="updated_at, $.meta.id"
-              onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
-            />
-          </label>
           {/* A request body kept only as size and hash cannot be sent again: no Replay that could only be refused. */}
-          {w.request.body_encoding === 'omitted' ? null : (
-            <button
-              type="button"
-              onClick={() => (needed ? setAsking(true) : SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}
-            >
-              Replay
-            </button>
+          {!canReplay || w.request.body_encoding === 'omitted' ? null : (
+            <>
+              <label>
+                Ignore
+                <input
+                  value={ignore}
+                  placeholder="updated_at, $.meta.id"
+                  onInput={(e) => setIgnore((e.target as HTMLInputElement).value)}
+                />
+              </label>
+              <button
+                type="button"
+                onClick={() => (needed ? setAsking(true) : SAFE.has(w.method) ? start(false) : setConfirmUnsafe(true))}
+              >
+                Replay
+              </button>
+            </>
           )}
+          {canReplay ? null : <span class="muted small">This key cannot replay (it lacks wakes:write).</span>}
         </div>
       ) : null}
       {asking ? (

@@ -184,7 +184,11 @@ export class KeyService {
     const label = validName(input.label, 'label');
     const asked = input.consumer === undefined ? undefined : validName(input.consumer, 'consumer');
     const env = this.visibleEnvironment(callerEnv, input.environment);
-    const cls = this.envClass(env) as 'live' | 'test';
+    // The caller's own environment is taken as it is above; with no caller (`keys create
+    // --offline`) it is what the operator typed: an environment the config lacks is refused
+    // as the API refuses it, never issued a key of no class.
+    const cls = this.envClass(env);
+    if (cls === null) throw unprocessable('environment', `unknown environment ${JSON.stringify(env)}`);
     if (input.scopes.length === 0) throw unprocessable('scopes', 'a key needs at least one scope');
     const seen = new Set<string>();
     for (const [i, s] of input.scopes.entries()) {

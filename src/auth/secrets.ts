@@ -8,7 +8,11 @@ const KEY_SECRET = /^svc_(live|test)_[0-9A-Za-z]{43}$/;
 /** Bootstrap keys given by operators may be longer; never shorter than 32. */
 const ANY_KEY_SECRET = /^svc_(live|test)_[0-9A-Za-z]{32,128}$/;
 
-export const newKeySecret = (cls: EnvClass): string => `svc_${cls}_${newSecret()}`;
+/** A new key secret of class `cls`; anything but live or test is a bug, thrown (never `svc_null_...`). */
+export function newKeySecret(cls: EnvClass): string {
+  if (cls !== 'live' && cls !== 'test') throw new Error(`no key secret of class ${JSON.stringify(cls)}`);
+  return `svc_${cls}_${newSecret()}`;
+}
 /** Standard Webhooks form: `whsec_` + base64 of 32 random bytes. */
 export const newSigningSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 

@@ -171,3 +171,42 @@ function distance(a: string, b: string): number {
   }
   return (d[a.length] as number[])[b.length] as number;
 }
+
+/** ISO 8601 with a zone, as GET /v2/wakes reads it: seconds optional, up to nine fractional digits. */
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
+const ISO_NO_ZONE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?$/;
+
+/** Whether the date and time a text names exist as written (Date.parse makes Feb 30 March 2). */
+function realDate(s: string): boolean {
+  const [y, mo, d, h, mi, se = 0] = (/^(\d+)-(\d+)-(\d+)T(\d+):(\d+)(?::(\d+))?/.exec(s) ?? [])
+    .slice(1)
+    .map((x) => (x === undefined ? undefined : Number(x))) as number[];
+  const t = new Date(Date.UTC(y as number, (mo as number) - 1, d, h, mi, se));
+  return (
+    t.getUTCFullYear() === y &&
+    t.getUTCMonth() === (mo as number) - 1 &&
+    t.getUTCDate() === d &&
+    t.getUTCHours() === h &&
+    t.getUTCMinutes() === mi &&
+    t.getUTCSeconds() === se
+  );
+}
+
+/**
+ * A time option (`--since`, `--until`, `--at`): ISO 8601 with an explicit zone (`Z` or
+ * `±hh:mm`), never read in the machine's local zone; its text and its instant, or a
+ * usage error naming the option.
+ */
+export function timeOption(args: Args, name: string): { text: string; ms: number } | undefined {
+  const v = args.flags.get(name);
+  if (v === undefined) return undefined;
+  const example = '2026-12-01T00:00:00Z';
+  if (ISO_NO_ZONE.test(v))
+    throw new UsageError(
+      `--${name} ${JSON.stringify(v)} has no time zone: add Z (UTC) or an offset such as +02:00 (${example})`,
+    );
+  const ms = Date.parse(v.replace(/(\.\d{3})\d+/, '$1'));
+  if (!ISO.test(v) || !realDate(v) || !Number.isFinite(ms))
+    throw new UsageError(`--${name} ${JSON.stringify(v)} is not a time: use ISO 8601 with a zone, such as ${example}`);
+  return { text: v, ms };
+}

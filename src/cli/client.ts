@@ -37,12 +37,22 @@ export class ApiClient {
       }
     }
     if (!key) throw new UsageError('this command needs a key: WAKEGATE_KEY, or --key-file PATH (- for stdin)');
-    const url = flags.get('url') ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
+    const given = flags.get('url');
+    const url = given ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
+    const from = given !== undefined ? '--url' : env.WAKEGATE_URL !== undefined ? 'WAKEGATE_URL' : 'PORT';
+    let u: URL | null = null;
     try {
-      new URL(url);
+      u = new URL(url);
     } catch {
-      throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+      // Said below.
     }
+    // `localhost:8080` parses, as a URL of scheme "localhost:": it would be reported unreachable.
+    if (u === null || (u.protocol !== 'http:' && u.protocol !== 'https:'))
+      throw new UsageError(
+        `${from} ${JSON.stringify(url)} is not an http:// or https:// URL (such as http://127.0.0.1:8080)`,
+      );
+    if (u.username || u.password)
+      throw new UsageError(`${from} must not hold a user or password: the key is sent as a bearer token`);
     return new ApiClient(url.replace(/\/+$/, ''), key);
   }
 

@@ -1,5 +1,5 @@
 import type { Args } from './args.js';
-import { nearest, onlyFlags, operands, UsageError } from './args.js';
+import { nearest, onlyFlags, operands, timeOption, UsageError } from './args.js';
 import { ApiClient } from './client.js';
 import { replay } from './replay.js';
 import { fields, table } from './table.js';
@@ -43,7 +43,8 @@ Commands other than serve and migrate talk to a running gateway's /v2 API.`,
   serve: `Usage: wakegate serve [--config file.yaml]
 
 Runs the proxy and /v2 on PORT (8080) and /metrics, /healthz, /readyz on OPS_PORT (8081).
-The config file is --config, else WAKEGATE_CONFIG, else config/default.yaml.
+The config file is --config, else WAKEGATE_CONFIG, else the package's config/default.yaml
+(the built-in defaults when it is missing).
 SIGTERM or SIGINT stops cleanly: in-flight requests finish, every wake is written.`,
   migrate: `Usage: wakegate migrate [--config file.yaml]
 
@@ -54,7 +55,7 @@ engine, stop the gateway that holds DATA_DIR first (a running gateway migrates o
                        [--rate-limit POLICY] [--replaces KEY_ID] [--offline]
   wakegate keys list [--status active|scheduled|revoked] [--label L] [--consumer C]
   wakegate keys get KEY_ID
-  wakegate keys revoke KEY_ID [--at 2026-12-01T00:00:00Z]
+  wakegate keys revoke KEY_ID [--at 2026-12-01T00:00:00Z]   (a zone, Z or +hh:mm, is required)
 
 The secret of a new key is printed once. --offline writes the key straight into the
 store (recovery when no key can reach the API); the gateway must be stopped for it.
@@ -153,6 +154,7 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
       return wakesTail(args, api, io.out);
     case 'keys create': {
       onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline']);
+      operands(args, 2, null);
       const label = f.get('label');
       if (!label) throw new UsageError('--label is required');
       if (!env) throw new UsageError('--environment is required (the environment the key is bound to)');
@@ -165,6 +167,7 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
     }
     case 'keys list': {
       onlyFlags(args, ['environment', 'status', 'label', 'consumer', 'cursor', 'limit']);
+      operands(args, 2, null);
       const q = {
         environment: env,
         status: f.get('status'),
@@ -188,14 +191,9 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
     case 'keys revoke': {
       onlyFlags(args, ['environment', 'at']);
       const id = operand(args, 'KEY_ID');
-      const at = f.get('at');
-      let revokeAt: string | undefined;
-      if (at !== undefined) {
-        const t = Date.parse(at);
-        if (Number.isNaN(t))
-          throw new UsageError(`--at ${JSON.stringify(at)} is not a date (use 2026-12-01T00:00:00Z)`);
-        revokeAt = new Date(t).toISOString();
-      }
+      // With its zone, always: a revocation is not undone, and the machine's zone is not the API's (UTC).
+      const at = timeOption(args, 'at');
+      const revokeAt = at === undefined ? undefined : new Date(at.ms).toISOString();
       const k = await api().call(
         'DELETE',
         `/v2/api-keys/${encodeURIComponent(id)}`,
@@ -206,6 +204,7 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
     }
     case 'endpoints list': {
       onlyFlags(args, ['environment', 'cursor', 'limit']);
+      operands(args, 2, null);
       const q = { environment: env, cursor: f.get('cursor'), limit: f.get('limit') };
       return print(io, args, await api().call('GET', '/v2/webhooks/endpoints', q), (d) => list(d, ENDPOINT_COLUMNS));
     }
@@ -243,6 +242,7 @@ export async function apiCommand(args: Args, io: Io): Promise<void> {
     }
     case 'deliveries list': {
       onlyFlags(args, ['environment', 'endpoint', 'status', 'event-type', 'cursor', 'limit']);
+      operands(args, 2, null);
       const q = {
         environment: env,
         endpoint_id: f.get('endpoint'),

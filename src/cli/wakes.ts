@@ -1,4 +1,4 @@
-import { type Args, onlyFlags, operands, UsageError } from './args.js';
+import { type Args, onlyFlags, operands, timeOption, UsageError } from './args.js';
 import type { ApiClient } from './client.js';
 import { fields, printable, table } from './table.js';
 
@@ -34,8 +34,15 @@ interface Page {
 
 type Out = (s: string) => void;
 
-const filterQuery = (args: Args): Record<string, string | undefined> =>
-  Object.fromEntries(FILTER_OPTIONS.map((o) => [WAKE_FILTERS[o] as string, args.flags.get(o)]));
+/**
+ * The filters as the API's query. --since and --until are checked first (ISO 8601 with
+ * a zone): a usage error naming the option, never an instant read in the local zone.
+ */
+function filterQuery(args: Args): Record<string, string | undefined> {
+  timeOption(args, 'since');
+  timeOption(args, 'until');
+  return Object.fromEntries(FILTER_OPTIONS.map((o) => [WAKE_FILTERS[o] as string, args.flags.get(o)]));
+}
 
 /** A whole number option within bounds, or a usage error naming it. */
 export function intOption(args: Args, name: string, o: { min: number; max: number; fallback: number }): number {
@@ -159,12 +166,12 @@ export async function wakesTail(
   operands(args, 2, null);
   const max = intOption(args, 'max', { min: 1, max: 1_000_000_000, fallback: 0 });
   const interval = intOption(args, 'interval-ms', { min: 100, max: 3_600_000, fallback: 1000 });
-  const client = api();
   const base: Record<string, string | undefined> = {
     ...filterQuery(args),
     management: args.flags.get('management') ?? 'exclude',
   };
-  const userSince = base.since === undefined ? null : Date.parse(base.since);
+  const userSince = timeOption(args, 'since')?.ms ?? null;
+  const client = api();
   const seen = new Map<string, number>();
   let newest: number | null = null;
   let printed = 0;

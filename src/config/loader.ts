@@ -51,14 +51,17 @@ function setPath(obj: Plain, path: string[], value: unknown): void {
   cur[path[path.length - 1] as string] = value;
 }
 
-const intVar = (name: string, path: string, raw: string): number => {
-  if (!/^\d+$/.test(raw)) throw new ConfigError(path, `${name} must be a whole number, got ${JSON.stringify(raw)}`);
-  return Number(raw);
-};
-
 /** Environment variables of DESIGN.md, each mapped onto a config key. */
-/** Applies them; returns which config paths an environment variable set (`routes` for ORIGIN_URL), to name it in errors. */
-function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): Map<string, string> {
+/**
+ * Applies them; returns which config paths an environment variable set (`routes` for
+ * ORIGIN_URL), to name it in errors. What cannot be applied is added to `problems`.
+ */
+function applyEnv(
+  cfg: Plain,
+  env: NodeJS.ProcessEnv,
+  fileHasRoutes: boolean,
+  problems: Problem[],
+): Map<string, string> {
   const set = new Map<string, string>();
   const map: [string, string[], 'int' | 'str'][] = [
     ['PORT', ['server', 'port'], 'int'],
@@ -78,18 +81,22 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): M
   for (const [name, path, kind] of map) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
-    setPath(cfg, path, kind === 'int' ? intVar(name, path.join('.'), raw) : raw);
+    if (kind === 'int' && !/^\d+$/.test(raw)) {
+      problems.push({ path: path.join('.'), reason: `${name} must be a whole number, got ${JSON.stringify(raw)}` });
+      continue;
+    }
+    setPath(cfg, path, kind === 'int' ? Number(raw) : raw);
     set.set(path.join('.'), name);
   }
   const origin = env.ORIGIN_URL;
   if (origin && fileHasRoutes) {
     // Replacing them by an auth: none catch-all would silently open every keyed route.
-    throw new ConfigError(
-      'routes',
-      'ORIGIN_URL (drop-in mode: one catch-all route with no key) cannot be combined with routes in the config file; remove one of them',
-    );
-  }
-  if (origin) {
+    problems.push({
+      path: 'routes',
+      reason:
+        'ORIGIN_URL (drop-in mode: one catch-all route with no key) cannot be combined with routes in the config file; remove one of them',
+    });
+  } else if (origin) {
     // Drop-in mode: one catch-all route to this origin, no key needed.
     const envs = Object.keys(isPlain(cfg.environments) ? cfg.environments : {});
     cfg.routes = [
@@ -107,66 +114,139 @@ function applyEnv(cfg: Plain, env: NodeJS.ProcessEnv, fileHasRoutes: boolean): M
   return set;
 }
 
-/** Checks that span several keys, after the shapes are known to be right; every problem found. */
-function crossCheck(cfg: Config): Problem[] {
+/** A config as far as it parsed: any key may be missing (it did not), any list item undefined. */
+type Parsed<T> = T extends readonly (infer U)[]
+  ? (Parsed<U> | undefined)[]
+  : T extends object
+    ? { [K in keyof T]?: Parsed<T[K]> }
+    : T;
+
+const FAILED = Symbol('failed');
+
+// biome-ignore lint/suspicious/noExplicitAny: walks the schema library's internal definition (as problems.ts does)
+type Def = any;
+
+/**
+ * What of `value` parses against `schema`, key by key: a mapping keeps each key whose
+ * value parses (defaults applied), a list each item (undefined where one does not), a
+ * record every key (its value undefined where it does not: the name is still there to
+ * be referred to). FAILED when nothing of it does.
+ */
+function salvage(schema: Def, value: unknown): unknown {
+  const whole = schema.safeParse(value);
+  if (whole.success) return whole.data;
+  let cur: Def = schema;
+  for (let i = 0; i < 8; i++) {
+    const d = cur?._zod?.def;
+    if (d && ['default', 'nullable', 'optional', 'prefault', 'readonly', 'catch'].includes(d.type)) cur = d.innerType;
+    else if (d?.type === 'pipe') cur = d.in;
+    else break;
+  }
+  const d = cur?._zod?.def;
+  if (d?.type === 'object' && isPlain(value)) {
+    const out: Plain = {};
+    for (const [k, sub] of Object.entries(d.shape as Record<string, Def>)) {
+      const v = salvage(sub, value[k]);
+      if (v !== FAILED) out[k] = v;
+    }
+    return out;
+  }
+  if (d?.type === 'array' && Array.isArray(value))
+    return value.map((item) => {
+      const v = salvage(d.element, item);
+      return v === FAILED ? undefined : v;
+    });
+  if (d?.type === 'record' && isPlain(value))
+    return Object.fromEntries(
+      Object.entries(value).map(([k, item]) => {
+        const v = salvage(d.valueType, item);
+        return [k, v === FAILED ? undefined : v];
+      }),
+    );
+  return FAILED;
+}
+
+/**
+ * Checks that span several keys, on what parsed (so a wrong type in one place still
+ * lets a duplicate route name elsewhere be named in the same error); a check whose
+ * keys did not parse is left to the problems already found there.
+ */
+function crossCheck(cfg: Parsed<Config>): Problem[] {
   const problems: Problem[] = [];
   const fail = (path: string, reason: string) => problems.push({ path, reason });
-  const envs = new Set(Object.keys(cfg.environments));
-  for (const policy of ['default', 'sandbox', 'unauthenticated']) {
-    if (!cfg.rate_limits[policy]) fail(`rate_limits.${policy}`, 'this policy is required');
+  const envs = cfg.environments ? new Set(Object.keys(cfg.environments)) : null;
+  const policies = cfg.rate_limits ?? null;
+  if (policies) {
+    for (const policy of ['default', 'sandbox', 'unauthenticated']) {
+      if (!Object.hasOwn(policies, policy)) fail(`rate_limits.${policy}`, 'this policy is required');
+    }
   }
   const names = new Set<string>();
   const prefixes = new Set<string>();
-  cfg.routes.forEach((r, i) => {
+  const tls = cfg.server?.tls;
+  (cfg.routes ?? []).forEach((r, i) => {
+    if (r === undefined) return;
     const at = `routes[${i}]`;
-    if (names.has(r.name)) fail(`${at}.name`, `duplicate route name ${JSON.stringify(r.name)}`);
-    if (prefixes.has(r.prefix)) fail(`${at}.prefix`, `duplicate prefix ${JSON.stringify(r.prefix)}`);
-    names.add(r.name);
-    prefixes.add(r.prefix);
-    for (const e of Object.keys(r.origins)) {
-      if (!envs.has(e)) fail(`${at}.origins.${e}`, `unknown environment ${JSON.stringify(e)}`);
+    if (r.name !== undefined) {
+      if (names.has(r.name)) fail(`${at}.name`, `duplicate route name ${JSON.stringify(r.name)}`);
+      names.add(r.name);
     }
-    if (!Object.hasOwn(cfg.rate_limits, r.rate_limit)) {
+    if (r.prefix !== undefined) {
+      if (prefixes.has(r.prefix)) fail(`${at}.prefix`, `duplicate prefix ${JSON.stringify(r.prefix)}`);
+      prefixes.add(r.prefix);
+    }
+    if (envs && r.origins) {
+      for (const e of Object.keys(r.origins)) {
+        if (!envs.has(e)) fail(`${at}.origins.${e}`, `unknown environment ${JSON.stringify(e)}`);
+      }
+    }
+    if (policies && r.rate_limit !== undefined && !Object.hasOwn(policies, r.rate_limit)) {
       fail(`${at}.rate_limit`, `unknown rate limit policy ${JSON.stringify(r.rate_limit)}`);
     }
-    if (r.auth === 'required' && !r.scopes) fail(`${at}.scopes`, 'a route with auth: required needs scopes');
-    const tls = cfg.server.tls;
-    if (r.auth === 'mtls' && (tls === null || tls.client_auth === 'none'))
+    if (r.auth === 'required' && r.scopes === null) fail(`${at}.scopes`, 'a route with auth: required needs scopes');
+    if (r.auth === 'mtls' && tls !== undefined && (tls === null || tls.client_auth === 'none'))
       fail(
         `${at}.auth`,
         'auth: mtls needs client certificates: server.tls with client_ca and client_auth optional or required',
       );
   });
-  for (const [name, p] of Object.entries(cfg.rate_limits)) {
-    if (p.burst < 1 || p.limit < 1) fail(`rate_limits.${name}`, 'limit and burst must be positive');
+  for (const [name, p] of Object.entries(policies ?? {})) {
+    if (p && ((p.burst ?? 1) < 1 || (p.limit ?? 1) < 1))
+      fail(`rate_limits.${name}`, 'limit and burst must be positive');
   }
-  if (cfg.console.enabled) {
-    const cp = cfg.console.path;
+  const cons = cfg.console;
+  const m = cfg.management;
+  if (cons?.enabled && cons.path !== undefined) {
+    const cp = cons.path;
     if (cp === '/v2' || cp.startsWith('/v2/')) fail('console.path', 'must not be under /v2');
     // The console lives on the management listener, so a route may have its path on the main one.
-    if (['/metrics', '/healthz', '/readyz'].includes(cp) && cfg.management.listener === 'ops')
+    if (['/metrics', '/healthz', '/readyz'].includes(cp) && m?.listener === 'ops')
       fail('console.path', `${cp} is the ops listener's own`);
   }
-  if (cfg.management.tls !== null && cfg.management.listener !== 'separate')
+  if (m?.tls !== undefined && m.tls !== null && m.listener !== undefined && m.listener !== 'separate')
     fail(
       'management.tls',
       'applies to the separate management listener (management.listener: separate); the ops listener takes server.ops_tls',
     );
-  if (cfg.storage.cluster !== null && cfg.storage.clickhouse_url === null) {
+  const st = cfg.storage;
+  if (st?.cluster !== undefined && st.cluster !== null && st.clickhouse_url === null) {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
     fail('storage.cluster', 'a cluster needs storage.clickhouse_url (CLICKHOUSE_URL), one of its servers');
   }
-  if (cfg.coordination.redis_url !== null && cfg.storage.clickhouse_url === null) {
+  const redis = cfg.coordination?.redis_url;
+  if (redis !== undefined && redis !== null && st?.clickhouse_url === null) {
     // Buckets shared through Redis while each instance keeps its own keys, endpoints and wakes: refused.
     fail(
       'coordination.redis_url',
       'a fleet shares its storage: set CLICKHOUSE_URL (storage.clickhouse_url) to the ClickHouse server every instance uses; the embedded store is one gateway alone',
     );
   }
-  if (cfg.admin_key !== null && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
+  if (typeof cfg.admin_key === 'string' && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
     fail('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
   }
-  if (cfg.environments && !Object.values(cfg.environments).some((e) => e.class === 'live')) {
+  const classes = Object.values(cfg.environments ?? {}).map((e) => e?.class);
+  // Known only when every environment's class parsed.
+  if (cfg.environments && classes.every((c) => c !== undefined) && !classes.includes('live')) {
     fail('environments', 'at least one environment of class live is needed');
   }
   return problems;
@@ -205,15 +285,22 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
     }
     if (!isPlain(fromFile)) throw new ConfigError('(file)', `${opts.file} must hold a mapping at the top level`);
   }
+  // What the file or the environment says that no schema can check, found before it.
+  const early: Problem[] = [];
   if (isPlain(fromFile) && 'instance' in fromFile) {
     // The static split (every limit divided by count, dispatch sharded by endpoint) is gone.
-    throw new ConfigError(
-      'instance',
-      'instance: {index, count} is retired; gateways share buckets, revocations and webhook dispatch through coordination.redis_url (a Redis or Valkey server)',
-    );
+    early.push({
+      path: 'instance',
+      reason:
+        'instance: {index, count} is retired; gateways share buckets, revocations and webhook dispatch through coordination.redis_url (a Redis or Valkey server)',
+    });
+    const { instance: _, ...rest } = fromFile;
+    fromFile = rest;
   }
   const merged = mergeConfig(structuredClone(defaults), fromFile) as Plain;
-  const fromEnv = applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile);
+  // A variable's own problem names it, so it is not also located in the file.
+  const fromVars: Problem[] = [];
+  const fromEnv = applyEnv(merged, opts.env ?? {}, isPlain(fromFile) && 'routes' in fromFile, fromVars);
   // A value an environment variable set is named by that variable, which is what the user typed;
   // one the file set is located in the file.
   const find = text !== null && opts.file ? locator(text) : null;
@@ -250,9 +337,10 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
     return where ? { ...p, where: `${opts.file}:${where}` } : p;
   };
   const parsed = configSchema.safeParse(merged);
-  if (!parsed.success)
-    throw ConfigError.of(once(inOrder(plainProblems(parsed.error.issues, merged, configSchema).map(place))));
-  const problems = crossCheck(parsed.data);
-  if (problems.length) throw ConfigError.of(once(inOrder(problems.map(place))));
+  // Every problem at once: the schema's, then the checks across keys on what of it parsed.
+  const problems = [...early, ...(parsed.success ? [] : plainProblems(parsed.error.issues, merged, configSchema))];
+  problems.push(...crossCheck(parsed.success ? parsed.data : (salvage(configSchema, merged) as Parsed<Config>)));
+  if (problems.length || fromVars.length || !parsed.success)
+    throw ConfigError.of(once([...fromVars, ...inOrder(problems.map(place))]));
   return deepFreeze(parsed.data);
 }

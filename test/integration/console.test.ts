@@ -378,13 +378,17 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await page.getByRole('link', { name: 'Overview' }).click();
   });
 
-  it('offers no action a key cannot take: a webhooks:read key sees endpoints but no Add endpoint', async () => {
+  it('offers no action a key cannot take: no Add endpoint without webhooks:write, no Replay without wakes:write', async () => {
     const reader = (
       await t.gw.keys.create(
-        { label: 'reader', environment: 'production', scopes: ['webhooks:read', 'keys:read'] },
+        { label: 'reader', environment: 'production', scopes: ['webhooks:read', 'keys:read', 'wakes:read'] },
         'production',
       )
     ).secret;
+    const r = await fetch(`${t.url}/api/items/1`, { headers: bearer(appKey) });
+    const wakeId = r.headers.get('x-wake-id') as string;
+    await r.arrayBuffer();
+    await flushed(t.gw);
     const p2 = await page.context().newPage();
     await p2.goto(`${t.managementUrl}/console/`);
     await p2.getByLabel('API key').fill(reader);
@@ -397,6 +401,13 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     expect(await p2.getByRole('button', { name: 'Create key' }).count()).toBe(0);
     expect(await p2.getByRole('button', { name: 'Revoke now' }).count()).toBe(0);
     await p2.screenshot({ path: join(SHOTS, 'keys-read-only.png'), fullPage: true });
+    // POST /v2/wakes/{id}/replay needs wakes:write: a wake is shown, and copied as curl, but not offered for replay.
+    await p2.goto(`${t.managementUrl}/console/#/wakes/${wakeId}`);
+    await p2.getByRole('button', { name: 'Copy as curl' }).waitFor();
+    await p2.getByText('lacks wakes:write').waitFor();
+    expect(await p2.getByRole('button', { name: 'Replay', exact: true }).count()).toBe(0);
+    expect(await p2.getByLabel('Ignore').count()).toBe(0);
+    await p2.screenshot({ path: join(SHOTS, 'wake-read-only.png'), fullPage: true });
     await p2.close();
   });
 
