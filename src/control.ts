@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { Admission } from './admission/admission.js';
+import { keyedPathsExposed } from './admission/exposure.js';
 import { RouteTable } from './admission/routes.js';
 import { Cursors, cursorKey } from './api/cursor.js';
 import { replayPlugin } from './api/replay.js';
@@ -339,6 +340,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       if (fds) log.warn(fds);
       const insecure = insecureOrigins(cfg);
       if (insecure) log.warn(insecure);
+      for (const line of keyedPathsExposed(routes)) log.warn(line);
       for (const w of exposedTicketFiles([
         { at: 'server.tls.ticket_keys_file', file: cfg.server.tls?.ticket_keys_file ?? null },
         { at: 'server.ops_tls.ticket_keys_file', file: cfg.server.ops_tls?.ticket_keys_file ?? null },

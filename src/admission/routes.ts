@@ -134,6 +134,11 @@ export class RouteTable {
   }
 
   /** Matches the raw (undecoded) path, so encoded tricks cannot move a request to another route. */
+  /** Every route, longest prefix first. */
+  get all(): readonly Route[] {
+    return this.routes;
+  }
+
   match(path: string): Route | null {
     for (const r of this.routes) {
       const p = r.prefix;
