@@ -173,8 +173,24 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   const internal = (message: string) => fail(new GatewayError('internal_error', message));
   const admitted = d.admission.request(req, x);
   if (admitted instanceof Promise) {
+    // While the decision waits (on Redis), the socket is read into its buffer, nothing
+    // consumed: an upgrade's socket is not read otherwise, and a client that leaves
+    // meanwhile would go unseen (its bytes, if it sent any, stay for the tunnel).
+    const watch = () => {
+      if (socket.readableLength === 0) socket.read(0);
+    };
+    socket.on('readable', watch);
     admitted
-      .then(tunnel, (e: Error) => internal(e.message))
+      .then(
+        (a) => {
+          socket.off('readable', watch);
+          tunnel(a);
+        },
+        (e: Error) => {
+          socket.off('readable', watch);
+          internal(e.message);
+        },
+      )
       .catch((e: Error) => {
         // Never an unhandled rejection (it ends the process): the client is answered, or cut.
         if (!ended) internal(e.message);
@@ -190,6 +206,12 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     else socket.destroy();
   }
   function tunnel(a: Routed | Refusal): void {
+    // The client went away while the decision waited (on Redis): nothing goes to the origin.
+    if (socket.destroyed || socket.readableEnded) {
+      socket.destroy();
+      if (x.status === 0) x.status = 499;
+      return finish();
+    }
     if (isRefusal(a)) return fail(a.error, a.headers);
     const token = upgradeToken(req.headers.upgrade);
     if (token === '') return fail(NO_UPGRADE);
