@@ -1,16 +1,17 @@
 import type { Transform } from 'node:stream';
 import { KEY_SCAN_BUDGET } from './budget.js';
 import { codingNamed, codingNames, decoderNamed } from './codings.js';
-import { decodedSpan, keyIn } from './key-spelling.js';
+import { keyIn, keyInSpan, lastRead, spellsStart } from './key-spelling.js';
 import { narrowWide, unitOf, type Wide, wideOf } from './wide.js';
 
 /**
  * A request body searched for gateway keys before the origin sees it, as the origin
  * would read it: its content codings undone (nested, within KEY_SCAN_BUDGET), UTF-16
  * and UTF-32 read by mark, declared charset or NUL pattern, and every spelling of
- * key-spelling.ts. A streamed body is read in windows that overlap by HOLD bytes,
- * and the last HOLD bytes read are held back until the next window has been read:
- * the origin never receives a key, nor any part of one that the scan has not cleared.
+ * key-spelling.ts. A streamed body is read in windows that overlap by HOLD bytes
+ * (more where a key's spelling may go on past what has come), and those bytes are
+ * held back until the next window has been read: the origin never receives a key,
+ * nor any part of one that the scan has not cleared.
  */
 
 /** A request body refused before it reached the origin: the error's type, message and param. */
@@ -42,21 +43,26 @@ const corrupt = () =>
   new BodyRefused('invalid_request', 'the request body does not decode by its Content-Encoding', 'content-encoding');
 
 /**
- * Bytes of a body a key's spelling can span: 137 characters, each up to 16 bytes
- * (a percent-encoded escape, nested) and four times that in UTF-32, within 16 KiB.
+ * Bytes held back at the end of what has been read, at least: a key's spelling in
+ * the usual lengths (137 characters, each up to 16 bytes: a percent-encoded escape,
+ * nested; four times that in UTF-32) ends within them. Longer ones (references padded
+ * with zeros, escapes nested deep) hold back more: from where they may start.
  */
 export const HOLD = 16_384;
 /** Fresh bytes gathered before a window is read, so a body sent a byte at a time costs no more. */
 const MIN_SCAN = 16_384;
 
 /**
- * Bytes after a place a spelling could start that are decoded and read: a key in its
- * longest spelling (137 characters of up to 16 bytes each, in UTF-32 read as bytes)
- * starting there ends within SPAN, so a read of 2 x SPAN sees any key starting in
- * its first SPAN bytes, and the next look starts SPAN further: each byte is decoded
- * at most about twice per pass, whatever the body holds.
+ * Bytes after a place a spelling could start that are decoded and read at first: a
+ * key in the usual spellings (137 characters of up to 16 bytes each, in UTF-32 read as
+ * bytes) starting there ends within SPAN, so a read of 2 x SPAN sees any key starting
+ * in its first SPAN bytes, and the next look starts SPAN further: each byte is decoded
+ * about twice per pass, whatever the body holds (keyAround reads further, and the next
+ * look starts further, where the spellings are longer).
  */
 const SPAN = 137 * 16 * 4;
+/** A key's characters and the one after it, that ends it. */
+const KEY_AND_NEXT = 138;
 
 const SVC = Buffer.from('svc');
 const SHORT = Buffer.alloc(32);
@@ -68,48 +74,31 @@ function narrowed(b: Buffer, i: number): Buffer {
   return SHORT.subarray(0, n);
 }
 /** Where ASCII in UTF-16 or UTF-32 could start a key among other bytes. */
-const WIDE_TOKENS = [Buffer.from('s\0v\0'), Buffer.from('s\0\0\0v'), Buffer.from('%\0'), Buffer.from('\\\0')];
-
-/**
- * Whether the two hex digits at `i` spell s, v or c (a key's first letters), or `%`
- * or `\\` that go on to spell one (`%2573`, `%5Cu0073`, `\\u002573`), byte by byte.
- */
-function hexSpells(b: Buffer, i: number, depth = 0): boolean {
-  const c1 = b[i];
-  const c2 = b[i + 1];
-  // Hex digits spelled in turn (`%\u0037\u0033`, `%%37%33`): a place to read (keyAround decodes it).
-  if (c1 === 0x5c) return c2 === 0x75 || c2 === 0x78 || c2 === 0x55 || c2 === 0x5c;
-  if (c1 === 0x25)
-    return c2 !== undefined && ((c2 >= 0x30 && c2 <= 0x39) || ((c2 | 0x20) >= 0x61 && (c2 | 0x20) <= 0x66));
-  if (c1 === 0x37) return c2 === 0x33 || c2 === 0x36;
-  if (c1 === 0x36) return c2 === 0x33;
-  if (depth > 8) return false;
-  // A `%` decoded: the next two characters are its hex digits.
-  if (c1 === 0x32 && c2 === 0x35) return hexSpells(b, i + 2, depth + 1);
-  if (c1 !== 0x35 || (c2 !== 0x63 && c2 !== 0x43)) return false;
-  // A `\\` decoded: an escape follows (its `u` or `x` perhaps percent-encoded).
-  let j = i + 2;
-  let d = b[j];
-  if (d === 0x25 && b[j + 1] === 0x37 && (b[j + 2] === 0x35 || b[j + 2] === 0x38)) {
-    d = b[j + 2] === 0x35 ? 0x75 : 0x78;
-    j += 2;
-  }
-  if (d === 0x78) return hexSpells(b, j + 1, depth + 1);
-  return d === 0x75 && b[j + 1] === 0x30 && b[j + 2] === 0x30 && hexSpells(b, j + 3, depth + 1);
-}
+const WIDE_TOKENS = [
+  Buffer.from('s\0v\0'),
+  Buffer.from('s\0\0\0v'),
+  Buffer.from('%\0'),
+  Buffer.from('\\\0'),
+  Buffer.from('&\0'),
+];
+/** The bytes that start an escape: `%`, `\\`, `&`. */
+const LAYER_BYTES = [0x25, 0x5c, 0x26];
 
 /**
  * The first place at or after `from` where a key's spelling could start: `svc`, or a
- * percent-encoding or an escape of s, v or c (or of `%` or `\\` spelling one). Native
- * searches only, a few byte compares at each `%` and `\\` found (a JavaScript loop
- * over every byte cost ten times more on random bytes).
+ * `%`, `\\` or `&` that may start a spelling of s, v or c (spellsStart, key-spelling.ts;
+ * `cut`: the bytes are a short part of the text, what ends in them may go on).
+ * Native searches only, a short look at each `%`, `\\` and `&` found (a JavaScript
+ * loop over every byte cost ten times more on random bytes).
  */
-function nextStart(b: Buffer, from: number, svcAt = b.indexOf(SVC, from)): number {
+function nextStart(b: Buffer, from: number, svcAt = b.indexOf(SVC, from), cut = false): number {
   let end = svcAt === -1 ? b.length : svcAt;
-  for (let i = nextByte(b, 0x25, from); i !== -1 && i < end; i = nextByte(b, 0x25, i + 1))
-    if (hexSpells(b, i + 1)) end = i;
-  for (let i = nextByte(b, 0x5c, from); i !== -1 && i < end; i = nextByte(b, 0x5c, i + 1))
-    if (escapeSpells(b, i)) end = i;
+  for (const c of LAYER_BYTES)
+    for (let i = nextByte(b, c, from); i !== -1 && i < end; i = nextByte(b, c, i + 1))
+      if (spellsStart(b, i, cut)) {
+        end = i;
+        break;
+      }
   return end === b.length && svcAt === -1 ? -1 : end;
 }
 
@@ -124,42 +113,65 @@ function nextByte(b: Buffer, c: number, from: number): number {
 function nextWide(b: Buffer, t: Buffer, from: number): number {
   for (let i = b.indexOf(t, from); i !== -1; i = b.indexOf(t, i + 1)) {
     // A short look first: random bytes hold `%\0` now and then, a key's start seldom.
-    if (nextStart(narrowed(b, i), 0) !== -1) return i;
+    const n = narrowed(b, i);
+    if (nextStart(n, 0, n.indexOf(SVC), true) !== -1) return i;
   }
   return -1;
-}
-
-/** Whether the escape at `i` (`\\u00XX`, `\\xXX`, `\\U000000XX`) spells a key's start. */
-function escapeSpells(b: Buffer, i: number): boolean {
-  const c1 = b[i + 1];
-  if (c1 === 0x75) return b[i + 2] === 0x30 && b[i + 3] === 0x30 && hexSpells(b, i + 4);
-  if (c1 === 0x78) return hexSpells(b, i + 2);
-  return c1 === 0x55 && b.toString('latin1', i + 2, i + 8) === '000000' && hexSpells(b, i + 8);
 }
 
 /** Whether narrow bytes (one a character) could hold a key at all (refusedBody's first look). */
 const mayHold = (b: Buffer): boolean => nextStart(b, 0) !== -1;
 
+/** Where keyAround's look leaves the next one to start; where its bytes must be read again from (or the end: none). */
+let lookNext = 0;
+let readAgain = 0;
+
 /**
- * Whether narrow bytes hold a key from the spelling that may start at `i`: the text
- * around it read (decoded only where it holds a `%`, a `\\` or a NUL).
+ * Whether narrow bytes hold a key from the spelling that may start at `i`: W bytes
+ * from it read (2 x SPAN at first; decoded only where they hold a `%`, `\\`, `&` or
+ * NUL), so that every key starting before their middle is read whole and followed:
+ * while the second half decodes to fewer characters than a key and the one after it
+ * (spellings longer than the usual: references padded with zeros, escapes nested
+ * deep), W doubles. The next look starts at that middle (lookNext). At the end of
+ * what has come (`more`), the bytes from this look's start are read again with what
+ * follows (readAgain), a key among them perhaps going on past the end.
  */
 function keyAround(b: Buffer, i: number, more: boolean): boolean {
   const from = Math.max(0, i - 64);
-  const end = Math.min(b.length, i + 2 * SPAN);
-  const plain = !(has(b, 0x25, from, end) || has(b, 0x5c, from, end) || has(b, 0, from, end));
-  return keyIn(plain ? b.toString('latin1', from, end) : decodedSpan(b, from, end), end < b.length || more);
+  for (let w = 2 * SPAN; ; w *= 2) {
+    const mid = Math.min(b.length, i + w / 2);
+    const end = Math.min(b.length, i + w);
+    const cut = end < b.length || more;
+    const plain = !(
+      has(b, 0x25, from, end) ||
+      has(b, 0x5c, from, end) ||
+      has(b, 0x26, from, end) ||
+      has(b, 0, from, end)
+    );
+    if (plain ? keyIn(b.toString('latin1', from, end), cut) : keyInSpan(b, from, end, mid, cut)) return true;
+    if (end === b.length) {
+      lookNext = b.length;
+      readAgain = more ? from : b.length;
+      return false;
+    }
+    if ((plain ? end - mid : lastRead.after) >= KEY_AND_NEXT) {
+      lookNext = mid;
+      readAgain = b.length;
+      return false;
+    }
+  }
 }
 const has = (b: Buffer, c: number, from: number, end: number): boolean => b.subarray(from, end).indexOf(c) !== -1;
 
 /**
- * Whether narrow bytes (one a character) hold a key; `more`: the body goes on past
- * them. Read around each place a spelling could start (a key spelled from one of
- * them ends within SPAN bytes, inside the 2 x SPAN read), the next look SPAN
- * further, not decoded whole: a body of random bytes costs its native searches,
- * and a body of nothing but spellings (`%73%73…`) each byte decoded about twice a pass.
+ * Whether narrow bytes (one a character) hold a key (-1), else from where they must
+ * be read again with what follows (their length: nowhere); `more`: the body goes on
+ * past them. Read around each place a spelling could start (keyAround), the next
+ * look where that one leaves it, not decoded whole: a body of random bytes costs its
+ * native searches, and a body of nothing but spellings (`%73%73…`) each byte decoded
+ * about twice a pass.
  */
-function holds(b: Buffer, more: boolean): boolean {
+function holds(b: Buffer, more: boolean): number {
   // Where each search found its next place, kept while still ahead (a search that
   // found none is not run again): every search goes over the body once in all.
   let svcAt = -2;
@@ -173,9 +185,10 @@ function holds(b: Buffer, more: boolean): boolean {
       if (w !== -1 && w < from) wideAt[k] = w = nextWide(b, WIDE_TOKENS[k] as Buffer, from);
       if (w !== -1 && (i === -1 || w < i)) i = w;
     }
-    if (i === -1) return false;
-    if (keyAround(b, i, more)) return true;
-    from = i + SPAN;
+    if (i === -1) return b.length;
+    if (keyAround(b, i, more)) return -1;
+    if (lookNext >= b.length) return readAgain;
+    from = lookNext;
   }
 }
 
@@ -190,12 +203,18 @@ class PlainScan {
 
   constructor(private readonly ct: string) {}
 
+  /** Plain bytes read through that no key can still reach: the origin may have them. */
+  get cleared(): number {
+    return this.scanned - this.tail.length;
+  }
+
   /** Throws BodyRefused when a key is found. */
   push(c: Buffer): void {
     if (c.length === 0) return;
     this.pending.push(c);
     this.pendingBytes += c.length;
-    if (this.pendingBytes >= MIN_SCAN) this.scan(false);
+    // A long tail (a spelling that may go on) is read again only once as many fresh bytes have come.
+    if (this.pendingBytes >= Math.max(MIN_SCAN, this.tail.length)) this.scan(false);
   }
 
   end(): void {
@@ -213,10 +232,12 @@ class PlainScan {
     this.pendingBytes = keep;
     fresh = fresh.subarray(0, fresh.length - keep);
     const win = this.tail.length === 0 ? fresh : Buffer.concat([this.tail, fresh]);
-    if (holds(this.wide === null ? win : narrowWide(win, this.wide), !final)) throw keyInBody();
+    const again = holds(this.wide === null ? win : narrowWide(win, this.wide), !final);
+    if (again < 0) throw keyInBody();
     this.scanned += fresh.length;
-    // A copy: the window itself may be a whole large body.
-    this.tail = Buffer.from(win.subarray(Math.max(0, win.length - HOLD)));
+    // A copy: the window itself may be a whole large body. Narrowed, `again` counts units.
+    const unitsAgain = this.wide === null ? again : again * unit;
+    this.tail = Buffer.from(win.subarray(Math.max(0, Math.min(win.length - HOLD, unitsAgain))));
   }
 }
 
@@ -324,7 +345,7 @@ export class KeyGate {
     this.through.push(this.decoded);
     this.heldBytes += c.length;
     if (this.heldBytes > KEY_SCAN_BUDGET.maxHeld) throw overBudget('holds too many bytes that decode to nothing');
-    return this.release(this.plain.scanned - HOLD);
+    return this.release(this.plain.cleared);
   }
 
   async end(): Promise<Buffer[]> {

@@ -1,31 +1,75 @@
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 
-/** One character as an application decodes it back: plain, percent-encoded (once or twice), escaped, or both. */
-const CHAR_SPELLINGS: ((c: string) => string)[] = [
+/**
+ * One character as an application decodes it back: plain, percent-encoded (once or
+ * twice), escaped, or an XML/HTML character reference (decimal or hex, either case of
+ * `x`, leading zeros, the `;` left out where the next character, however spelled,
+ * cannot continue it, nested in `&amp;`, `&#38;`, `\u0026` or percent-encoding, or
+ * spelling `%` or `\` that go on to spell it). `next`: the character that follows.
+ */
+const CHAR_SPELLINGS: ((c: string, next: string) => string)[] = [
   (c) => c,
   (c) => `%${hex(c)}`,
   (c) => `%25${hex(c)}`,
   (c) => `\\u00${hex(c)}`,
   (c) => `\\x${hex(c)}`,
   (c) => `%5Cu00${hex(c)}`,
+  (c) => `&#${dec(c)};`,
+  (c) => `&#x${hex(c)};`,
+  (c) => `&#X${hex(c).toUpperCase()};`,
+  (c) => `&#000${dec(c)};`,
+  (c) => `&#x00${hex(c)};`,
+  (c, next) => `&#${dec(c)}${/^[0-9]/.test(next) ? ';' : ''}`,
+  (c, next) => `&#x${hex(c)}${/^[0-9A-Fa-f]/.test(next) ? ';' : ''}`,
+  (c) => `&amp;#${dec(c)};`,
+  (c) => `&amp;amp;#x${hex(c)};`,
+  (c) => `&#38;#${dec(c)};`,
+  (c) => `\\u0026#${dec(c)};`,
+  (c) => `%26%23${dec(c)}%3B`,
+  (c) => `&#37;${hex(c)}`,
+  (c) => `&#x5C;u00${hex(c)}`,
 ];
 const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, '0');
+const dec = (c: string) => String(c.charCodeAt(0));
 
-/** A word with each character spelled one of those ways (most plain). */
+/** A word with each character spelled one of those ways. */
 export const spelledWord = (word: string): fc.Arbitrary<string> =>
   fc
-    .array(fc.nat({ max: 11 }), { minLength: word.length, maxLength: word.length })
+    .array(fc.nat({ max: CHAR_SPELLINGS.length - 1 }), { minLength: word.length, maxLength: word.length })
     .map((picks) =>
-      [...word].map((c, i) => (CHAR_SPELLINGS[(picks[i] as number) % 6] as (c: string) => string)(c)).join(''),
+      // A reference without its `;` only where the next character is no digit of it: read the same by any application.
+      [...word]
+        .map((c, i) =>
+          (CHAR_SPELLINGS[picks[i] as number] as (c: string, next: string) => string)(c, word.charAt(i + 1)),
+        )
+        .join(''),
     );
 
-/** A layer an application undoes around text: a JSON string, a form value, JSON in a JSON string. */
+/**
+ * Text with XML/HTML numeric character references and `&amp;` undone, rounds times
+ * over (as an XML parser, or one reading XML held in XML, reads it).
+ */
+export function undoCharRefs(s: string, rounds = 3): string {
+  let t = s;
+  for (let r = 0; r < rounds; r++)
+    t = t.replace(/&(?:#[xX]([0-9A-Fa-f]+);?|#([0-9]+);?|amp;)/g, (_m, x: string | undefined, d: string | undefined) =>
+      x === undefined && d === undefined
+        ? '&'
+        : String.fromCharCode(Math.min(Number.parseInt(x ?? (d as string), x === undefined ? 10 : 16), 0xffff)),
+    );
+  return t;
+}
+
+/** A layer an application undoes around text: a JSON string, a form value, JSON in a JSON string, YAML, XML text, references. */
 const LAYERS: ((s: string) => string)[] = [
   (s) => JSON.stringify({ note: s }),
   (s) => `a=1&note=${encodeURIComponent(s)}`,
   (s) => JSON.stringify({ payload: JSON.stringify({ note: s }) }),
   (s) => `note: "${s}"\n`,
+  // XML text (its `&` and `<` escaped: a reference in it is nested), and an encoder writing references.
+  (s) => `<note a="1">${s.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</note>`,
+  (s) => s.replace(/[&<>"'%\\]/g, (c) => `&#${c.charCodeAt(0)};`),
 ];
 
 /** Text around a word: anything but base62 right next to it (a key is not followed by another base62). */
@@ -34,7 +78,7 @@ const around = fc.string({ maxLength: 40, unit: fc.constantFrom(...' {}"\':,.;=&
 /** Text holding `word` spelled, with 0 to 2 layers around it. */
 export const embedded = (word: string): fc.Arbitrary<string> =>
   fc
-    .tuple(around, spelledWord(word), around, fc.array(fc.nat({ max: 3 }), { maxLength: 2 }))
+    .tuple(around, spelledWord(word), around, fc.array(fc.nat({ max: LAYERS.length - 1 }), { maxLength: 2 }))
     .map(([a, w, b, layers]) => layers.reduce((s, l) => (LAYERS[l] as (s: string) => string)(s), `${a}${w} ${b}`));
 
 export type Charset = 'utf8' | 'utf16le' | 'utf16be' | 'utf32le' | 'utf32be';
@@ -65,7 +109,14 @@ export const keyBody = (word: string) =>
       bom: fc.boolean(),
       declared: fc.boolean(),
       codings: fc.array(fc.constantFrom('gzip', 'deflate', 'br'), { maxLength: 2 }),
-      type: fc.constantFrom('application/json', 'text/plain', 'application/x-www-form-urlencoded', ''),
+      type: fc.constantFrom(
+        'application/json',
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'application/xml',
+        'text/html',
+        '',
+      ),
     })
     .map((r) => {
       let body = encodeText(r.text, r.charset, r.bom);
