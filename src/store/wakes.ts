@@ -1,5 +1,4 @@
-import { createReadStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { bodyFrom, type WakeDetail } from '../capture/detail-types.js';
 import type { Wake } from '../capture/wake.js';
@@ -64,14 +63,25 @@ export class WakeInserter {
     }
     if (file && tagged) {
       // A ClickHouse server gets the segment's file as the body of one insert into the
-      // log table: nothing read into memory or cut into lines here.
-      await this.store.client.insert({
-        table: `${this.store.db}.wake_log`,
-        columns: LOG_COLUMN_NAMES as [string, ...string[]],
-        format: 'TabSeparated',
-        values: createReadStream(file),
-        clickhouse_settings: { ...LOG_INSERT_SETTINGS, insert_deduplication_token: token, insert_deduplicate: 1 },
-      });
+      // log table: nothing read into memory or cut into lines here. Opened first, so a
+      // file that is gone rejects this insert (kept, retried, logged) rather than a
+      // stream's open error reaching no listener, which would end the process.
+      const fh = await open(file, 'r');
+      const values = fh.createReadStream();
+      // A read error fails the request the client pipes it into; never an unhandled 'error'.
+      values.on('error', () => {});
+      try {
+        await this.store.client.insert({
+          table: `${this.store.db}.wake_log`,
+          columns: LOG_COLUMN_NAMES as [string, ...string[]],
+          format: 'TabSeparated',
+          values,
+          clickhouse_settings: { ...LOG_INSERT_SETTINGS, insert_deduplication_token: token, insert_deduplicate: 1 },
+        });
+      } finally {
+        // Its file is closed whatever became of the request (a stream never read keeps it open).
+        values.destroy();
+      }
       return;
     }
     const text = file ? await readFile(file, 'utf8') : wakes.map((w) => lineText(this.lines.encode(w))).join('');

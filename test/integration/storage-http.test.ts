@@ -143,6 +143,16 @@ describe('storage over HTTP (CLICKHOUSE_URL)', () => {
     expect(await count('wakes', `replay_of = '${ids[0]}'`)).toBe(1);
   });
 
+  it('regression: a segment file gone before its insert read it rejects that insert, never the process', async () => {
+    const ins = new WakeInserter(
+      store,
+      wakeLogCodec(() => 30),
+    );
+    // A tagged segment (streamed as the insert's body) that is not there: an operator's rm, a disk gone.
+    const missing = join(dir, `00000000000001-gone-0.${LOG_SEGMENT_TAG}.wal`);
+    await expect(ins.insert([], 'gone-token', missing)).rejects.toThrow(/ENOENT/);
+  });
+
   it('streams a segment of this version into the log table once per token; an earlier version’s goes in cut per table', async () => {
     const ins = new WakeInserter(
       store,
