@@ -6,7 +6,7 @@ import http2, {
 } from 'node:http2';
 import type { Socket } from 'node:net';
 import { errorBody } from '../errors.js';
-import type { ClientRequest, ClientResponse } from '../proxy/client.js';
+import { type ClientRequest, type ClientResponse, h2Carries } from '../proxy/client.js';
 import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
 import type { FlushSweep } from './flush-sweep.js';
 
@@ -180,7 +180,7 @@ export class H2Response implements ClientResponse {
     const raw = typeof a === 'string' ? (b ?? NONE) : a;
     // HTTP/1.1 lets an origin say 600-999 (or a final 1xx); HTTP/2 only 200-599 (Node throws
     // ERR_HTTP2_STATUS_INVALID, out of an event listener on some paths): a gateway error instead.
-    if (!(status >= 200 && status <= 599)) return this.refuse(status, raw);
+    if (!h2Carries(status)) return this.refuse(status, raw);
     const h: OutgoingHttpHeaders = { ':status': status };
     let announced = addFields(h, raw);
     if (this.extra !== null) announced = addFields(h, this.extra) || announced;

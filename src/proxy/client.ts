@@ -51,3 +51,10 @@ export interface ClientResponse {
   once(event: 'close', listener: () => void): unknown;
   off(event: 'close', listener: () => void): unknown;
 }
+
+/**
+ * Whether HTTP/2 can carry an answer's status (RFC 9113 §8.3.2: 200-599; a final 1xx or
+ * 600-999 that HTTP/1.1 lets an origin say cannot be sent): the h2 answer (exchange.ts)
+ * gives a 502 in its place, and the proxy records that 502.
+ */
+export const h2Carries = (status: number): boolean => status >= 200 && status <= 599;

@@ -12,7 +12,7 @@ import { addressBucket } from '../ratelimit/address.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
-import type { ClientRequest, ClientResponse } from './client.js';
+import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
@@ -501,8 +501,8 @@ class Forwarding {
 
   onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
     const x = this.x;
-    // HTTP/2 carries 200-599 only: the answer's 502 in place of any other status (exchange.ts) is recorded as such.
-    if (this.req.httpVersionMajor === 2 && !(status >= 200 && status <= 599)) {
+    // The 502 an h2 answer gives in place of a status HTTP/2 cannot carry (client.ts) is recorded as such.
+    if (this.req.httpVersionMajor === 2 && !h2Carries(status)) {
       x.status = 502;
       x.errorType = 'upstream_unavailable';
     } else x.status = status;
