@@ -276,7 +276,8 @@ function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
  * 408 or 400), then the socket is let go even if the client never reads or closes.
  */
 function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket): void {
-  if (!socket.writable) return void socket.destroy();
+  // A TLS error (a renegotiation refused, front.ts) leaves no channel to answer on: cut.
+  if (!socket.writable || err.code?.startsWith('ERR_TLS_')) return void socket.destroy();
   const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const type = code === 431 ? 'request_header_fields_too_large' : 'invalid_request';
   const body = JSON.stringify({

@@ -96,6 +96,10 @@ export function tlsFront(d: FrontDeps): TlsFront {
     raw.once('close', () => open.delete(raw));
   });
   server.on('secureConnection', (socket: tls.TLSSocket) => {
+    // A client may not start a handshake again (TLS 1.2): each is a full one the server
+    // pays for, and the certificate read at the first request would be stale (nginx and
+    // BoringSSL refuse them too). TLS 1.3 has no renegotiation.
+    socket.disableRenegotiation();
     if (d.acceptH2 !== null && socket.alpnProtocol === 'h2') return d.acceptH2(socket);
     d.http.emit('connection', socket);
   });
