@@ -138,7 +138,8 @@ const unknownEnvironment = (name: string): ApiError =>
 
 /** Recovery: a key written straight into the store, for when no key can reach the API. */
 async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<void> {
-  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'offline']);
+  // The options of the online keys create, bar --url and --key: --rate-limit names a policy as it does there.
+  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline']);
   const label = args.flags.get('label');
   const environment = args.flags.get('environment');
   const scopes = args.flags.get('scopes');
@@ -168,10 +169,21 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
     const events = new EventBus(new EventTable(store), systemClock, log);
     const svc = new KeyService({ cfg, table, ring, events, clock: systemClock, log });
     const consumer = args.flags.get('consumer');
-    const { key, secret } = await svc
-      .create(
-        { label, environment, scopes: scopes.split(',').map((s) => s.trim()), ...(consumer ? { consumer } : {}) },
-        environment,
+    const policy = args.flags.get('rate-limit');
+    const replaces = args.flags.get('replaces');
+    const { key, secret } = await Promise.resolve()
+      .then(() =>
+        svc.create(
+          {
+            label,
+            environment,
+            scopes: scopes.split(',').map((s) => s.trim()),
+            ...(consumer ? { consumer } : {}),
+            ...(policy ? { rate_limit: svc.ratePolicy(policy) } : {}),
+            ...(replaces ? { replaces } : {}),
+          },
+          environment,
+        ),
       )
       .catch((e: unknown) => {
         // What the service refuses (an unknown scope, a bad label) is said as the API says it.

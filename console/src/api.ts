@@ -29,11 +29,25 @@ export class ApiError extends Error {
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
 
+/** Why the session ended by itself: the key was revoked, or is no longer accepted. */
+const ENDED = 'wakegate:session-ended';
+const SIGN_IN_AGAIN: Record<string, string> = {
+  key_revoked: 'This key was revoked. Sign in with another key.',
+  authentication_required: 'This key is no longer accepted. Sign in again.',
+};
+
+/** Calls `on` with a short message each time a /v2 call finds the signed-in key refused; returns the unsubscribe. */
+export function onSessionEnded(on: (message: string) => void): () => void {
+  const h = (e: Event) => on((e as CustomEvent<string>).detail);
+  addEventListener(ENDED, h);
+  return () => removeEventListener(ENDED, h);
+}
+
 /** A call in the environment chosen in the switcher (added as `environment` unless `noEnv`). */
 export async function api<T>(
   method: string,
   path: string,
-  opts: { query?: Query; body?: unknown; noEnv?: boolean } = {},
+  opts: { query?: Query; body?: unknown; noEnv?: boolean; signingIn?: boolean } = {},
 ): Promise<T> {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(opts.query ?? {}))
@@ -42,10 +56,11 @@ export async function api<T>(
   const body = opts.body as Record<string, unknown> | undefined;
   if (env && !opts.noEnv && !(body && 'environment' in body)) q.set('environment', env);
   const qs = q.toString();
+  const key = session.key();
   const res = await fetch(`${path}${qs ? `?${qs}` : ''}`, {
     method,
     headers: {
-      authorization: `Bearer ${session.key() ?? ''}`,
+      authorization: `Bearer ${key ?? ''}`,
       accept: 'application/json',
       ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
     },
@@ -67,6 +82,12 @@ export async function api<T>(
   if (!res.ok) {
     const e = (data as { error?: { type: string; message: string; param: string | null; wake_id: string | null } })
       ?.error;
+    // The signed-in key refused (revoked meanwhile): back to sign-in, saying why. The sign-in form says its own.
+    const ended = res.status === 401 && e ? SIGN_IN_AGAIN[e.type] : undefined;
+    if (ended && !opts.signingIn && key !== null && session.key() === key) {
+      session.signOut();
+      dispatchEvent(new CustomEvent(ENDED, { detail: ended }));
+    }
     throw new ApiError(
       res.status,
       e?.type ?? 'error',

@@ -244,23 +244,26 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
                           >
                             Revoke at (UTC)
                           </button>
-                          <button
-                            type="button"
-                            class="secondary small"
-                            onClick={() =>
-                              setDraft({
-                                label: `${k.label} (rotated)`,
-                                scopes: k.scopes.join(', '),
-                                consumer: '',
-                                replaces: k.id,
-                                limit: '',
-                                burst: '',
-                                window: k.rate_limit?.window ?? 'minute',
-                              })
-                            }
-                          >
-                            Rotate
-                          </button>
+                          {/* Only an active key can be replaced: one whose revocation is scheduled is not offered. */}
+                          {(k.status ?? 'active') === 'active' ? (
+                            <button
+                              type="button"
+                              class="secondary small"
+                              onClick={() =>
+                                setDraft({
+                                  label: `${k.label} (rotated)`,
+                                  scopes: k.scopes.join(', '),
+                                  consumer: '',
+                                  replaces: k.id,
+                                  limit: '',
+                                  burst: '',
+                                  window: k.rate_limit?.window ?? 'minute',
+                                })
+                              }
+                            >
+                              Rotate
+                            </button>
+                          ) : null}
                         </>
                       ) : null}
                     </td>

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, type Me, session } from './api';
+import { api, type Me, onSessionEnded, session } from './api';
 import { Keys } from './keys';
 import { Overview } from './overview';
 import { ErrorNote } from './ui';
@@ -17,19 +17,24 @@ const useHash = () => {
   return hash;
 };
 
-function SignIn({ onIn }: { onIn: (me: Me) => void }) {
+function SignIn({ onIn, notice }: { onIn: (me: Me) => void; notice: string | null }) {
   const [key, setKey] = useState('');
   const [err, setErr] = useState<unknown>(null);
   return (
     <main class="signin">
       <h1>wakegate</h1>
+      {notice && !err ? (
+        <p class="note" role="alert">
+          {notice}
+        </p>
+      ) : null}
       <p>Paste an API key. It stays in this tab only (session storage), never in a URL or a cookie.</p>
       <form
         onSubmit={async (e) => {
           e.preventDefault();
           session.signIn(key.trim());
           try {
-            const me = await api<Me>('GET', '/v2/environments', { noEnv: true });
+            const me = await api<Me>('GET', '/v2/environments', { noEnv: true, signingIn: true });
             onIn(me);
           } catch (x) {
             session.signOut();
@@ -60,7 +65,19 @@ function App() {
   const [me, setMe] = useState<Me | null>(null);
   const [boot, setBoot] = useState(!!session.key());
   const [env, setEnv] = useState<string>(session.env() ?? '');
+  /** Why the console is back at sign-in by itself (the key revoked mid-session), until the next sign-in. */
+  const [notice, setNotice] = useState<string | null>(null);
   const hash = useHash();
+  // Any /v2 call answering 401 for the signed-in key (at start or on any page) ends the session.
+  useEffect(
+    () =>
+      onSessionEnded((message) => {
+        setNotice(message);
+        setMe(null);
+        setEnv('');
+      }),
+    [],
+  );
   useEffect(() => {
     if (!session.key()) return;
     api<Me>('GET', '/v2/environments', { noEnv: true }).then(
@@ -68,10 +85,7 @@ function App() {
         setMe(m);
         setBoot(false);
       },
-      (e) => {
-        if (e instanceof ApiError && e.status === 401) session.signOut();
-        setBoot(false);
-      },
+      () => setBoot(false),
     );
   }, []);
   useEffect(() => {
@@ -81,7 +95,16 @@ function App() {
     }
   }, [me]);
   if (boot) return <p class="muted pad">Loading…</p>;
-  if (!me || !session.key()) return <SignIn onIn={setMe} />;
+  if (!me || !session.key())
+    return (
+      <SignIn
+        notice={notice}
+        onIn={(m) => {
+          setNotice(null);
+          setMe(m);
+        }}
+      />
+    );
   const page = hash.replace(/^#\/?/, '').split('/');
   const nav = (to: string, label: string) => (
     <a href={`#/${to}`} class={page[0] === to ? 'active' : ''} aria-current={page[0] === to ? 'page' : undefined}>

@@ -228,7 +228,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const { environment } = parseInput(keyByIdQuery, request.query, 'query');
       const body = parseInput(changeKeyBody, request.body, 'body');
       const env = actingEnvironment(deps, request, environment);
-      if (!key_id.startsWith('key_')) throw missing('key');
+      if (!key_id.startsWith('key_')) throw missing('key', 'key_id');
       const fp = fingerprintParam(body.tls_fingerprint) ?? null;
       const k = await deps.keys.setCertificate(key_id, env, fp, request.key);
       const [view] = await deps.keys.views([k]);
@@ -256,7 +256,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
       const { environment } = parseInput(keyByIdQuery, request.query, 'query');
       const body = parseInput(revokeKeyBody, request.body, 'body');
       const env = actingEnvironment(deps, request, environment);
-      if (!key_id.startsWith('key_')) throw missing('key');
+      if (!key_id.startsWith('key_')) throw missing('key', 'key_id');
       const at = body.revoke_at !== undefined ? Date.parse(body.revoke_at) : undefined;
       const k = await deps.keys.revoke(key_id, env, at, request.key);
       return deps.keys.view(k);

@@ -204,10 +204,18 @@ export class KeyService {
     if (input.replaces !== undefined) {
       replaced = this.ring.get(input.replaces) ?? null;
       if (!replaced || replaced.environment !== env) throw missing('key', 'replaces');
+      // Only an active key (DESIGN.md's statuses: active, scheduled, revoked) can be replaced.
       if (isRevoked(replaced, this.clock.now())) {
         throw new GatewayError(
           'conflict',
           `key ${replaced.id} is revoked; only an active key can be replaced`,
+          'replaces',
+        );
+      }
+      if (replaced.revoke_at !== null) {
+        throw new GatewayError(
+          'conflict',
+          `key ${replaced.id} has its revocation scheduled; only an active key can be replaced`,
           'replaces',
         );
       }
@@ -316,7 +324,7 @@ export class KeyService {
   /** A key of this environment, or 404. */
   get(id: string, env: string): KeyRecord {
     const k = this.ring.get(id);
-    if (!k || k.environment !== env) throw missing('key');
+    if (!k || k.environment !== env) throw missing('key', 'key_id');
     return k;
   }
 
@@ -343,8 +351,9 @@ export class KeyService {
     const k = this.get(id, env);
     if (caller && caller.id !== k.id) this.mustManage(caller, k, 'revoke', 'key_id');
     const now = this.clock.now();
-    if (revokeAt !== undefined && revokeAt <= now) throw unprocessable('revoke_at', 'revoke_at must be in the future');
+    // Deleting a revoked key returns it unchanged (DESIGN.md), whatever revoke_at says: revocation is idempotent.
     if (isRevoked(k, now)) return k;
+    if (revokeAt !== undefined && revokeAt <= now) throw unprocessable('revoke_at', 'revoke_at must be in the future');
     let next: KeyRecord;
     if (revokeAt === undefined) {
       next = { ...k, revoked_at: now, updated_at: Math.max(now, k.updated_at + 1) };

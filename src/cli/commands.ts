@@ -54,11 +54,14 @@ engine, stop the gateway that holds DATA_DIR first (a running gateway migrates o
   wakegate keys create --label L --environment E --scopes a:read,b:write [--consumer C]
                        [--rate-limit POLICY] [--replaces KEY_ID] [--offline]
   wakegate keys list [--status active|scheduled|revoked] [--label L] [--consumer C]
+                     [--limit 1-100] [--cursor C]
   wakegate keys get KEY_ID
   wakegate keys revoke KEY_ID [--at 2026-12-01T00:00:00Z]   (a zone, Z or +hh:mm, is required)
 
-The secret of a new key is printed once. --offline writes the key straight into the
-store (recovery when no key can reach the API); the gateway must be stopped for it.
+The secret of a new key is printed once. --rate-limit names a policy of the config
+(rate_limits). --offline writes the key straight into the store (recovery when no key
+can reach the API); the gateway must be stopped for it. list prints one page, newest
+first (--limit keys, default 20; --cursor for the next).
 
 ${COMMON}`,
   endpoints: `Usage:

@@ -44,7 +44,23 @@ export interface ReplayDeps {
   log: Logger;
   /** A replay is a request of its own: a new trace when tracing is on (the captured traceparent is not sent). */
   trace?: TraceStart;
+  /** How many replays may run at once: in the process, and for one caller key (REPLAY_LIMITS by default). */
+  limits?: ReplayLimits;
 }
+
+export interface ReplayLimits {
+  running: number;
+  perKey: number;
+}
+
+/**
+ * Replays running at once (checked, being sent, or waiting for the origin's answer):
+ * a bucket with a big burst would otherwise let one `wakes:write` key hold hundreds of
+ * origin requests open. Past either bound a replay is refused with 429, as a limit is.
+ */
+export const REPLAY_LIMITS: ReplayLimits = { running: 64, perKey: 8 };
+/** Retry-After of a replay refused for the bound: a place frees when a running replay's answer is in. */
+const REPLAY_RETRY_AFTER_S = 1;
 
 const NO_TRACE = new TraceStart({ enabled: false, sampleRatio: 0 });
 
@@ -66,8 +82,35 @@ export interface ReplayOptions {
 export class Replayer {
   private readonly upstreams = new Upstreams();
   private readonly running = new Set<Promise<void>>();
+  /** Places taken, from the first check to the answer recorded: in all and per caller key. */
+  private taken = 0;
+  private readonly takenBy = new Map<string, number>();
+  private readonly limits: ReplayLimits;
 
-  constructor(private readonly d: ReplayDeps) {}
+  constructor(private readonly d: ReplayDeps) {
+    this.limits = d.limits ?? REPLAY_LIMITS;
+  }
+
+  /** Takes a running place for `keyId`, or refuses (429) when the process or the key has none left. */
+  private take(keyId: string): void {
+    const mine = this.takenBy.get(keyId) ?? 0;
+    const full =
+      mine >= this.limits.perKey
+        ? `this key already has ${this.limits.perKey} replays running; wait for one to finish`
+        : this.taken >= this.limits.running
+          ? `the gateway already has ${this.limits.running} replays running; wait for one to finish`
+          : null;
+    if (full !== null) throw new GatewayError('rate_limit_exceeded', full, null, REPLAY_RETRY_AFTER_S);
+    this.taken++;
+    this.takenBy.set(keyId, mine + 1);
+  }
+
+  private give(keyId: string): void {
+    this.taken--;
+    const mine = (this.takenBy.get(keyId) ?? 1) - 1;
+    if (mine > 0) this.takenBy.set(keyId, mine);
+    else this.takenBy.delete(keyId);
+  }
 
   /**
    * Checks, then starts, a replay by `caller`. The wake must be one that can be sent
@@ -76,8 +119,29 @@ export class Replayer {
    * send the request itself (the scope the route matching the path today needs) and
    * is charged to its own bucket; a wake whose key has since been revoked, or could
    * not send it today, is refused (409): the origin would get a request nobody may send.
+   * Before any of it, the bound on running replays (REPLAY_LIMITS): past it, 429 and
+   * nothing is charged.
    */
   async start(
+    env: string,
+    wakeId: string,
+    o: ReplayOptions,
+    caller: KeyRecord,
+  ): Promise<{ wake: Wake; replayWakeId: string }> {
+    // Taken before the first await, so concurrent calls cannot all pass the check.
+    this.take(caller.id);
+    let started = false;
+    try {
+      const r = await this.check(env, wakeId, o, caller);
+      started = true;
+      return r;
+    } finally {
+      if (!started) this.give(caller.id);
+    }
+  }
+
+  /** start's checks, then the send (which gives the place back once its wake is recorded). */
+  private async check(
     env: string,
     wakeId: string,
     o: ReplayOptions,
@@ -141,7 +205,10 @@ export class Replayer {
     const salts = replaySalts(w.id, x.id, values);
     const p = this.send({ w, detail, filled, x, admitted: v, o: { ...o, by: caller.id, salts } })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
-      .finally(() => this.running.delete(p));
+      .finally(() => {
+        this.running.delete(p);
+        this.give(caller.id);
+      });
     this.running.add(p);
     return { wake: w, replayWakeId: x.id };
   }

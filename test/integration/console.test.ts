@@ -435,6 +435,33 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await shot('webhooks');
   });
 
+  it('returns to sign-in, saying why, when the signed-in key is revoked mid-session', async () => {
+    const doomed = await t.gw.keys.create(
+      { label: 'doomed', environment: 'production', scopes: ['wakes:read', 'keys:read'] },
+      'production',
+    );
+    const p2 = await page.context().newPage();
+    await p2.goto(`${t.managementUrl}/console/#/keys`);
+    await p2.getByLabel('API key').fill(doomed.secret);
+    await p2.getByRole('button', { name: 'Sign in' }).click();
+    await p2.getByRole('heading', { name: 'Keys', exact: true }).first().waitFor();
+    // Revoked elsewhere (another operator, the API): the next page the console loads answers 401 key_revoked.
+    const r = await fetch(`${t.url}/v2/api-keys/${doomed.key.id}`, { method: 'DELETE', headers: bearer(t.admin) });
+    expect(r.status).toBe(200);
+    await p2.getByRole('link', { name: 'Wakes' }).click();
+    await p2.getByLabel('API key').waitFor({ timeout: 5000 });
+    await p2.getByText(/This key was revoked/).waitFor();
+    expect(await p2.evaluate('sessionStorage.getItem("wakegate.key")')).toBeNull();
+    expect(await p2.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
+    await p2.screenshot({ path: '/tmp/review-console-revoked.png', fullPage: true });
+    // Signing in again with another key carries on where the page was.
+    await p2.getByLabel('API key').fill(t.admin);
+    await p2.getByRole('button', { name: 'Sign in' }).click();
+    await p2.getByRole('heading', { name: 'Wakes', exact: true }).first().waitFor();
+    expect(await p2.getByText(/This key was revoked/).count()).toBe(0);
+    await p2.close();
+  });
+
   it('works at a phone width, switches environment, and signs out', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole('link', { name: 'Wakes' }).click();
