@@ -68,6 +68,27 @@ const HOST_USERINFO = new GatewayError(
   'host',
 );
 
+const HOST_TWICE = new GatewayError(
+  'invalid_request',
+  'host must be sent once (RFC 9112 section 3.2): this request has more than one Host line',
+  'host',
+);
+
+/** What is wrong with a request's Host lines (raw name, value, ...), or null; one pass over the names. */
+function hostProblem(raw: readonly string[]): GatewayError | null {
+  let seen = false;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const n = raw[i] as string;
+    if (n.length !== 4 || (n.charCodeAt(0) | 32) !== 104 || n.toLowerCase() !== 'host') continue;
+    if (seen) return HOST_TWICE;
+    seen = true;
+    if ((raw[i + 1] as string).indexOf('@') !== -1) return HOST_USERINFO;
+  }
+  return null;
+}
+const hostValueProblem = (host: string | undefined): GatewayError | null =>
+  host !== undefined && host.indexOf('@') !== -1 ? HOST_USERINFO : null;
+
 /** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
 const FLOOD_SAMPLE = 100;
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -113,13 +134,14 @@ export class Admission {
       caller: null,
       environment: '',
     };
-    // Host is uri-host and port only (RFC 9110 §7.2): userinfo would reach the origin as X-Forwarded-Host.
-    const host = req.headers.host;
-    if (host !== undefined && host.indexOf('@') !== -1) {
+    // Host is uri-host and port only (RFC 9110 §7.2), one line of it (RFC 9112 §3.2):
+    // userinfo, in any Host line, would reach the origin as X-Forwarded-Host.
+    const bad = raw !== undefined ? hostProblem(raw) : hostValueProblem(req.headers.host);
+    if (bad !== null) {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;
       x.route = 'none';
-      return refusal(HOST_USERINFO);
+      return refusal(bad);
     }
     return this.admit(ask, x) as Verdict<Routed>;
   }

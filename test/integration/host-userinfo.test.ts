@@ -41,6 +41,20 @@ describe('HTTP/1.1: a Host holding userinfo', () => {
     }
   });
 
+  it('a second Host line is refused (RFC 9112 section 3.2), so no Host line the check did not see reaches the origin', async () => {
+    const port = Number(new URL(t.url).port);
+    seen.length = 0;
+    const r = await rawExchange(
+      port,
+      'GET /x HTTP/1.1\r\nHost: localhost\r\nHost: user:secretpw@localhost\r\nConnection: close\r\n\r\n',
+    );
+    expect(statusOf(r.text)).toBe(400);
+    expect(r.text).toContain('"param":"host"');
+    expect(seen).toEqual([]);
+    const twice = await rawExchange(port, 'GET /x HTTP/1.1\r\nHost: a\r\nHost: a\r\nConnection: close\r\n\r\n');
+    expect(statusOf(twice.text)).toBe(400);
+  });
+
   it('a plain Host, with or without a port, is served', async () => {
     const port = Number(new URL(t.url).port);
     for (const host of ['localhost', 'localhost:8080', '[::1]:8080', 'example.com']) {
