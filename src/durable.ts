@@ -39,11 +39,17 @@ export function replaceFile(path: string, bytes: Buffer): void {
   rmSync(tmp, { force: true });
   const fd = openSync(tmp, 'wx', 0o600);
   try {
-    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    try {
+      for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    // A full disk, a failed sync or rename: the old file stands, and no temporary one is left.
+    rmSync(tmp, { force: true });
+    throw e;
   }
-  renameSync(tmp, path);
   syncDir(dirname(path));
 }

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Coordinator } from './redis.js';
 import { ALIVE } from './scripts.js';
@@ -94,6 +94,8 @@ export function instancesMemory(dir: string, onError: (e: Error) => void): (n: n
     const path = join(dir, INSTANCES_FILE);
     writeFile(`${path}.tmp`, `${n}\n`, { mode: 0o600 })
       .then(() => rename(`${path}.tmp`, path))
+      // No temporary file is left when the write or the rename failed.
+      .catch((e: Error) => rm(`${path}.tmp`, { force: true }).then(() => Promise.reject(e)))
       .then(
         () => {
           written = n;

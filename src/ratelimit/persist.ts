@@ -130,12 +130,18 @@ async function writeAtomicAsync(dir: string, name: string, bytes: Buffer): Promi
   await rm(tmp, { force: true });
   const fh = await open(tmp, 'wx', 0o600);
   try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
+    try {
+      await fh.writeFile(bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, join(dir, name));
+  } catch (e) {
+    // The old file stands, and no temporary one is left.
+    await rm(tmp, { force: true });
+    throw e;
   }
-  await rename(tmp, join(dir, name));
   // The new name, not only its bytes, survives a power loss.
   await new Promise<void>((r) => syncDirLater(dir, r));
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,5 +98,15 @@ describe('durable files: names as well as bytes survive a power loss', () => {
       `rename ${join(dir, 'ratelimit-buckets.bin.tmp')} ${join(dir, 'ratelimit-buckets.bin')}`,
       `fsync ${dir}`,
     ]);
+  });
+
+  it('a replacement that fails leaves the old file and no temporary one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-durable-fail-'));
+    // The rename fails (the target is a non-empty directory; EXDEV, EACCES, EIO likewise).
+    const path = join(dir, 'segment');
+    mkdirSync(path);
+    writeFileSync(join(path, 'x'), 'x');
+    expect(() => replaceFile(path, Buffer.from('rows\n'))).toThrow();
+    expect(existsSync(`${path}.tmp`)).toBe(false);
   });
 });
