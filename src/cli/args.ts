@@ -181,7 +181,10 @@ function realDate(s: string): boolean {
   const [y, mo, d, h, mi, se = 0] = (/^(\d+)-(\d+)-(\d+)T(\d+):(\d+)(?::(\d+))?/.exec(s) ?? [])
     .slice(1)
     .map((x) => (x === undefined ? undefined : Number(x))) as number[];
-  const t = new Date(Date.UTC(y as number, (mo as number) - 1, d, h, mi, se));
+  // setUTCFullYear, not Date.UTC: that one reads years 0 to 99 as 1900 to 1999.
+  const t = new Date(0);
+  t.setUTCFullYear(y as number, (mo as number) - 1, d);
+  t.setUTCHours(h as number, mi, se);
   return (
     t.getUTCFullYear() === y &&
     t.getUTCMonth() === (mo as number) - 1 &&
