@@ -100,6 +100,8 @@ function resolveWithin(r: Resolver, hostname: string, cb: Parameters<LookupAll>[
     e.code = 'ETIMEOUT';
     cb(e, []);
   }, r.timeoutMs);
+  // A stop does not wait on it (a hung resolver would hold the process for its length).
+  timer.unref();
   try {
     r.lookup(hostname, (err, addresses) => {
       if (done) return;
