@@ -14,7 +14,11 @@ export function addressBucket(ip: string): string {
   // IPv4 (and ''): no colon.
   if (ip.indexOf(':') === -1) return ip;
   // IPv4-mapped, as node writes it: one IPv4 address, kept as it is.
-  if (ip.startsWith('::ffff:') && ip.indexOf(':', 7) === -1 && ip.indexOf('.', 7) !== -1) return ip;
+  if (ip.startsWith('::ffff:') && ip.indexOf(':', 7) === -1 && ip.indexOf('.', 7) !== -1) {
+    // With a zone (`%eth0`), the same IPv4 address: its bucket is the address alone.
+    const zone = ip.indexOf('%', 7);
+    return zone === -1 ? ip : ip.slice(0, zone);
+  }
   return prefix64(ip) ?? ip;
 }
 

@@ -24,6 +24,8 @@ describe('addressBucket', () => {
     for (const ip of ['1.2.3.4', '127.0.0.1', '', '::ffff:1.2.3.4', '::ffff:127.0.0.2']) {
       expect(addressBucket(ip)).toBe(ip);
     }
+    // With a zone: the same IPv4 address, the same bucket.
+    expect(addressBucket('::ffff:1.2.3.4%eth0')).toBe('::ffff:1.2.3.4');
   });
 
   it('names an IPv6 address by its /64, in every spelling of it', () => {
