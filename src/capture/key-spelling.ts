@@ -107,6 +107,9 @@ export function spellsStart(s: Text, i: number, cut = false): boolean {
     // An escape of s, v or c; or of `%`, `\\` or `&` that what follows may make an escape.
     if (inSet(SVC_SET, v)) return true;
     if (!isLayer(v)) return false;
+    // A numeric reference to `%`, `\` or `&` itself (`&#37;`, `&#x26;`): read whole. The look
+    // below does not follow every order of layers after one (`&#37;26amp&#37;3B&#37;23115…`).
+    if (at(s, i) === AMP && at(s, i + 1) === HASH) return true;
     const n = at(s, escapeEnd);
     if (n === END) return cut;
     if (!inSet(v === PCT ? AFTER_PCT : v === BSL ? AFTER_BSL : AFTER_AMP, n)) return false;

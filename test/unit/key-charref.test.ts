@@ -145,9 +145,9 @@ describe('gateway keys spelled with XML/HTML character references', () => {
 
   // Found by the property below on a CI run (seed -1642193267): a reference to `%` itself
   // (`&#37;`) starting a layer that percent-decodes to `&amp;`, then `&#115;`. The decoder
-  // reads the key; the cheap look does not follow this order of layers, so it is never
-  // decoded. Known and open: this test fails until the look follows it.
-  it.fails('a reference to % opening a percent layer that spells a reference (&#37;26amp&#37;3B&#37;23115…)', () => {
+  // read the key, but the cheap look did not follow this order of layers, so it was never
+  // decoded. A numeric reference to `%`, `&` or `\` is now read whole.
+  it('a reference to % opening a percent layer that spells a reference (&#37;26amp&#37;3B&#37;23115…)', () => {
     const k = 'svc_test_I0wiS3StNRedXTFP9a9fwatKlxfYjGnsQQ8ztOWSvOF2ZAseq0CsKOnaLmvynPr';
     const text = `a=1&#38;note=&#37;26amp&#37;3B&#37;23115&#37;3B&#37;26amp&#37;3B&#37;23118&#37;3B${k.slice(2)}&#37;20`;
     expect(refusedBody(Buffer.from(text), 'application/json')).not.toBeNull();
@@ -272,7 +272,7 @@ describe('gateway keys spelled with XML/HTML character references', () => {
     const texts = [
       'a=1&b=2&c=3&amount=100&currency=EUR&note=fish+%26+chips',
       '<p>Fish &amp; chips &lt;b&gt; caf&#233; &#xE9;t&#xe9; &quot;q&quot; &nbsp;&copy; AT&T &&</p>',
-      '<a href="/x?a=1&amp;b=2&amp;c=3">&#8364; &#x20AC; &#38; &#60;tag&#62;</a>',
+      '<a href="/x?a=1&amp;b=2&amp;c=3">&#8364; &#x20AC; &#60;tag&#62;</a>',
       JSON.stringify({ html: '<b>R&amp;D</b> &#169; 2024', q: 'a=1&b=2' }),
     ];
     for (const t of texts) {
@@ -282,6 +282,11 @@ describe('gateway keys spelled with XML/HTML character references', () => {
       expect(refusedBody(body, 'text/html')).toBeNull();
       expect(decodeWork.bytes, t).toBe(0);
     }
+    // A numeric reference to `%`, `&` or `\\` itself (`&#38;`) is read whole (a layer the look
+    // does not follow in every order may start there), and passes as it is.
+    const amp = '<a href="/x">&#38; &#x26; &#37;</a>';
+    expect(maySpellKey(amp)).toBe(true);
+    expect(refusedBody(Buffer.from(amp.repeat(2000)), 'text/html')).toBeNull();
   });
 
   it('the work of a scan of bodies full of & and references stays a small constant per byte', async () => {
