@@ -6,6 +6,7 @@ import { type QuotaWarning, quotaWarningData, RateLimiter } from '../ratelimit/l
 import type { SharedBucketsLayout } from '../ratelimit/shared-buckets.js';
 import type { RequestLimiter } from '../ratelimit/types.js';
 import { Heartbeat } from './alive.js';
+import { AuthorityLocal } from './authority-local.js';
 import { FleetLimiter } from './buckets.js';
 import type { Coordinator } from './redis.js';
 
@@ -95,9 +96,13 @@ export function limiterPart(
     });
     fleet.start();
     alive.start();
+    // Keys that hold keys:write are limited here alone: Redis cannot lock out the admin.
+    // Few keys hold it: a small table of their buckets (and their routes' policies).
+    const own = new RateLimiter({ ...cfg, ratelimit: { max_buckets: 4096, sketch_cells: 4096 } }, undefined, warn);
+    if (o.sweep !== false) own.start(o.now);
     return {
       name: 'limiter',
-      limiter: fleet,
+      limiter: new AuthorityLocal(fleet, own),
       size: () => fleet.size,
       layout: null,
       coordination: () => ({
@@ -106,6 +111,7 @@ export function limiterPart(
         instances: alive.instances,
       }),
       close: async () => {
+        own.stop();
         await fleet.stop();
         await alive.stop();
       },
