@@ -1,24 +1,7 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors.js';
 
-/**
- * Whether an ISO 8601 text names a real calendar date and time: JavaScript's parser
- * shifts 2027-02-30 to March 2 and 24:00 to the next day, which a user never meant.
- */
-export function isRealDate(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(s);
-  if (m === null) return false;
-  const [y, mo, d, h, mi, se] = m.slice(1).map((x) => Number(x ?? 0)) as number[];
-  const t = new Date(Date.UTC(y as number, (mo as number) - 1, d, h, mi, se));
-  return (
-    t.getUTCFullYear() === y &&
-    t.getUTCMonth() === (mo as number) - 1 &&
-    t.getUTCDate() === d &&
-    t.getUTCHours() === h &&
-    t.getUTCMinutes() === mi &&
-    t.getUTCSeconds() === se
-  );
-}
+export { isRealDate } from '../real-date.js';
 
 /** A query parameter holding a whole number in [min, max]. */
 export const intParam = (min: number, max: number) =>

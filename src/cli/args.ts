@@ -4,6 +4,7 @@
  * missing value, a value given to a boolean, or an option the command does not know is
  * one error line (the last naming the nearest option the command knows).
  */
+import { isRealDate } from '../real-date.js';
 
 /** Options that take no value. */
 const BOOLEAN = new Set(['json', 'offline', 'help', 'version', 'allow-unsafe']);
@@ -176,25 +177,6 @@ function distance(a: string, b: string): number {
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$/;
 const ISO_NO_ZONE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?$/;
 
-/** Whether the date and time a text names exist as written (Date.parse makes Feb 30 March 2). */
-function realDate(s: string): boolean {
-  const [y, mo, d, h, mi, se = 0] = (/^(\d+)-(\d+)-(\d+)T(\d+):(\d+)(?::(\d+))?/.exec(s) ?? [])
-    .slice(1)
-    .map((x) => (x === undefined ? undefined : Number(x))) as number[];
-  // setUTCFullYear, not Date.UTC: that one reads years 0 to 99 as 1900 to 1999.
-  const t = new Date(0);
-  t.setUTCFullYear(y as number, (mo as number) - 1, d);
-  t.setUTCHours(h as number, mi, se);
-  return (
-    t.getUTCFullYear() === y &&
-    t.getUTCMonth() === (mo as number) - 1 &&
-    t.getUTCDate() === d &&
-    t.getUTCHours() === h &&
-    t.getUTCMinutes() === mi &&
-    t.getUTCSeconds() === se
-  );
-}
-
 /**
  * A time option (`--since`, `--until`, `--at`): ISO 8601 with an explicit zone (`Z` or
  * `±hh:mm`), never read in the machine's local zone; its text and its instant, or a
@@ -209,7 +191,7 @@ export function timeOption(args: Args, name: string): { text: string; ms: number
       `--${name} ${JSON.stringify(v)} has no time zone: add Z (UTC) or an offset such as +02:00 (${example})`,
     );
   const ms = Date.parse(v.replace(/(\.\d{3})\d+/, '$1'));
-  if (!ISO.test(v) || !realDate(v) || !Number.isFinite(ms))
+  if (!ISO.test(v) || !isRealDate(v) || !Number.isFinite(ms))
     throw new UsageError(`--${name} ${JSON.stringify(v)} is not a time: use ISO 8601 with a zone, such as ${example}`);
   return { text: v, ms };
 }
