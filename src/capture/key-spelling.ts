@@ -81,21 +81,28 @@ function charSet(chars: string): Uint8Array {
 const inSet = (t: Uint8Array, c: number): boolean => c >= 0 && c < 256 && t[c] === 1;
 /** A key's first letters. */
 const SVC_SET = charSet('svc');
-/** What the characters of an escape are: hex digits; the letter after `\`; after `&`; a reference's digits. */
+/**
+ * What the characters of an escape are: hex digits; the letter after `\` (or a second
+ * `\`: `\\`, read as `\`); after `&`; a reference's digits.
+ */
 const HEX_SET = charSet('0123456789abcdefABCDEF');
 const DEC_SET = charSet('0123456789');
-const ESCAPE_SET = charSet('uxU');
+const ESCAPE_SET = charSet('uxU\\');
 const AMP_SET = charSet('#aApbnlUf');
 const REF_SET = charSet('0123456789abcdefABCDEFxX');
+/** The `;` that may end a reference. */
+const SEMI_SET = charSet(';');
 
 /**
  * Whether the `%`, `\` or `&` at `i` may start a spelling of s, v or c (a key's first
  * letters), in any nesting: each escape's value followed (a `%`, `\` or `&` decoded
  * goes on to read what follows it: `%2573`, `\u005Cu0073`, `&amp;#115;`, `&#37;73`),
  * and where an escape's own characters are spelled in turn (`%\u0037\u0033`,
- * `\%750073`, `&#\u0031…`, `&%23…`), true when they may spell what they stand for
- * (such a place is read whole). Where the text ends within it: `cut`, whether the text
- * is a short part of what follows (else what is cut off there is read with the rest).
+ * `\%750073`, `&#\u0031…`, `&%23…`), or the `;` that may end a reference, or the
+ * second `\` of `\\`, through any nesting (`&amp%253B`, `&#37;26amp&#37;3B`,
+ * `\%5Cx73`), true when they may spell what they stand for (such a place is read
+ * whole). Where the text ends within it: `cut`, whether the text is a short part of
+ * what follows (else what is cut off there is read with the rest).
  */
 export function spellsStart(s: Text, i: number, cut = false): boolean {
   // Most escapes in text are plain ones of other characters (`\u00e9`, `%20`, `&#233;`, `&amp; `): told
@@ -107,9 +114,6 @@ export function spellsStart(s: Text, i: number, cut = false): boolean {
     // An escape of s, v or c; or of `%`, `\\` or `&` that what follows may make an escape.
     if (inSet(SVC_SET, v)) return true;
     if (!isLayer(v)) return false;
-    // A numeric reference to `%`, `\` or `&` itself (`&#37;`, `&#x26;`): read whole. The look
-    // below does not follow every order of layers after one (`&#37;26amp&#37;3B&#37;23115…`).
-    if (at(s, i) === AMP && at(s, i + 1) === HASH) return true;
     const n = at(s, escapeEnd);
     if (n === END) return cut;
     if (!inSet(v === PCT ? AFTER_PCT : v === BSL ? AFTER_BSL : AFTER_AMP, n)) return false;
@@ -251,8 +255,9 @@ function afterPercent(s: Text, j: number, t: Uint8Array, depth: number): boolean
 
 /**
  * After a `\`: `uXXXX`, `xXX` or `UXXXXXXXX`. A `\` after it makes `\\`, read as `\`
- * (then what follows); after one decoded, a `%`, `\` or `&` may also spell the letter
- * (`%5C\u0075…`: the escape pass reads it before the `\` is there).
+ * (then what follows). A `%` or `&` after it, or after one decoded a `\` too, may
+ * spell the letter (`%5C\u0075…`: the escape pass reads it before the `\` is there),
+ * or a second `\` (`\%5Cx73`, `&bsol;&bsol;u0073`: `\\` once decoded).
  */
 function afterBackslash(s: Text, j: number, t: Uint8Array, depth: number, decoded = false): boolean {
   const e = at(s, j);
@@ -290,15 +295,19 @@ function afterAmp(s: Text, j: number, t: Uint8Array, depth: number): boolean {
 }
 
 /**
- * After a reference to `v` that may go on with its `;` (at `k`): plain, spelled one
- * layer deep (`&#37%3B73` read percent first), or none.
+ * After a reference to `v` that may go on with its `;` (at `k`): plain; spelled one
+ * layer deep (`&#37%3B73` read percent first), what follows read after it; spelled
+ * deeper, the escape at `k` standing for a `%`, `\` or `&` that spells it in turn
+ * (`&amp&#37;3B#115;`, `&amp\\x3B`), or with its own characters spelled (`%3&#66;`),
+ * the place read whole (true); or none.
  */
 function afterRef(s: Text, v: number, k: number, t: Uint8Array, depth: number): boolean {
   const c = at(s, k);
   if (c === SEMI) return decodedTo(s, v, k + 1, t, depth);
   if (isLayer(c)) {
-    const w = oneEscape(s, k);
-    if (w === MAYBE || (w === SEMI && decodedTo(s, v, escapeEnd, t, depth))) return true;
+    if (oneEscape(s, k) === SEMI) {
+      if (decodedTo(s, v, escapeEnd, t, depth)) return true;
+    } else if (charTo(s, k, SEMI_SET, depth)) return true;
   }
   return decodedTo(s, v, k, t, depth);
 }
@@ -306,9 +315,9 @@ function afterRef(s: Text, v: number, k: number, t: Uint8Array, depth: number): 
 /** Where the escape oneEscape read ends. */
 let escapeEnd = 0;
 /**
- * The character the escape at `k` stands for, one layer undone (`%3B`, `\u003B`,
- * `&#59;`), and where it ends (escapeEnd); -1 when none is there, MAYBE when its own
- * characters are spelled in turn.
+ * The character the escape at `k` stands for, one layer undone, its characters plain
+ * (`%3B`, `\u003B`, `\x3B`, `\U0000003B`, `&#59;`, `&#x3B`), and where it ends
+ * (escapeEnd); -1 when none is there or its characters are not plain.
  */
 function oneEscape(s: Text, k: number): number {
   const c = at(s, k);
@@ -318,19 +327,17 @@ function oneEscape(s: Text, k: number): number {
     let j = hex ? k + 3 : k + 2;
     let v = 0;
     for (let d = digitAt(s, j, hex); d >= 0; d = digitAt(s, ++j, hex)) v = Math.min(v * (hex ? 16 : 10) + d, 0x110000);
-    if (j === (hex ? k + 3 : k + 2)) return isLayer(at(s, j)) ? MAYBE : -1;
-    if (isLayer(at(s, j))) return MAYBE;
+    if (j === (hex ? k + 3 : k + 2) || isLayer(at(s, j))) return -1;
     escapeEnd = at(s, j) === SEMI ? j + 1 : j;
     return Math.min(v, 0xff);
   }
-  const n = c === PCT ? 2 : c !== BSL ? 0 : at(s, k + 1) === 0x75 ? 4 : at(s, k + 1) === 0x78 ? 2 : 0;
+  const e = at(s, k + 1);
+  const n = c === PCT ? 2 : c !== BSL ? 0 : e === 0x75 ? 4 : e === 0x78 ? 2 : e === 0x55 ? 8 : 0;
   if (n === 0) return -1;
   const from = c === PCT ? k + 1 : k + 2;
   let v = 0;
   for (let j = from; j < from + n; j++) {
-    const h = at(s, j);
-    if (isLayer(h)) return MAYBE;
-    const d = hexValue(h);
+    const d = hexValue(at(s, j));
     if (d < 0) return -1;
     v = v * 16 + d;
   }
