@@ -444,7 +444,9 @@ async function openStorage(cfg: Readonly<Config>, log: Logger) {
   };
   try {
     await checkServer(cfg, store);
-    const applied = await migrate(store);
+    const applied = await migrate(store, undefined, {
+      waiting: (holder) => log.info('waiting for another instance to apply migrations', { holder }),
+    });
     if (applied.length) log.info('migrations applied', { versions: applied });
   } catch (e) {
     await close();

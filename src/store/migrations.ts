@@ -1,6 +1,7 @@
 import { clusterLedger, clusterSchema } from './cluster.js';
 import { addColumnsSql, addIndexesSql, createTableSql, dropIndexesSql, modifySettingsSql } from './ddl.js';
 import { remakeDetailTable } from './detail-table.js';
+import { type LockOptions, takeMigrationLock } from './migration-lock.js';
 import {
   API_KEYS,
   EVENTS,
@@ -201,31 +202,49 @@ export function clusterMigrations(history: readonly Migration[], cluster: string
 export const migrationsFor = (store: Pick<Store, 'cluster'>): Migration[] =>
   store.cluster === null ? MIGRATIONS : clusterMigrations(MIGRATIONS, store.cluster);
 
-/** Applies every migration not yet recorded, in order, and records each. Returns the applied versions. */
-export async function migrate(store: Store, migrations: Migration[] = migrationsFor(store)): Promise<number[]> {
+/**
+ * Applies every migration not yet recorded, in order, and records each. Returns the
+ * applied versions. On a server that others may share, instances take turns
+ * (migration-lock.ts): whoever waited finds the versions recorded and applies none.
+ */
+export async function migrate(
+  store: Store,
+  migrations: Migration[] = migrationsFor(store),
+  o: LockOptions = {},
+): Promise<number[]> {
   const { client, db, cluster } = store;
   const onCluster = cluster === null ? '' : ` ON CLUSTER ${cluster}`;
   await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}${onCluster}` });
   await client.command({ query: cluster === null ? ledger(db) : clusterLedger(db, cluster) });
-  const rs = await client.query({ query: `SELECT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
-  const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  const todo = async () => {
+    const rs = await client.query({ query: `SELECT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
+    const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+    return [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version));
+  };
+  if ((await todo()).length === 0) return [];
+  // The embedded engine is this process's alone (its data directory is locked).
+  const lock = store.readsFiles ? null : await takeMigrationLock(store, o);
   const applied: number[] = [];
-  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-    if (done.has(m.version)) continue;
-    for (const sql of m.statements) {
-      try {
-        await client.command({ query: sql.replaceAll('{db}', db) });
-      } catch (e) {
-        if (!(m.tuning && isUnknownSetting(e))) throw e;
+  try {
+    for (const m of await todo()) {
+      await lock?.check();
+      for (const sql of m.statements) {
+        try {
+          await client.command({ query: sql.replaceAll('{db}', db) });
+        } catch (e) {
+          if (!(m.tuning && isUnknownSetting(e))) throw e;
+        }
       }
+      if (m.run) await m.run(store);
+      await client.insert({
+        table: `${db}.schema_migrations`,
+        values: [{ version: m.version, name: m.name, applied_at: Date.now() }],
+        format: 'JSONEachRow',
+      });
+      applied.push(m.version);
     }
-    if (m.run) await m.run(store);
-    await client.insert({
-      table: `${db}.schema_migrations`,
-      values: [{ version: m.version, name: m.name, applied_at: Date.now() }],
-      format: 'JSONEachRow',
-    });
-    applied.push(m.version);
+  } finally {
+    await lock?.release();
   }
   return applied;
 }
