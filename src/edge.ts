@@ -182,7 +182,9 @@ export function createEdge(d: EdgeDeps): Edge {
   });
   const upgradeDeps = { ...proxyDeps, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
-  server.on('clientError', answerMalformed);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) =>
+    answerMalformed(err, socket, s.max_header_bytes),
+  );
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({
     http: server,
@@ -274,8 +276,9 @@ function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
 /**
  * A request Node could not parse: answered with the gateway's own error body (431,
  * 408 or 400), then the socket is let go even if the client never reads or closes.
+ * `maxHeaderBytes` (server.max_header_bytes) is named in the 431's message.
  */
-function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket): void {
+function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket, maxHeaderBytes: number): void {
   // A TLS error (a renegotiation refused, front.ts) leaves no channel to answer on: cut.
   if (!socket.writable || err.code?.startsWith('ERR_TLS_')) return void socket.destroy();
   const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
@@ -283,7 +286,12 @@ function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket): void {
   const body = JSON.stringify({
     error: {
       type,
-      message: code === 408 ? 'request timed out' : 'malformed request',
+      message:
+        code === 431
+          ? `the request's header section is larger than server.max_header_bytes (${maxHeaderBytes} bytes)`
+          : code === 408
+            ? 'request timed out'
+            : 'malformed request',
       param: null,
       retry_after: null,
       wake_id: null,

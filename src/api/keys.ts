@@ -243,11 +243,16 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
         auth: { scope: 'keys:write' },
         doc: {
           summary: 'Revoke a key now, or at revoke_at; cannot be undone',
+          description:
+            'A key already revoked is returned unchanged. A scheduled revocation can be brought forward (an earlier ' +
+            '`revoke_at`, or none to revoke now) but never pushed back: the same `revoke_at` again returns the key ' +
+            'unchanged, a later one is 409 `conflict` naming `revoke_at`.',
           query: keyByIdQuery,
           body: revokeKeyBody,
           success: 200,
           object: 'api_key',
-          errors: [400, 401, 403, 404, 422],
+          // 409: revoke_at later than the key's scheduled revocation (it can only be brought forward).
+          errors: [400, 401, 403, 404, 409, 422],
         },
       },
     },

@@ -137,7 +137,8 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         config: {
           auth: { scope: 'webhooks:read' },
           doc: {
-            summary: 'List deliveries, newest first',
+            summary:
+              'List deliveries, newest first; endpoint_id may name a deleted endpoint (its deliveries stay listed)',
             query: listDeliveriesQuery,
             success: 200,
             object: 'list of delivery',
@@ -148,7 +149,8 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       async (request) => {
         const q = parseInput(listDeliveriesQuery, request.query, 'query');
         const env = actingEnvironment(deps, request, q.environment);
-        if (q.endpoint_id !== undefined) w.endpoints.inEnvironment(q.endpoint_id, env);
+        // A deleted endpoint's deliveries (dead-lettered, `endpoint deleted`) stay listed by its id.
+        if (q.endpoint_id !== undefined) w.endpoints.everInEnvironment(q.endpoint_id, env);
         const filter = {
           environment: env,
           ...(q.endpoint_id !== undefined ? { endpointId: q.endpoint_id } : {}),

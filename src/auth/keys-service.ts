@@ -345,7 +345,9 @@ export class KeyService {
 
   /**
    * Revokes now (no revokeAt) or at a future instant. Revocation cannot be undone:
-   * a key already revoked, or already scheduled, is returned unchanged.
+   * a key already revoked is returned unchanged, and a scheduled one can be brought
+   * forward (now, or an earlier revokeAt) but never pushed back: the same instant
+   * again returns it unchanged, a later one is 409 conflict naming revoke_at.
    */
   async revoke(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
     const k = this.get(id, env);
@@ -359,7 +361,13 @@ export class KeyService {
       next = { ...k, revoked_at: now, updated_at: Math.max(now, k.updated_at + 1) };
     } else {
       // A scheduled key can be brought forward (revoke now, or sooner), never pushed back.
-      if (k.revoke_at !== null && k.revoke_at <= revokeAt) return k;
+      if (k.revoke_at === revokeAt) return k;
+      if (k.revoke_at !== null && k.revoke_at < revokeAt)
+        throw new GatewayError(
+          'conflict',
+          `the revocation of key ${k.id} is already scheduled at ${iso(k.revoke_at)}; it can only be brought forward (an earlier revoke_at, or none to revoke now)`,
+          'revoke_at',
+        );
       next = { ...k, revoke_at: revokeAt, updated_at: Math.max(now, k.updated_at + 1) };
     }
     await this.save(next);

@@ -3,6 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { defaults } from './defaults.js';
 import { locator, type Problem, plainProblems } from './problems.js';
 import { type Config, configSchema } from './schema.js';
+import { credentialsProblem } from './tracing.js';
 
 /**
  * What is wrong with a configuration: every problem at once, one line each naming
@@ -243,6 +244,13 @@ function crossCheck(cfg: Parsed<Config>): Problem[] {
   }
   if (typeof cfg.admin_key === 'string' && !/^svc_live_[A-Za-z0-9]{32,128}$/.test(cfg.admin_key)) {
     fail('admin_key', 'WAKEGATE_ADMIN_KEY must be svc_live_ followed by 32 to 128 letters or digits');
+  }
+  // Checked by the tracing schema only once every other tracing key parses: here too, so it is
+  // named with them. A URL that parsed whole has had its credentials taken out already.
+  const tr = cfg.tracing;
+  if (typeof tr?.otlp_url === 'string') {
+    const problem = credentialsProblem(tr.otlp_url, tr.headers ?? {});
+    if (problem !== null) fail('tracing.otlp_url', problem);
   }
   const classes = Object.values(cfg.environments ?? {}).map((e) => e?.class);
   // Known only when every environment's class parsed.

@@ -56,6 +56,35 @@ const headersSchema = z
   });
 
 /**
+ * What is wrong with the credentials (`user:password@`) `otlp_url` carries, or null:
+ * an `authorization` in `headers` beside them (two credentials), percent-encoding
+ * that does not decode, a colon in the user name. No message repeats the credentials.
+ * Checked where the URL's credentials are taken out (below), and again by the loader
+ * on what of the config parsed, so it is named with every other problem at once.
+ */
+export function credentialsProblem(otlpUrl: string, headers: Record<string, unknown>): string | null {
+  let u: URL;
+  try {
+    u = new URL(otlpUrl);
+  } catch {
+    return null;
+  }
+  if (u.username === '' && u.password === '') return null;
+  if (Object.keys(headers).some((n) => n.toLowerCase() === 'authorization'))
+    return "carries credentials (user:password@) and tracing.headers sets authorization too: keep one of them (the URL's are sent as Basic authentication)";
+  let user: string;
+  try {
+    user = decodeURIComponent(u.username);
+    decodeURIComponent(u.password);
+  } catch {
+    return 'its credentials (user:password@) are not valid percent-encoding (write a % as %25)';
+  }
+  if (user.includes(':'))
+    return 'the user name of its credentials (user:password@) holds a colon, which Basic authentication cannot carry';
+  return null;
+}
+
+/**
  * A `user:password@` in `otlp_url` (which the HTTP client would drop without a word)
  * taken out of the URL and sent as `authorization: Basic …` (RFC 7617), both parts
  * percent-decoded. Refused beside an `authorization` in `headers`: two credentials.
@@ -65,26 +94,13 @@ function credentialsToHeader(t: z.output<typeof tracingObject>, ctx: z.core.$Ref
   if (t.otlp_url === null) return t;
   const u = new URL(t.otlp_url);
   if (u.username === '' && u.password === '') return t;
-  const fail = (message: string) => {
-    ctx.addIssue({ code: 'custom', path: ['otlp_url'], message });
+  const problem = credentialsProblem(t.otlp_url, t.headers);
+  if (problem !== null) {
+    ctx.addIssue({ code: 'custom', path: ['otlp_url'], message: problem });
     return z.NEVER;
-  };
-  if (Object.keys(t.headers).some((n) => n.toLowerCase() === 'authorization'))
-    return fail(
-      "carries credentials (user:password@) and tracing.headers sets authorization too: keep one of them (the URL's are sent as Basic authentication)",
-    );
-  let user: string;
-  let password: string;
-  try {
-    user = decodeURIComponent(u.username);
-    password = decodeURIComponent(u.password);
-  } catch {
-    return fail('its credentials (user:password@) are not valid percent-encoding (write a % as %25)');
   }
-  if (user.includes(':'))
-    return fail(
-      'the user name of its credentials (user:password@) holds a colon, which Basic authentication cannot carry',
-    );
+  const user = decodeURIComponent(u.username);
+  const password = decodeURIComponent(u.password);
   u.username = '';
   u.password = '';
   return {

@@ -155,6 +155,16 @@ export class EndpointService {
     return e;
   }
 
+  /**
+   * An endpoint of this environment, deleted ones included (their deliveries stay
+   * listed by its id), or 404: an id never seen here, or another environment's.
+   */
+  everInEnvironment(id: string, env: string, param = 'endpoint_id'): EndpointRecord {
+    const e = this.byId.get(id);
+    if (!e || e.environment !== env) throw missing('webhook endpoint', param);
+    return e;
+  }
+
   list(env: string): EndpointRecord[] {
     return [...this.byId.values()]
       .filter((e) => e.environment === env && e.status !== 'deleted')
