@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { replaceFile } from './durable.js';
 import { privateDir } from './private-dir.js';
 
 const V1 = 'sealed:v1:';
@@ -51,10 +52,15 @@ export class SecretBox {
 export function loadSealingKey(configured: string | null, dataDir: string): Buffer {
   if (configured) return Buffer.from(configured, 'base64');
   const file = join(dataDir, 'secret.key');
-  if (existsSync(file)) return readFileSync(file);
+  if (existsSync(file)) {
+    const k = readFileSync(file);
+    // Empty: a kill cut its first write short (nothing was ever sealed with it), so it is made
+    // again. Any other length is refused where it is used, naming the rule.
+    if (k.length !== 0) return k;
+  }
   privateDir(dataDir);
   const key = randomBytes(32);
-  writeFileSync(file, key, { mode: 0o600 });
+  replaceFile(file, key);
   chmodSync(file, 0o600);
   return key;
 }

@@ -92,12 +92,8 @@ export const MIGRATIONS: Migration[] = [
     // The fan-out polls by recording order several times a second; the table is
     // now sorted by it (so a poll reads only the newest granules, not the whole
     // table) and events expire like the deliveries made from them.
-    statements: [
-      createTableSql(EVENTS, { asOf: 7, name: 'events_v7' }),
-      `INSERT INTO {db}.events_v7 (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM {db}.events`,
-      'DROP TABLE {db}.events',
-      'RENAME TABLE {db}.events_v7 TO {db}.events',
-    ],
+    statements: [],
+    run: remakeEventsTable,
   },
   {
     version: 8,
@@ -189,6 +185,32 @@ export const MIGRATIONS: Migration[] = [
     statements: addColumnsSql(API_KEYS, 17),
   },
 ];
+
+/** Migration 7, safe to run again after a kill at any step (as remakeDetailTable). */
+async function remakeEventsTable(store: Store): Promise<void> {
+  const { client, db } = store;
+  const run = (query: string) => client.command({ query });
+  const exists = async (t: string) =>
+    (
+      await (
+        await client.query({
+          query: 'SELECT count() AS n FROM system.tables WHERE database = {db:String} AND name = {t:String}',
+          query_params: { db, t },
+          format: 'JSONEachRow',
+        })
+      ).json<{ n: string }>()
+    ).some((r) => Number(r.n) > 0);
+  // Cut after the DROP: the new table holds every row; only the rename is left.
+  if (!(await exists('events')) && (await exists('events_v7'))) {
+    await run(`RENAME TABLE ${db}.events_v7 TO ${db}.events`);
+    return;
+  }
+  await run(`DROP TABLE IF EXISTS ${db}.events_v7`);
+  await run(createTableSql(EVENTS, { asOf: 7, name: 'events_v7' }).replaceAll('{db}', db));
+  await run(`INSERT INTO ${db}.events_v7 (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM ${db}.events`);
+  await run(`EXCHANGE TABLES ${db}.events AND ${db}.events_v7`);
+  await run(`DROP TABLE ${db}.events_v7`);
+}
 
 const ledger = (db: string) => createTableSql(SCHEMA_MIGRATIONS, { db });
 
