@@ -1,4 +1,5 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type http from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { Admission } from './admission/admission.js';
 import { keyedPathsExposed } from './admission/exposure.js';
@@ -29,6 +30,7 @@ import { FleetQueue } from './fleet/delivery-queue.js';
 import { DeliveryLeases, FanoutLeader } from './fleet/dispatch.js';
 import { coordinatorFor, limiterPart } from './fleet/limiter.js';
 import type { Coordinator } from './fleet/redis.js';
+import { gatewayServer } from './http-server.js';
 import { listenersPart } from './listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { withBody } from './management-body.js';
@@ -201,10 +203,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         }),
       ),
     );
-    const management = http.createServer({
-      maxHeaderSize: cfg.server.max_header_bytes,
-      headersTimeout: cfg.server.headers_timeout_ms,
-    });
+    // The main listener's limits and answers to malformed heads, on this listener too.
+    const management = gatewayServer(cfg.server);
     const api = parts.add(
       await apiPart(
         cfg,

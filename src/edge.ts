@@ -11,6 +11,7 @@ import type { Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import { createH2Edge, type H2Edge } from './h2/edge.js';
 import { choosePerConnection } from './h2/preface.js';
+import { gatewayServer } from './http-server.js';
 import type { Logger } from './log.js';
 import { readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
@@ -114,17 +115,7 @@ export interface Edge {
 export function createEdge(d: EdgeDeps): Edge {
   const { cfg } = d;
   const s = cfg.server;
-  const server = http.createServer({
-    maxHeaderSize: s.max_header_bytes,
-    headersTimeout: s.headers_timeout_ms,
-    requestTimeout: s.request_timeout_ms,
-    keepAliveTimeout: s.keep_alive_timeout_ms,
-    // Node only enforces headersTimeout/requestTimeout when it checks connections
-    // (every 30 s by default); check often enough for the configured timeouts to bite.
-    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(s.headers_timeout_ms / 4))),
-    // The gateway answers 431 / 400 itself for malformed requests (see clientError below).
-    requireHostHeader: false,
-  });
+  const server = gatewayServer(s);
   server.maxConnections = s.max_connections;
   const tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
@@ -182,9 +173,6 @@ export function createEdge(d: EdgeDeps): Edge {
   });
   const upgradeDeps = { ...proxyDeps, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) =>
-    answerMalformed(err, socket, s.max_header_bytes),
-  );
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({
     http: server,
@@ -271,35 +259,4 @@ function h2Edge(d: EdgeDeps, proxy: ProxyHandler): H2Edge {
     now: () => d.clock.now(),
     threadLabel: d.threadLabel,
   });
-}
-
-/**
- * A request Node could not parse: answered with the gateway's own error body (431,
- * 408 or 400), then the socket is let go even if the client never reads or closes.
- * `maxHeaderBytes` (server.max_header_bytes) is named in the 431's message.
- */
-function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket, maxHeaderBytes: number): void {
-  // A TLS error (a renegotiation refused, front.ts) leaves no channel to answer on: cut.
-  if (!socket.writable || err.code?.startsWith('ERR_TLS_')) return void socket.destroy();
-  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const type = code === 431 ? 'request_header_fields_too_large' : 'invalid_request';
-  const body = JSON.stringify({
-    error: {
-      type,
-      message:
-        code === 431
-          ? `the request's header section is larger than server.max_header_bytes (${maxHeaderBytes} bytes)`
-          : code === 408
-            ? 'request timed out'
-            : 'malformed request',
-      param: null,
-      retry_after: null,
-      wake_id: null,
-    },
-  });
-  const text = code === 431 ? 'Request Header Fields Too Large' : code === 408 ? 'Request Timeout' : 'Bad Request';
-  socket.end(
-    `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
-    () => socket.destroy(),
-  );
 }

@@ -55,6 +55,7 @@ export function listenersPart(d: ListenerDeps): Part & {
   const { cfg } = d;
   const separate = cfg.management.listener === 'separate';
   const ops = createOpsServer({
+    server: cfg.server,
     scrape: async () => {
       d.refresh();
       const pool = d.pool();

@@ -1,6 +1,10 @@
-import http from 'node:http';
+import type http from 'node:http';
+import type { Config } from './config/index.js';
+import { gatewayServer } from './http-server.js';
 
 export interface OpsDeps {
+  /** The limits every listener holds to (server.*: head size and time, request time, keep-alive). */
+  server: Config['server'];
   /** The text of a scrape: every thread's series, merged. */
   scrape: () => Promise<string>;
   contentType: string;
@@ -12,7 +16,7 @@ export interface OpsDeps {
 
 /** The ops listener: /metrics, /healthz, /readyz (and, by default, the console and /v2 through `other`). */
 export function createOpsServer(d: OpsDeps): http.Server {
-  return http.createServer((req, res) => {
+  return gatewayServer(d.server, (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (d.other && path !== '/healthz' && path !== '/readyz' && path !== '/metrics') return d.other(req, res);
     const json = (status: number, body: unknown) => {
