@@ -171,7 +171,7 @@ export function createEdge(d: EdgeDeps): Edge {
     res.shouldKeepAlive = false;
     d.manage(req, res, NO_BODY);
   });
-  const upgradeDeps = { ...proxyDeps, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
+  const upgradeDeps = { ...proxyDeps, routes, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({

@@ -14,6 +14,8 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
+  // An h2c upgrade's settings: hop-by-hop by definition (RFC 7540 §3.2.1), named by Connection or not.
+  'http2-settings',
   'proxy-authorization',
   'proxy-authenticate',
   // 100-continue is between the client and this gateway (Node answers it); the

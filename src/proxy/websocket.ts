@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
-import { type Origin, upstreamPath } from '../admission/routes.js';
+import { type Origin, type RouteTable, upstreamPath } from '../admission/routes.js';
 import type { KeyHolds } from '../auth/key-holds.js';
 import { errorBody, GatewayError } from '../errors.js';
 import { noteClientCert } from '../tls/client-cert.js';
@@ -13,6 +13,7 @@ import { connectOptions } from '../tls/origin-trust.js';
 import { traceparentOf } from '../tracing/context.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
+import { allowedOffer, declinedMessage, hasBody, serveDeclined, upgradeToken, wantsTunnel } from './upgrade-offer.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -33,6 +34,8 @@ const STATUS_TEXT: Record<number, string> = {
  */
 export class TunnelSet {
   private readonly open = new Set<() => void>();
+  /** Connections served as plain HTTP/1.1 past a declined offer (upgrade-offer.ts): not tunnels, not counted. */
+  private readonly lent = new Set<() => void>();
   private readonly perClient = new Map<string, number>();
 
   constructor(
@@ -61,12 +64,22 @@ export class TunnelSet {
       else this.perClient.set(client, n);
     };
   }
+  /**
+   * Holds a connection that is no tunnel but is no longer the HTTP server's either (a
+   * declined upgrade offer, served as plain HTTP/1.1): not counted against any bound, and
+   * ended by destroyAll with the tunnels. Returns its release.
+   */
+  lend(destroy: () => void): () => void {
+    this.lent.add(destroy);
+    return () => void this.lent.delete(destroy);
+  }
   get size(): number {
     return this.open.size;
   }
   destroyAll(): void {
-    for (const d of [...this.open]) d();
+    for (const d of [...this.open, ...this.lent]) d();
     this.open.clear();
+    this.lent.clear();
     this.perClient.clear();
   }
 }
@@ -77,6 +90,11 @@ export interface UpgradeDeps extends ProxyDeps {
   holds: KeyHolds;
   /** A tunnel with no traffic either way for this long is closed. */
   idleTimeoutMs: number;
+  /**
+   * The route table admission matches with: which route an offer is for, before admission
+   * (upgrade-offer.ts): the edge's, the one admission holds.
+   */
+  routes: Pick<RouteTable, 'match'>;
 }
 
 function connector(o: Origin) {
@@ -102,9 +120,6 @@ const RETRY_SHORTLY: readonly string[] = ['retry-after', '1'];
 /** Bytes a client may send ahead of the origin's 101 before reading from it stops. */
 const MAX_EARLY = 64 * 1024;
 
-/** The first token of an Upgrade field, lower-cased ("websocket" of "WebSocket"). */
-const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?.trim().toLowerCase() ?? '';
-
 /**
  * Proxies an HTTP/1.1 Upgrade (RFC 9110 §7.8) through the same admission as any
  * request (src/admission). The origin's answer is parsed as HTTP: only a 101 whose
@@ -114,8 +129,21 @@ const upgradeToken = (v: string | undefined): string => (v ?? '').split(',')[0]?
  * A tunnel passes half-closes both ways, closes after `idleTimeoutMs` without
  * traffic, is cut when the key that opened it is revoked (d.holds), and is recorded
  * as one wake when it ends.
+ *
+ * An offer the route does not take (no route, or a protocol it does not list: h2c) is
+ * declined: a request without a body, and nothing behind it, is served as plain HTTP/1.1
+ * instead (upgrade-offer.ts); with a body (or bytes behind it) it is refused, 400, after
+ * admission as before.
  */
 export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  if (
+    head.length === 0 &&
+    !hasBody(req) &&
+    !wantsTunnel((path) => d.routes.match(path), req) &&
+    serveDeclined({ lend: (destroy) => d.tunnels.lend(destroy), sendTimeoutMs: d.downloads.sendTimeoutMs }, req, socket)
+  ) {
+    return;
+  }
   const x = d.recorder.begin();
   noteClientCert(req.socket, x);
   d.trace.begin(x, req.headers.traceparent, req.socket);
@@ -218,9 +246,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     const { route, origin, key } = a;
     // Only the protocols a route lists become tunnels: an h2c tunnel would carry requests no rule ever sees.
     if (!route.upgrades.has(token)) {
-      const allowed = [...route.upgrades].join(', ') || 'none';
-      const msg = `route ${route.name} does not allow upgrades to ${JSON.stringify(token)} (routes[].upgrades: ${allowed})`;
-      return fail(new GatewayError('invalid_request', msg, 'upgrade'));
+      return fail(new GatewayError('invalid_request', declinedMessage(route, token, req, head), 'upgrade'));
     }
     if (full) return fail(new GatewayError('service_unavailable', full), RETRY_SHORTLY);
     let answered = false;
@@ -246,8 +272,9 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       traceparent: traceparentOf(x),
       keepTracestate: x.parentSpanId !== '',
     });
-    // Only the upgrade itself is hop-by-hop information the origin needs.
-    headers.push('Connection', 'upgrade', 'Upgrade', req.headers.upgrade as string);
+    // Only the upgrade itself is hop-by-hop information the origin needs, and only the
+    // protocols the route lists: the origin is never offered one it could switch to unchecked.
+    headers.push('Connection', 'upgrade', 'Upgrade', allowedOffer(route, req.headers.upgrade));
     let outgoing: http.ClientRequest;
     try {
       outgoing = (origin.protocol === 'https:' ? https : http).request({

@@ -128,6 +128,9 @@ describe('headers', () => {
         'trailers',
         'Upgrade',
         'h2c',
+        // Hop-by-hop by definition (RFC 7540 §3.2.1), named by Connection or not.
+        'HTTP2-Settings',
+        'AAMAAABkAAQAoAAAAAIAAAAA',
         'Accept',
         '*/*',
         'accept',
