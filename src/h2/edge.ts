@@ -43,7 +43,6 @@ const userinfo = (param: string) =>
   );
 const USERINFO_AUTHORITY = userinfo(':authority');
 const USERINFO_HOST = userinfo('host');
-const TOO_LARGE = JSON.stringify(errorBody('request_header_fields_too_large', null));
 
 /**
  * A header list's size as RFC 9113 §6.5.2 has it: each field's name and value octets
@@ -122,6 +121,13 @@ const CALM_CLOSE_MS = 500;
  */
 export function createH2Edge(d: H2EdgeDeps): H2Edge {
   const l = d.limits;
+  const TOO_LARGE = JSON.stringify(
+    errorBody(
+      'request_header_fields_too_large',
+      null,
+      `the request's header list is larger than server.http2_limits.max_header_list_bytes (${l.max_header_list_bytes} bytes)`,
+    ),
+  );
   const server = http2.createServer({
     settings: {
       maxConcurrentStreams: l.max_concurrent_streams,

@@ -145,6 +145,7 @@ describe('HTTP/2 frame fuzzing through the listener', () => {
     const data = c.frames.filter((f) => f.stream === 1 && f.type === T.DATA).map((f) => f.payload);
     const body = JSON.parse(Buffer.concat(data).toString());
     expect(body.error.type).toBe('request_header_fields_too_large');
+    expect(body.error.message).toContain('server.http2_limits.max_header_list_bytes (65536 bytes)');
     expect(body.error.wake_id).toBeNull();
     expect(seen).toEqual([]);
     await othersServed();
