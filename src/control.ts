@@ -576,8 +576,9 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
   bus.onRecorded(() => void fanout.poll());
   endpoints.start(cfg.storage.key_poll_interval_ms, store.changes);
   dispatcher.start();
-  // Alone, this instance records every event and polls as it does.
-  fanout.start(250, co === null);
+  // Alone, this instance records every event and polls as it does; on the embedded store
+  // (no other process writes it) the timer only retries a poll that failed.
+  fanout.start(250, co === null, store.changes !== null);
   const plugin: ApiPlugin = webhooksPlugin({ endpoints, deliveries, dispatcher });
   return {
     name: 'webhooks',

@@ -1,9 +1,9 @@
 /**
  * A single gateway's buckets and quota windows outlive a restart (DESIGN, Rate limits):
  * the control thread writes the shared table's live buckets (those not yet full again)
- * and the sketch's pending debts to `DATA_DIR` every few seconds, off the request path,
- * and at a clean stop; the next start reads them back before the first decision. A
- * crash loses at most the spending of those few seconds.
+ * and the sketch's pending debts to `DATA_DIR` every few seconds when they changed, off
+ * the request path, and at a clean stop; the next start reads them back before the first
+ * decision. A crash loses at most the spending of those few seconds.
  *
  * The file is small (56 bytes a live bucket), written whole to a temporary file (mode
  * 0600), flushed, then renamed over the old one: a reader sees the old file or the new,
@@ -43,7 +43,7 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
     out = bigger;
   };
   let entries = 0;
-  for (let s = 0; s < t.slots; s++) {
+  for (let s = t.nextUsed(0); s >= 0; s = t.nextUsed(s + 1)) {
     if (!t.read(s, now, i32, f64)) continue;
     room(ENTRY);
     for (let c = 0; c < 4; c++) out.writeInt32LE(i32[c] as number, at + c * 4);
@@ -163,9 +163,16 @@ export function restoredBuckets(
   return layout ?? undefined;
 }
 
-/** Writes the table every `SAVE_EVERY_MS` and at close (after the edges have stopped: add it right after the limiter). */
+/**
+ * Writes the table every `SAVE_EVERY_MS` and at close (after the edges have stopped: add
+ * it right after the limiter), and only when what it would write differs from what it
+ * last wrote: a gateway whose buckets wait out a quota window with no request coming
+ * writes nothing (nothing would be lost by a crash meanwhile). `save` is what the timer
+ * runs: true when it wrote the file.
+ */
 export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now: () => number; log: Logger }): {
   name: 'buckets-saver';
+  save(): Promise<boolean>;
   close(): Promise<void>;
 } {
   const save = () => {
@@ -177,28 +184,44 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
   };
   // Every few seconds the write and its fsync run off the event loop (this may be the
   // thread serving requests, with threads: 1); one at a time.
-  let writing: Promise<void> | null = null;
+  let writing: Promise<boolean> | null = null;
   // The claim count when an empty table was last written: no bucket has entered since
-  // (nor a debt, which only an eviction makes), so an idle gateway writes nothing.
+  // (nor a debt, which only an eviction makes), so an idle gateway does not even look.
   let emptyAt = -1;
-  const saveSoon = () => {
-    if (writing) return;
+  // What the file holds as this saver last wrote it (null: not written yet, or the write failed).
+  let written: Buffer | null = null;
+  const saveSoon = (): Promise<boolean> => {
+    if (writing) return writing.then(() => false);
     const claims = claimsOf(o.layout);
-    if (claims === emptyAt) return;
+    if (claims === emptyAt) return Promise.resolve(false);
     const bytes = encodeBuckets(o.layout, o.now());
+    // The same buckets with the same numbers (no decision since, none full again): the
+    // file already says this.
+    if (written?.equals(bytes)) {
+      emptyAt = bytes.length === HEAD ? claims : -1;
+      return Promise.resolve(false);
+    }
+    written = null;
     writing = writeAtomicAsync(o.dir, BUCKETS_FILE, bytes)
       .then(() => {
+        written = bytes;
         emptyAt = bytes.length === HEAD ? claims : -1;
+        return true;
       })
-      .catch((e: Error) => o.log.warn('rate-limit buckets not saved', { err: e }))
+      .catch((e: Error) => {
+        o.log.warn('rate-limit buckets not saved', { err: e });
+        return false;
+      })
       .finally(() => {
         writing = null;
       });
+    return writing;
   };
-  const timer = setInterval(saveSoon, SAVE_EVERY_MS);
+  const timer = setInterval(() => void saveSoon(), SAVE_EVERY_MS);
   timer.unref();
   return {
     name: 'buckets-saver',
+    save: saveSoon,
     close: async () => {
       clearInterval(timer);
       await writing;

@@ -21,6 +21,12 @@
  * Locks know their owner (slot-lock.ts) and are never broken by time: the thread that
  * made the table releases a dead thread's locks (`releaseThread`), and its own sweep and
  * snapshot never wait long on a slot (a slot held that long is skipped, or read as is).
+ *
+ * After the sketch, a bit per slot says which slots hold a bucket: set when a bucket
+ * is put in a slot, cleared when the sweep empties it, both under the claim lock
+ * (never by a decision that finds its bucket in place). The sweep and the snapshot go
+ * through the set bits, not through every slot: a table of 200,000 slots holding a few
+ * buckets costs them a few microseconds, not milliseconds.
  */
 import { randomFillSync } from 'node:crypto';
 import { bucketHash, hashOut } from './bucket-hash.js';
@@ -79,7 +85,7 @@ export function allocateBuckets(
   sketchCells: number,
   seed?: readonly [number, number],
 ): SharedBucketsLayout {
-  const bytes = (HEADER + slots) * SLOT_I32 * 4 + sketchCells * 8;
+  const bytes = (HEADER + slots) * SLOT_I32 * 4 + sketchCells * 8 + usedWords(slots) * 4;
   const buffer = new SharedArrayBuffer(bytes);
   const head = new Int32Array(buffer, 0, SLOT_I32);
   if (seed) {
@@ -97,6 +103,9 @@ export function claimsOf(layout: SharedBucketsLayout): number {
   return Atomics.load(new Int32Array(layout.buffer, 0, SLOT_I32), CLAIMS);
 }
 
+/** Int32 words of the bitmap of slots in use. */
+const usedWords = (slots: number): number => Math.ceil(slots / 32);
+
 /** The hash seed of a table. */
 export function seedOf(layout: SharedBucketsLayout): [number, number] {
   const head = new Int32Array(layout.buffer, 0, SLOT_I32);
@@ -107,6 +116,8 @@ export class SharedBuckets {
   private readonly i32: Int32Array;
   readonly f64: Float64Array;
   readonly sketch: Float64Array;
+  /** A bit per slot, set while it may hold a bucket (every slot holding one has its bit set). */
+  private readonly used: Int32Array;
   readonly slots: number;
   private readonly k0: number;
   private readonly k1: number;
@@ -125,6 +136,7 @@ export class SharedBuckets {
     this.i32 = new Int32Array(layout.buffer, 0, tableBytes / 4);
     this.f64 = new Float64Array(layout.buffer, 0, tableBytes / 8);
     this.sketch = new Float64Array(layout.buffer, tableBytes, layout.sketchCells);
+    this.used = new Int32Array(layout.buffer, tableBytes + layout.sketchCells * 8, usedWords(layout.slots));
     this.k0 = this.i32[SEED0] as number;
     this.k1 = this.i32[SEED1] as number;
   }
@@ -291,6 +303,8 @@ export class SharedBuckets {
         }
       }
       const owed = this.sketch[this.cell(b)] as number;
+      // Marked in use before it holds the bucket: a reader of the bits never misses it.
+      this.markUsed(s);
       Atomics.store(i, x + H1, a);
       Atomics.store(i, x + H2, b);
       Atomics.add(i, CLAIMS, 1);
@@ -390,23 +404,54 @@ export class SharedBuckets {
   /** Buckets held: slots in use whose bucket is not yet full again. */
   size(now: number): number {
     let n = 0;
-    for (let s = 0; s < this.slots; s++) if (this.i32[this.base(s) + H2] !== 0 && this.fullAt(s) > now) n++;
+    for (let s = this.nextUsed(0); s >= 0; s = this.nextUsed(s + 1))
+      if (this.i32[this.base(s) + H2] !== 0 && this.fullAt(s) > now) n++;
     return n;
+  }
+
+  /** Marks slot `s` in use (under the claim lock). */
+  private markUsed(s: number): void {
+    Atomics.or(this.used, s >>> 5, 1 << (s & 31));
+  }
+
+  /** Marks slot `s` empty (under the claim lock, once it holds no bucket). */
+  private clearUsed(s: number): void {
+    Atomics.and(this.used, s >>> 5, ~(1 << (s & 31)));
+  }
+
+  /**
+   * The first slot from `s` on that is marked in use (it may hold a bucket; every slot
+   * holding one is marked), or -1: a word of the bitmap read for 32 slots.
+   */
+  nextUsed(s: number): number {
+    const u = this.used;
+    let w = s >>> 5;
+    if (s >= this.slots) return -1;
+    let bits = Atomics.load(u, w) & (-1 << (s & 31));
+    for (;;) {
+      if (bits !== 0) {
+        const found = (w << 5) + 31 - Math.clz32(bits & -bits);
+        return found < this.slots ? found : -1;
+      }
+      if (++w >= u.length) return -1;
+      bits = Atomics.load(u, w);
+    }
   }
 
   /** The claim count when this table's sweep last left it empty (-1: it did not). */
   private emptyAt = -1;
 
   /**
-   * Empties every slot whose bucket is full by `now` (the same as no bucket). A table
-   * no bucket has entered since a sweep left it empty is not scanned again (idle).
+   * Empties every slot whose bucket is full by `now` (the same as no bucket): it goes
+   * through the slots marked in use only. A table no bucket has entered since a sweep
+   * left it empty is not looked at again (idle).
    */
   sweep(now: number): number {
     const claims = Atomics.load(this.i32, CLAIMS);
     if (claims === this.emptyAt) return 0;
     let removed = 0;
     let left = 0;
-    for (let s = 0; s < this.slots; s++) {
+    for (let s = this.nextUsed(0); s >= 0; s = this.nextUsed(s + 1)) {
       const x = this.base(s);
       if (Atomics.load(this.i32, x + H2) === 0) continue;
       if (this.fullAt(s) > now) {
@@ -425,6 +470,7 @@ export class SharedBuckets {
       if (this.i32[x + H2] !== 0 && this.fullAt(s) <= now) {
         Atomics.store(this.i32, x + H1, 0);
         Atomics.store(this.i32, x + H2, 0);
+        this.clearUsed(s);
         removed++;
       } else left++;
       unlock(this.i32, x + LOCK);
@@ -476,6 +522,7 @@ export class SharedBuckets {
       if (s >= this.slots) s -= this.slots;
       const x = this.base(s);
       if (this.i32[x + H2] !== 0) continue;
+      this.markUsed(s);
       this.i32[x + H1] = a;
       this.i32[x + H2] = b;
       Atomics.add(this.i32, CLAIMS, 1);

@@ -16,7 +16,10 @@ const OVERLAP_MS = 3_000;
 /**
  * With one instance, every event is recorded here and each recorded batch starts
  * a poll at once, so the timer only retries a poll that failed (a poll costs the
- * engine about a millisecond: four a second were 1.5% of a core while idle).
+ * engine about a millisecond: four a second were 1.5% of a core while idle). On a
+ * store only this process writes (the embedded engine) it runs only after a poll
+ * that failed; on a ClickHouse server, which another process could write to, every
+ * SOLO_POLL_MS.
  */
 export const SOLO_POLL_MS = 5_000;
 /** How far back the first poll reads when no cursor was ever saved. */
@@ -53,6 +56,9 @@ export class FanOut {
   private readonly seen = new Map<string, number>();
   private startedAt = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** Polls only to retry one that failed (`start`'s `sole`): the retry's timer, while one waits. */
+  private retryOnly = false;
+  private retry: NodeJS.Timeout | null = null;
   private polling: Promise<void> | null = null;
   private again = false;
   private lastShedLog = 0;
@@ -91,6 +97,7 @@ export class FanOut {
         } while (this.again);
       } catch (e) {
         this.o.log.warn('webhook fan-out poll failed; will retry', { err: e as Error });
+        if (this.retryOnly) this.retryLater();
       } finally {
         this.polling = null;
       }
@@ -194,16 +201,37 @@ export class FanOut {
   /**
    * Polls on a timer as well as whenever this instance records events: every
    * `everyMs` when other instances record events too (they are seen only by
-   * polling), else every `SOLO_POLL_MS`, a safety net for a poll that failed.
+   * polling), else every `SOLO_POLL_MS`, a safety net for a poll that failed. Alone on
+   * a store no other process writes (`sole`: the embedded engine, its directory held by
+   * this process), every event is recorded here: it polls now, then only as it records
+   * events and, after a poll that failed, every `SOLO_POLL_MS` until one succeeds.
    */
-  start(everyMs = 250, alone = false): void {
+  start(everyMs = 250, alone = false, sole = false): void {
+    if (alone && sole) {
+      this.retryOnly = true;
+      void this.poll();
+      return;
+    }
     this.timer = setInterval(() => void this.poll(), alone ? SOLO_POLL_MS : everyMs);
     this.timer.unref();
+  }
+
+  /** A poll `SOLO_POLL_MS` from now, unless one is already waiting. */
+  private retryLater(): void {
+    if (this.retry !== null) return;
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      void this.poll();
+    }, SOLO_POLL_MS);
+    this.retry.unref();
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.retryOnly = false;
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = null;
     if (this.polling) await this.polling;
     await this.o.leader?.resign();
   }

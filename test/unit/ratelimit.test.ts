@@ -2,7 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
-import { allocateBuckets, claimsOf, SharedBuckets } from '../../src/ratelimit/shared-buckets.js';
+import { decodeBuckets, encodeBuckets } from '../../src/ratelimit/persist.js';
+import {
+  allocateBuckets,
+  claimsOf,
+  SharedBuckets,
+  type SharedBucketsLayout,
+} from '../../src/ratelimit/shared-buckets.js';
 import type { LimitDecision } from '../../src/ratelimit/types.js';
 import { keyRecord } from '../helpers/keys.js';
 
@@ -182,16 +188,56 @@ describe('bounded memory', () => {
     drain(l, k, 3, T0);
     expect(claimsOf(layout)).toBe(claimed);
     expect(table.sweep(T0 + 3_600_000)).toBe(claimed);
-    // A slot filled behind the claim count's back (never done by the gateway) shows the
-    // next sweep of the emptied table does not scan it.
+    // A slot filled behind the claim count's back (never done by the gateway; marked in
+    // use too, as a claim marks it) shows the next sweep of the emptied table does not scan it.
     const raw = new Int32Array(layout.buffer);
     raw[16 + 1] = 7;
     raw[16 + 2] = 9;
+    raw[((1 + 64) * 64 + 1024 * 8) / 4] = 1;
     // Slot 0's tokens, last refill, burst and rate: a bucket full since T0.
     new Float64Array(layout.buffer).set([1, T0, 1, 1], 8 + 3);
     expect(table.sweep(T0 + 3_600_000)).toBe(0);
     // A new bucket is a claim: the sweep after it looks at every slot again.
     drain(l, key('new', 'production', { limit: 60, burst: 10, window: 'minute' }), 1, T0 + 3_600_000);
     expect(table.sweep(T0 + 7_200_000)).toBeGreaterThanOrEqual(2);
+  });
+
+  it('the sweep and the snapshot go only through the slots marked in use, and every bucket put in a slot is marked', () => {
+    // 100 slots: four words of bits, the last one partly past the table.
+    const layout = allocateBuckets(100, 1024, [7, 11]);
+    const l = new RateLimiter(loadConfig({ values: {} }), layout);
+    const table = new SharedBuckets(layout);
+    const raw = new Int32Array(layout.buffer);
+    const held = () => {
+      const s: number[] = [];
+      for (let i = 0; i < 100; i++) if (raw[(1 + i) * 16 + 2] !== 0) s.push(i);
+      return s;
+    };
+    const marked = () => {
+      const s: number[] = [];
+      for (let i = table.nextUsed(0); i >= 0; i = table.nextUsed(i + 1)) s.push(i);
+      return s;
+    };
+    for (let i = 0; i < 60; i++) drain(l, null, 1, T0, null, `10.0.0.${i}`);
+    const n = held().length;
+    expect(n).toBeGreaterThan(50);
+    expect(marked()).toEqual(held());
+    // The snapshot holds every bucket, and a table read back from it marks them again.
+    const bytes = encodeBuckets(layout, T0);
+    expect(bytes.readUInt32LE(16)).toBe(n);
+    const back = decodeBuckets(bytes, 100, 1024, T0);
+    expect(back).not.toBeNull();
+    expect(new SharedBuckets(back as SharedBucketsLayout).size(T0)).toBe(n);
+    // A slot filled behind the bits' back (never done by the gateway) is neither saved nor swept.
+    const free = [...Array(100).keys()].find((i) => raw[(1 + i) * 16 + 2] === 0) as number;
+    raw[(1 + free) * 16 + 1] = 7;
+    raw[(1 + free) * 16 + 2] = 9;
+    // Its tokens, last refill, burst and rate: a bucket still draining at T0.
+    new Float64Array(layout.buffer).set([0, T0, 10, 1], (1 + free) * 8 + 3);
+    expect(encodeBuckets(layout, T0).readUInt32LE(16)).toBe(n);
+    // The sweep empties the marked slots and their bits.
+    expect(table.sweep(T0 + 3_600_000)).toBe(n);
+    expect(marked()).toEqual([]);
+    expect(held()).toEqual([free]);
   });
 });

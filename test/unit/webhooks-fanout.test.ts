@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { EventRecord } from '../../src/events/event.js';
 import { envelope } from '../../src/events/event.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import { FanOut } from '../../src/webhooks/fanout.js';
+import { FanOut, SOLO_POLL_MS } from '../../src/webhooks/fanout.js';
 import type { DeliveryRecord, EndpointRecord } from '../../src/webhooks/records.js';
 import { answer, dispatcherHarness, endpoint, webhooksConfig } from '../helpers/webhook-fakes.js';
 
@@ -25,15 +25,18 @@ function fanoutHarness(
   const made: DeliveryRecord[] = [];
   let failAdds = 0;
   const metrics = createMetrics({ process: false });
+  let reads = 0;
   const fanout = new FanOut({
     cfg,
     events: {
       serverNow: async () => h.clock.now(),
-      recordedAfter: async (t, id) =>
-        events
+      recordedAfter: async (t, id) => {
+        reads++;
+        return events
           .filter((e) => e.recorded_at > t || (e.recorded_at === t && e.id > id))
           .sort((a, b) => a.recorded_at - b.recorded_at || (a.id < b.id ? -1 : 1))
-          .slice(0, 2000),
+          .slice(0, 2000);
+      },
     },
     deliveries: {
       existingPairs: async (ids) => {
@@ -91,6 +94,8 @@ function fanoutHarness(
     checked,
     metrics,
     cursor: () => cursor,
+    /** Reads of the events table so far. */
+    reads: () => reads,
     failNextAdd: () => {
       failAdds++;
     },
@@ -197,6 +202,54 @@ describe('the fan-out', () => {
     await f.fanout.poll();
     expect(f.made.map((d) => d.event_id)).toEqual([e.id]);
     expect(f.cursor()).toBe(e.recorded_at);
+  });
+
+  it('alone on a store only it writes: reads at the start and as it records, and on a timer only to retry a read that failed', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+    try {
+      const f = fanoutHarness();
+      await f.fanout.init();
+      // Recorded before the start: the start's own read fans it out.
+      const e1 = f.record('wake.error');
+      f.fanout.start(250, true, true);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(f.made.map((d) => d.event_id)).toEqual([e1.id]);
+      // Idle: no read at all.
+      const idle = f.reads();
+      await vi.advanceTimersByTimeAsync(10 * SOLO_POLL_MS);
+      expect(f.reads()).toBe(idle);
+      // A read that failed is retried every SOLO_POLL_MS until one succeeds.
+      const e2 = f.record('wake.error');
+      f.failNextAdd();
+      f.failNextAdd();
+      await f.fanout.poll();
+      expect(f.made).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(SOLO_POLL_MS);
+      expect(f.made).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(SOLO_POLL_MS);
+      expect(f.made.map((d) => d.event_id)).toEqual([e1.id, e2.id]);
+      const done = f.reads();
+      await vi.advanceTimersByTimeAsync(10 * SOLO_POLL_MS);
+      expect(f.reads()).toBe(done);
+      await f.fanout.stop();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('alone on a store others may write (a ClickHouse server): reads every SOLO_POLL_MS', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+    try {
+      const f = fanoutHarness();
+      await f.fanout.init();
+      f.fanout.start(250, true);
+      const before = f.reads();
+      await vi.advanceTimersByTimeAsync(3 * SOLO_POLL_MS);
+      expect(f.reads()).toBe(before + 3);
+      await f.fanout.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('in a fleet, fans out only while it leads', async () => {
