@@ -115,9 +115,16 @@ export class FanOut {
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
     for (;;) {
       const page = await this.o.events.recordedAfter(pos.t, pos.id);
-      const fresh = page.filter((e) => !this.seen.has(e.id));
+      // One row per event: an event raised again after a crash (its id derived from its
+      // wake's, as a replayed segment's rules raise it) is a second row of the same id.
+      const byId = new Map<string, (typeof page)[number]>();
+      for (const e of page) if (!this.seen.has(e.id) && !byId.has(e.id)) byId.set(e.id, e);
+      const fresh = [...byId.values()];
       if (fresh.length) {
-        const early = fresh.filter((e) => e.recorded_at < this.startedAt).map((e) => e.id);
+        // Recorded, or raised, before this process started: an earlier one may have fanned it out already.
+        const early = fresh
+          .filter((e) => e.recorded_at < this.startedAt || e.created_at < this.startedAt)
+          .map((e) => e.id);
         const done = early.length ? await this.o.deliveries.existingPairs(early) : new Set<string>();
         await this.fanOut(fresh, done);
       }

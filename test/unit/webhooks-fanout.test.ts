@@ -90,6 +90,8 @@ function fanoutHarness(
     ...h,
     fanout,
     record,
+    /** The events table's rows, to add one as it is (a row raised again). */
+    events,
     made,
     checked,
     metrics,
@@ -173,6 +175,26 @@ describe('the fan-out', () => {
         .sort();
     expect(to(early.id)).toEqual(['ep_b']);
     expect(to(later.id)).toEqual(['ep_a', 'ep_b']);
+  });
+
+  it('an event raised again after a crash (a second row of its id, created before this process) is delivered once', async () => {
+    const existing = new Set<string>();
+    const f = fanoutHarness({ endpoints: [endpoint('ep_a')], existing });
+    // Raised by the process before the crash, and delivered by it.
+    const first = f.record('wake.error');
+    existing.add(`${first.id}|ep_a`);
+    f.clock.advance(3_500);
+    await f.fanout.init();
+    f.clock.advance(10);
+    // The restart's replayed segment raises it again: the same id, created when its wake was
+    // captured, recorded now (a row of its own in the table, never merged with the first).
+    f.events.push({ ...first, recorded_at: f.clock.now() });
+    // And twice in one page (raised again while the first row was still unread).
+    const twice = f.record('wake.error');
+    f.events.push({ ...twice });
+    await f.fanout.poll();
+    expect(f.made.filter((d) => d.event_id === first.id)).toEqual([]);
+    expect(f.made.filter((d) => d.event_id === twice.id).map((d) => d.endpoint_id)).toEqual(['ep_a']);
   });
 
   it('sheds deliveries past max_queued_events, counting them', async () => {
