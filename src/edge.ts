@@ -116,7 +116,6 @@ export function createEdge(d: EdgeDeps): Edge {
   const { cfg } = d;
   const s = cfg.server;
   const server = gatewayServer(s);
-  server.maxConnections = s.max_connections;
   const tunnels = new TunnelSet(tunnelBound(s.max_tunnels), s.max_tunnels_per_client);
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
   const trusted = trustedProxies(s.trusted_proxies);
@@ -184,7 +183,6 @@ export function createEdge(d: EdgeDeps): Edge {
     metrics: d.metrics,
   });
   const listener: net.Server = front?.server ?? server;
-  if (front) listener.maxConnections = s.max_connections;
   // h2c: prior-knowledge HTTP/2 on the plain listener, chosen per connection by its first bytes.
   if (h2 !== null && s.http2 === 'h2c' && front === null) choosePerConnection(server, h2.accept, s.headers_timeout_ms);
 

@@ -23,6 +23,8 @@ export function gatewayServer(s: Config['server'], handler?: http.RequestListene
     },
     handler,
   );
+  // At most this many connections at once (the edge's main listener; the ops and management listeners alike).
+  server.maxConnections = s.max_connections;
   server.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) =>
     answerMalformed(err, socket, s.max_header_bytes),
   );

@@ -102,39 +102,41 @@ export function serveDeclined(d: DeclineDeps, req: IncomingMessage, socket: Dupl
   const server = (socket as net.Socket & { server?: unknown }).server;
   if (!(server instanceof http.Server) || server.listenerCount('request') === 0) return false;
   socket.on('error', () => {});
-  // A response of an earlier request on this connection (pipelined) is still being written:
-  // this one is answered after it, as Node would.
-  const busy = (socket as net.Socket & { _httpMessage?: http.ServerResponse | null })._httpMessage;
-  if (busy) {
-    busy.once('finish', () => process.nextTick(() => serve(server, req, socket, d)));
-    return true;
-  }
-  serve(server, req, socket, d);
+  // Held from now until it closes (Node forgot it at 'upgrade'): a clean stop's forced end closes it too.
+  const untrack = d.lend(() => socket.destroy());
+  socket.once('close', untrack);
+  // Answers of earlier requests on this connection (pipelined) are still being written:
+  // this one is answered after all of them, as Node would, one at a time.
+  const turn = (): void => {
+    if (socket.destroyed) return;
+    const busy = (socket as OnSocket)._httpMessage;
+    if (busy) return void busy.once('finish', () => process.nextTick(turn));
+    try {
+      serve(server, req, socket, d);
+    } catch {
+      // Thrown here it would leave the 'upgrade' listener (or a tick) and end the process: the client is cut instead.
+      socket.destroy();
+    }
+  };
+  turn();
   return true;
 }
+
+/** The answer Node's server has on a socket, if any (it clears it once that answer is done). */
+type OnSocket = net.Socket & { _httpMessage?: http.ServerResponse | null };
 
 function serve(server: http.Server, req: IncomingMessage, socket: net.Socket, d: DeclineDeps): void {
   // Gone, or ended by the answer before (one that closed the connection): nothing to answer on.
   if (socket.destroyed || !socket.writable) return void socket.destroy();
   // A keep-alive timer the answer before left on the socket is no longer Node's to act on.
   socket.setTimeout(0);
-  // The offer is declined: the request goes on without it (forwardRequestHeaders drops
-  // Connection and what it names; Upgrade and HTTP2-Settings go here whatever it names).
-  const raw: string[] = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = (req.rawHeaders[i] as string).toLowerCase();
-    if (name !== 'upgrade' && name !== 'http2-settings')
-      raw.push(req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string);
-  }
-  req.rawHeaders = raw;
-  delete req.headers.upgrade;
-  delete req.headers['http2-settings'];
+  // The offer is declined: Upgrade, HTTP2-Settings and the Connection tokens are hop-by-hop
+  // (proxy/headers.ts), never sent on. The request itself is left as Node made it (Node 26
+  // reads its raw headers by its own count).
   const res = new http.ServerResponse(req);
   // Connection: close on the answer; nothing more is read as a request on this connection.
   res.shouldKeepAlive = false;
   res.assignSocket(socket);
-  const untrack = d.lend(() => socket.destroy());
-  socket.once('close', untrack);
   // What Node's server does once it has written an answer that closes the connection.
   res.once('finish', () => socket.end(() => socket.destroy()));
   // Once all of it is written, its last bytes wait send_timeout_ms at most for the client.
@@ -142,6 +144,10 @@ function serve(server: http.Server, req: IncomingMessage, socket: net.Socket, d:
   // As Node's server does on an idle socket: the answer's 'timeout' (the proxy's send timeout), else the end.
   socket.on('timeout', () => {
     if (!res.emit('timeout', socket)) socket.destroy();
+  });
+  // Node passes a socket's 'drain' on to the answer on it; it took that listener away at 'upgrade'.
+  socket.on('drain', () => {
+    if ((socket as OnSocket)._httpMessage === res && !res.writableFinished) res.emit('drain');
   });
   // Read on, so a client that leaves is seen (the proxy then lets go of the origin, the
   // wake says 499). What it sends is a next request this connection will not serve:
@@ -153,20 +159,16 @@ function serve(server: http.Server, req: IncomingMessage, socket: net.Socket, d:
   });
   socket.on('end', () => socket.destroy());
   socket.resume();
-  try {
-    const expect = req.headers.expect;
-    // Expect, as Node's server answers it: 100-continue asked of the 'checkContinue' listener, anything else 417.
-    if (expect === undefined) server.emit('request', req, res);
-    else if (!CONTINUE.test(expect)) {
-      res.writeHead(417);
-      res.end();
-    } else if (server.listenerCount('checkContinue') > 0) server.emit('checkContinue', req, res);
-    else {
-      res.writeContinue();
-      server.emit('request', req, res);
-    }
-  } catch {
-    // Thrown here it would leave the 'upgrade' listener and end the process: the client is cut instead.
-    socket.destroy();
+  // Expect, as Node's server answers it, and only on HTTP/1.1 (RFC 9110 §10.1.1: a 1.0
+  // request's is ignored): 100-continue asked of the 'checkContinue' listener, anything else 417.
+  const expect = req.httpVersionMajor === 1 && req.httpVersionMinor === 1 ? req.headers.expect : undefined;
+  if (expect === undefined) server.emit('request', req, res);
+  else if (!CONTINUE.test(expect)) {
+    res.writeHead(417);
+    res.end();
+  } else if (server.listenerCount('checkContinue') > 0) server.emit('checkContinue', req, res);
+  else {
+    res.writeContinue();
+    server.emit('request', req, res);
   }
 }

@@ -79,6 +79,8 @@ export function tlsFront(d: FrontDeps): TlsFront {
     handshakeTimeout: d.handshakeTimeoutMs,
     SNICallback: (name, cb) => cb(null, sni.pick(name) ?? undefined),
   });
+  // The HTTP server's bound on connections holds at the TLS front too (connections are counted where accepted).
+  if (d.http.maxConnections !== undefined) server.maxConnections = d.http.maxConnections;
   let day = -1;
   const keys = () => {
     day = dayOf(d.clock.now());
