@@ -1,7 +1,7 @@
 import type { Transform } from 'node:stream';
 import { KEY_SCAN_BUDGET } from './budget.js';
 import { codingNamed, codingNames, decoderNamed } from './codings.js';
-import { keyIn, keyInSpan, lastRead, spellsStart } from './key-spelling.js';
+import { keyIn, keyInSpan, lastRead, readingsBudget, spellsStart } from './key-spelling.js';
 import { narrowWide, unitOf, type Wide, wideOf } from './wide.js';
 
 /**
@@ -51,6 +51,14 @@ const corrupt = () =>
 export const HOLD = 16_384;
 /** Fresh bytes gathered before a window is read, so a body sent a byte at a time costs no more. */
 const MIN_SCAN = 16_384;
+/**
+ * What a body's scan may read in the other orders of layers (readingsBudget,
+ * key-spelling.ts), where decoding through ends in spelled runs longer than a key: a few
+ * MiB, and two bytes for each byte of the body. No text but such runs, spelled many ways
+ * over, reaches it: past it, the body is refused (413), never forwarded unread.
+ */
+const READINGS_FREE = 4 << 20;
+const READINGS_PER_BYTE = 2;
 
 /**
  * Bytes after a place a spelling could start that are decoded and read at first: a
@@ -134,7 +142,9 @@ let readAgain = 0;
  * (spellings longer than the usual: references padded with zeros, escapes nested
  * deep), W doubles. The next look starts at that middle (lookNext). At the end of
  * what has come (`more`), the bytes from this look's start are read again with what
- * follows (readAgain), a key among them perhaps going on past the end.
+ * follows (readAgain), a key among them perhaps going on past the end. A key whose end
+ * the cut may leave half read (an escape cut short: lastRead.undecided) is decided by a
+ * read that goes further: W doubles, or the bytes are read again once more has come.
  */
 function keyAround(b: Buffer, i: number, more: boolean): boolean {
   const from = Math.max(0, i - 64);
@@ -148,7 +158,9 @@ function keyAround(b: Buffer, i: number, more: boolean): boolean {
       has(b, 0x26, from, end) ||
       has(b, 0, from, end)
     );
+    lastRead.undecided = false;
     if (plain ? keyIn(b.toString('latin1', from, end), cut) : keyInSpan(b, from, end, mid, cut)) return true;
+    if (lastRead.undecided && end < b.length) continue;
     if (end === b.length) {
       lookNext = b.length;
       readAgain = more ? from : b.length;
@@ -200,6 +212,8 @@ class PlainScan {
   /** Plain bytes read through. */
   scanned = 0;
   private wide: Wide | null | undefined = undefined;
+  /** Bytes left to read in other orders of layers (readingsBudget). */
+  private readingsLeft = READINGS_FREE;
 
   constructor(private readonly ct: string) {}
 
@@ -232,8 +246,18 @@ class PlainScan {
     this.pendingBytes = keep;
     fresh = fresh.subarray(0, fresh.length - keep);
     const win = this.tail.length === 0 ? fresh : Buffer.concat([this.tail, fresh]);
-    const again = holds(this.wide === null ? win : narrowWide(win, this.wide), !final);
-    if (again < 0) throw keyInBody();
+    this.readingsLeft += READINGS_PER_BYTE * fresh.length;
+    readingsBudget.left = this.readingsLeft;
+    readingsBudget.over = false;
+    let again: number;
+    try {
+      again = holds(this.wide === null ? win : narrowWide(win, this.wide), !final);
+    } finally {
+      this.readingsLeft = readingsBudget.left;
+      readingsBudget.left = Number.POSITIVE_INFINITY;
+    }
+    if (again < 0)
+      throw readingsBudget.over ? overBudget('spells runs longer than a key in too many ways') : keyInBody();
     this.scanned += fresh.length;
     // A copy: the window itself may be a whole large body. Narrowed, `again` counts units.
     const unitsAgain = this.wide === null ? again : again * unit;

@@ -17,10 +17,11 @@
  * reference without its `;` stands before an escape of a digit (`&#x61%31`), its
  * extent depends on which is read first: both readings are made.
  *
- * A key is looked for in the text decoded through, as before references were read: a
- * key followed by escapes of base62 characters that make it longer than 128 once
- * decoded (`…%41…`, `…&#65;…`) is not one here, though it is to a reader that does not
- * decode them.
+ * A key is a key in any reading: the text as sent, or with any of its layers undone,
+ * in any order. A key followed by escapes of base62 characters that make it longer
+ * than 128 once decoded (`KEY%41…`, `KEY&#65;…`) is one: a reader that does not decode
+ * them reads the key. A word spelled alike throughout (each layer an encoder wraps
+ * around all of it) is no key in any reading, however long.
  */
 
 /** A gateway key as an application reads it, its escapes undone. */
@@ -456,8 +457,13 @@ function nameAt(s: Text, j: number, n: number, name: string, anyCase: boolean): 
 function keyInText(s: string): boolean {
   const m = fillText(s);
   if (read(m, m, false, false)) return true;
+  let long = lastRead.long;
   // A reference without its `;` before an escape of a digit reads one way or the other (see read).
-  return lastRead.open && read(fillText(s), m, false, true);
+  if (lastRead.open) {
+    if (read(fillText(s), m, false, true)) return true;
+    long = Math.max(long, lastRead.long);
+  }
+  return long > 0 && keyInSomeReading(bufs[0].toString('latin1', 0, fillText(s)), long, false);
 }
 function fillText(s: string): number {
   const n = s.length;
@@ -487,11 +493,17 @@ export function keyInSpan(b: Uint8Array, from: number, to: number, mark: number,
   const m = filled;
   decodeWork.bytes += to - from;
   if (read(m, q, more, false)) return true;
-  if (!lastRead.open) return false;
-  const after = lastRead.after;
-  const found = read(m, fillSpan(b, from, to, mark), more, true);
-  lastRead.after = Math.min(after, lastRead.after);
-  return found;
+  let long = lastRead.long;
+  if (lastRead.open) {
+    const after = lastRead.after;
+    const found = read(m, fillSpan(b, from, to, mark), more, true);
+    lastRead.after = Math.min(after, lastRead.after);
+    if (found) return true;
+    long = Math.max(long, lastRead.long);
+  }
+  if (long === 0) return false;
+  fillSpan(b, from, to, mark);
+  return keyInSomeReading(bufs[0].toString('latin1', 0, filled), long, more);
 }
 /** Bytes fillSpan put in the first scratch buffer. */
 let filled = 0;
@@ -525,13 +537,25 @@ export const decodeWork = { bytes: 0 };
  * spelled by bytes from the mark it was given on; `open`, whether some escape or
  * percent sequence decoded stood right after a reference without its `;` (`&#x64%45`:
  * an application that reads references first reads `dE`, one that reads them last
- * reads `&#x64E4`).
+ * reads `&#x64E4`); `long`, how many runs longer than a key (LONG_RUN) it found where
+ * it found no key, something decoded (else 0); `undecided`, set (never cleared) by
+ * keyIn where text cut short may end a key with an escape cut off there: the caller
+ * clears it first.
  */
-export const lastRead: { buf: Buffer; length: number; after: number; open: boolean } = {
+export const lastRead: {
+  buf: Buffer;
+  length: number;
+  after: number;
+  open: boolean;
+  long: number;
+  undecided: boolean;
+} = {
   buf: Buffer.alloc(0),
   length: 0,
   after: 0,
   open: false,
+  long: 0,
+  undecided: false,
 };
 
 /** Two buffers the passes read from and write to in turn (grown, never shrunk). */
@@ -595,7 +619,93 @@ function read(n: number, q: number, more: boolean, refsFirst: boolean): boolean 
   lastRead.length = len;
   lastRead.after = len - Math.min(q, len);
   lastRead.open = opened;
-  return keyIn(src.toString('latin1', 0, len), more);
+  const text = src.toString('latin1', 0, len);
+  if (keyIn(text, more)) return true;
+  lastRead.long = len < n ? longRuns(text) : 0;
+  return false;
+}
+
+/**
+ * `svc_live_` or `svc_test_` and more base62 than a key has, as decoded through. A key
+ * read plainly never changes (no pass reads base62 or `_`), but what ends it may be an
+ * escape of base62 that a later pass reads on (`KEY%41…`: a key as sent, a longer run
+ * decoded): where the decoding ends in such a run, every other reading is made
+ * (keyInSomeReading). A run as long as sent is as long in every reading (no pass
+ * shortens one): only more of them decoded than sent calls for the other readings.
+ */
+const LONG_RUN = /svc_(?:live|test)_[0-9A-Za-z]{129}/g;
+function longRuns(s: string): number {
+  let n = 0;
+  LONG_RUN.lastIndex = 0;
+  while (LONG_RUN.test(s)) n++;
+  return n;
+}
+/**
+ * Readings keyInSomeReading makes at most, past which it answers true: a few in text of
+ * one encoder's spellings (each layer wraps all of it), past a hundred only where each
+ * character is spelled its own way, or where unrelated nestings of each kind stand
+ * near; each costs one pass.
+ */
+const READINGS = 64;
+/**
+ * `left`: bytes keyInSomeReading's passes may read, all told, before it answers true
+ * and sets `over` (as it does past READINGS): a body's scan (key-scan.ts) gives a
+ * little per byte, so that a body of such runs costs a few passes a byte more, never a
+ * pass per reading; text read alone (a header, a URL) has READINGS only.
+ */
+export const readingsBudget = { left: Number.POSITIVE_INFINITY, over: false };
+
+/**
+ * Whether some reading an application could make of text (`sent`, as sent, NULs left
+ * out) shows a key (keyIn, `more`), where decoding through it ends in `long` runs longer
+ * than a key (no more than it holds as sent: none): the text as sent, and the text
+ * after any sequence of passes (escapes, percent, references, in any order, up to
+ * ROUNDS of each: an application undoes the layers it knows, in the order they nest).
+ * read follows one order; a key stands in another where what ends it is spelled in a
+ * layer the reading leaves (`KEY%41…` as sent, `&#115;vc…%41…` to an XML reader,
+ * `\\u0073vc…%41…` to JSON in JSON). Breadth first, each reading once; past READINGS,
+ * or readingsBudget, true (readingsBudget.over: text is held to show a key, a body is
+ * past what the gateway reads).
+ */
+function keyInSomeReading(sent: string, long: number, more: boolean): boolean {
+  if (keyIn(sent, more)) return true;
+  if (longRuns(sent) >= long) return false;
+  const first = Buffer.from(sent, 'latin1');
+  const seen = new Set<string>([sent]);
+  const texts = [first];
+  // Rounds of each kind of pass that made each reading, 4 bits each.
+  const rounds = [0];
+  let work = 0;
+  try {
+    for (let k = 0; k < texts.length; k++) {
+      const t = texts[k] as Buffer;
+      const r = rounds[k] as number;
+      for (let kind = 0; kind < 3; kind++) {
+        if (((r >> (4 * kind)) & 15) >= ROUNDS || t.indexOf(PASS_BYTES[kind] as number) === -1) continue;
+        const len = t.length;
+        if (seen.size >= READINGS || readingsBudget.left < len) {
+          readingsBudget.over = true;
+          return true;
+        }
+        readingsBudget.left -= len;
+        const d = Buffer.allocUnsafe(len);
+        refsOpen = false;
+        work += len;
+        const out =
+          kind === 0 ? escapePass(t, len, d, len) : kind === 1 ? percentPass(t, len, d, len) : refPass(t, len, d, len);
+        if (out === len) continue;
+        const text = d.toString('latin1', 0, out);
+        if (seen.has(text)) continue;
+        if (keyIn(text, more)) return true;
+        seen.add(text);
+        texts.push(d.subarray(0, out));
+        rounds.push(r + (1 << (4 * kind)));
+      }
+    }
+    return false;
+  } finally {
+    decodeWork.bytes += work;
+  }
 }
 
 /**
@@ -765,19 +875,40 @@ export const spellsKey = (s: string): boolean => maySpellKey(s) && keyInText(s);
 
 /**
  * Whether decoded text holds a key; `more`: text follows that is not here yet, so a
- * key-like run reaching the end is left for the next look (which sees it whole).
+ * key-like run reaching the end is left for the next look (which sees it whole), and so
+ * is one whose end may be an escape the cut leaves half read (`…%6`, `…\u00`, `…&#9`
+ * read as a tab, where `%61`, `\u0061`, `&#97;` go on): what ends it stands within the
+ * last UNDECIDED characters, or is a `%`, `\` or `&` that only characters of escapes
+ * follow to the end (a longer spelling cut short). lastRead.undecided tells; the look
+ * reads further, or again once more has come.
  */
-export const keyIn = (decoded: string, more: boolean): boolean => (more ? KEY_BEFORE_END : KEY).test(decoded);
+export function keyIn(decoded: string, more: boolean): boolean {
+  if (!more) return KEY.test(decoded);
+  const m = KEY_BEFORE_END.exec(decoded);
+  if (m === null) return false;
+  const end = m.index + m[0].length;
+  if (decoded.length - end > UNDECIDED) {
+    if (!isLayer(decoded.charCodeAt(end))) return true;
+    ESCAPES_TO_END.lastIndex = end + 1;
+    if (!ESCAPES_TO_END.test(decoded)) return true;
+  }
+  lastRead.undecided = true;
+  return false;
+}
 const KEY_BEFORE_END = /svc_(?:live|test)_[0-9A-Za-z]{32,128}(?=[^0-9A-Za-z])/;
+/** Characters before the end of a cut read within which what ends a key may be an escape cut short. */
+const UNDECIDED = 64;
+const ESCAPES_TO_END = /[#0-9A-Za-z;%\\&]*$/y;
 
 /**
  * One character of a key in the spellings replaced in place: plain, `%XX`, `%25XX`,
  * `\u00XX`, `\xXX`, `%5Cu00XX`, `&#DDD` and `&#xHH` (leading zeros, either case of
- * `x`, `;` or not where the digits end), and `others` (named references); `hex` and
- * `dec` are patterns of its code.
+ * `x`, `;` or not where the digits end: a `;` that follows is the reference's, as the
+ * decoder reads it, never left for what follows to be matched without it), and
+ * `others` (named references); `hex` and `dec` are patterns of its code.
  */
 function spelled(plain: string, hex: string, dec: string, others = ''): string {
-  return `(?:${plain}|%(?:25)?${hex}|(?:\\\\|%5[cC])(?:u00|x)${hex}|&#0*${dec}(?:;|(?![0-9]))|&#[xX]0*${hex}(?:;|(?![0-9A-Fa-f]))${others})`;
+  return `(?:${plain}|%(?:25)?${hex}|(?:\\\\|%5[cC])(?:u00|x)${hex}|&#0*${dec}(?:;|(?![0-9;]))|&#[xX]0*${hex}(?:;|(?![0-9A-Fa-f;]))${others})`;
 }
 const hexPattern = (c: string): string =>
   c
@@ -818,11 +949,15 @@ export function replaceCutKey(s: string, replace: (k: string) => string): string
 }
 
 /**
- * Text with each key replaced by `replace(key as spelled)`; when a key remains in a
- * spelling that cannot be cut out (nested deeper), `whole(text)` stands for all of it.
+ * Text with each key replaced by `replace(key as spelled)`, and each key as sent that
+ * escapes of base62 follow (`KEY%41…`); when a key remains in a spelling that cannot
+ * be cut out (nested deeper), `whole(text)` stands for all of it.
  */
 export function replaceKeys(s: string, replace: (k: string) => string, whole: (s: string) => string): string {
   if (!maySpellKey(s)) return s;
-  const out = s.replace(EVERY_SPELLED, replace);
+  let out = s.replace(EVERY_SPELLED, replace);
+  if (!spellsKey(out)) return out;
+  out = out.replace(EVERY_AS_SENT, replace);
   return spellsKey(out) ? whole(s) : out;
 }
+const EVERY_AS_SENT = new RegExp(KEY.source, 'g');

@@ -33,6 +33,20 @@ const CHAR_SPELLINGS: ((c: string, next: string) => string)[] = [
 const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, '0');
 const dec = (c: string) => String(c.charCodeAt(0));
 
+/**
+ * A word with every character spelled the same one of those ways, as an encoder
+ * writes text (each layer around all of it): no reading of it shows a key unless the
+ * word is one, however long (a longer run is longer in every reading).
+ */
+export const spelledAlike = (word: string): fc.Arbitrary<string> =>
+  fc
+    .nat({ max: CHAR_SPELLINGS.length - 1 })
+    .map((pick) =>
+      [...word]
+        .map((c, i) => (CHAR_SPELLINGS[pick] as (c: string, next: string) => string)(c, word.charAt(i + 1)))
+        .join(''),
+    );
+
 /** A word with each character spelled one of those ways. */
 export const spelledWord = (word: string): fc.Arbitrary<string> =>
   fc
@@ -75,10 +89,10 @@ const LAYERS: ((s: string) => string)[] = [
 /** Text around a word: anything but base62 right next to it (a key is not followed by another base62). */
 const around = fc.string({ maxLength: 40, unit: fc.constantFrom(...' {}"\':,.;=&\n-é東'.split('')) });
 
-/** Text holding `word` spelled, with 0 to 2 layers around it. */
-export const embedded = (word: string): fc.Arbitrary<string> =>
+/** Text holding `word` spelled (each character its own way, unless `spell` says), with 0 to 2 layers around it. */
+export const embedded = (word: string, spell = spelledWord): fc.Arbitrary<string> =>
   fc
-    .tuple(around, spelledWord(word), around, fc.array(fc.nat({ max: LAYERS.length - 1 }), { maxLength: 2 }))
+    .tuple(around, spell(word), around, fc.array(fc.nat({ max: LAYERS.length - 1 }), { maxLength: 2 }))
     .map(([a, w, b, layers]) => layers.reduce((s, l) => (LAYERS[l] as (s: string) => string)(s), `${a}${w} ${b}`));
 
 export type Charset = 'utf8' | 'utf16le' | 'utf16be' | 'utf32le' | 'utf32be';
@@ -101,10 +115,10 @@ export function encodeText(s: string, cs: Charset, bom: boolean): Buffer {
 const CODINGS: Record<string, (b: Buffer) => Buffer> = { gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync };
 
 /** A body: text in a charset (declared or not), content codings (nested) over it; its headers. */
-export const keyBody = (word: string) =>
+export const keyBody = (word: string, spell = spelledWord) =>
   fc
     .record({
-      text: embedded(word),
+      text: embedded(word, spell),
       charset: fc.constantFrom<Charset>('utf8', 'utf16le', 'utf16be', 'utf32le', 'utf32be'),
       bom: fc.boolean(),
       declared: fc.boolean(),
@@ -144,3 +158,68 @@ export function split(b: Buffer, at: number[]): Buffer[] {
   out.push(b.subarray(last));
   return out;
 }
+
+const KEY = /svc_(?:live|test)_[0-9A-Za-z]{32,128}(?![0-9A-Za-z])/;
+/** The decodings an application makes, each undoing one layer: percent, JSON/YAML escapes, references. */
+const DECODINGS: ((s: string) => string)[] = [
+  (s) => s.replace(/%([0-9A-Fa-f]{2})/g, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16))),
+  (s) =>
+    s.replace(/\\(?:u([0-9A-Fa-f]{4})|x([0-9A-Fa-f]{2})|U([0-9A-Fa-f]{8})|(\\))/g, (_m, u, x, w, bs) =>
+      bs !== undefined ? '\\' : String.fromCharCode(Math.min(Number.parseInt(u ?? x ?? w, 16), 0xffff)),
+    ),
+  (s) => undoCharRefs(s, 1),
+];
+
+/**
+ * Whether some reading of text an application could make shows a key: the text as sent,
+ * and after any sequence of up to `depth` decodings (percent, escapes, references; each
+ * kind any number of times, in any order). The tests' own reading, not the gateway's.
+ */
+export function keyInSomeReading(text: string, depth = 10): boolean {
+  const seen = new Set([text]);
+  let level = [text];
+  for (let d = 0; d <= depth && level.length > 0; d++) {
+    const next: string[] = [];
+    for (const t of level) {
+      if (KEY.test(t)) return true;
+      for (const decode of DECODINGS) {
+        const u = decode(t);
+        if (!seen.has(u)) {
+          seen.add(u);
+          next.push(u);
+        }
+      }
+    }
+    level = next;
+  }
+  return false;
+}
+
+const BASE62 = fc.constantFrom(...'0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'.split(''));
+/**
+ * A key followed by base62 that make the run longer than 128 (so decoded through it is
+ * no key), the key spelled alike one way and what follows alike one way (the same or
+ * another): a key in a reading that undoes the key's spelling and leaves the other
+ * (`KEY%41…` as sent), else none. `text`: the two spelled, in text and layers.
+ */
+export const keyThenMore = fc
+  .record({
+    kind: fc.constantFrom('live', 'test'),
+    key: fc.string({ unit: BASE62, minLength: 32, maxLength: 128 }),
+    more: fc.string({ unit: BASE62, minLength: 129, maxLength: 160 }),
+    keySpelling: fc.nat({ max: CHAR_SPELLINGS.length - 1 }),
+    moreSpelling: fc.nat({ max: CHAR_SPELLINGS.length - 1 }),
+  })
+  .chain(({ kind, key, more, keySpelling, moreSpelling }) => {
+    const k = `svc_${kind}_${key}`;
+    const all = k + more.slice(0, 129 - key.length + (more.length % 24));
+    const spelled = [...all]
+      .map((c, i) =>
+        (CHAR_SPELLINGS[i < k.length ? keySpelling : moreSpelling] as (c: string, next: string) => string)(
+          c,
+          all.charAt(i + 1),
+        ),
+      )
+      .join('');
+    return embedded(spelled, fc.constant).map((text) => ({ key: k, text }));
+  });

@@ -142,6 +142,13 @@ describe('gateway keys in XML/HTML character references', () => {
       JSON.stringify({ k: 'x' }).replace('x', secret.replace('s', '\\u0026#115;')),
       'application/json',
     ],
+    // A key as sent (or as XML reads it), then base62 spelled: a longer run only once those are decoded.
+    ['a key, then references of base62 (KEY&#65;…)', `<k>${secret}${'&#65;'.repeat(100)}</k>`, 'application/xml'],
+    [
+      'a key in references, then percent-encoded base62 (an XML reader reads the key)',
+      `<k>${every((c) => `&#${dec(c)};`)}${'%41'.repeat(100)}</k>`,
+      'application/xml',
+    ],
   ])('%s: 400 before the origin is asked, and its wake keeps none of it', async (_n, body, ct) => {
     const before = seen.length;
     const r = await fetch(`${t.url}/open/in`, {
@@ -192,6 +199,8 @@ describe('gateway keys in XML/HTML character references', () => {
       `svc_live_${'b'.repeat(20)}&#x62;${'b'.repeat(108)}`,
       secret.replace('s', '&#1151'),
       secret.replace('s', '&#371;'),
+      // A run longer than a key in every reading: every character a reference.
+      every((c) => `&#${dec(c)};`, `${secret}${'Q'.repeat(100)}`),
       '<p>AT&amp;T &#169; caf&#233; a=1&b=2</p>',
     ];
     for (const w of words) {

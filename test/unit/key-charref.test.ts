@@ -7,7 +7,16 @@ import { decodeWork, keyInSpan, maySpellKey, spellingStarts } from '../../src/ca
 import { Redactor } from '../../src/capture/redact.js';
 import { holdsGatewayKey, withoutGatewayKeys } from '../../src/capture/text.js';
 import { appReadings } from '../helpers/app-decode.js';
-import { cuts, embedded, keyBody, split, undoCharRefs } from '../helpers/key-spellings.js';
+import {
+  cuts,
+  embedded,
+  keyBody,
+  keyInSomeReading,
+  spelledAlike,
+  spelledWord,
+  split,
+  undoCharRefs,
+} from '../helpers/key-spellings.js';
 
 /**
  * Every property here runs on one seed, so that a gap another seed would find does not
@@ -146,9 +155,66 @@ describe('gateway keys spelled with XML/HTML character references', () => {
     expect(g.out.equals(body)).toBe(true);
   });
 
-  // A key is looked for in the text decoded through, as before: `KEY%41…` and `KEY&#97;…` that
-  // make it longer than 128 as decoded are keys to an application that reads the text as sent.
-  it.todo('a key followed by escapes or references of base62 that make it longer than 128: a key as sent');
+  // A key followed by escapes or references of base62 that make the run longer than 128 as
+  // decoded through (`KEY%41…`, `KEY&#65;…`) is a key to an application that reads the text as
+  // sent, or undoes only the layers of the key's own spelling: it is refused. The decoder looks
+  // in every reading (any layers undone, in any order) where decoding through ends in such a
+  // run; a word spelled alike throughout is longer in every reading, and passes.
+  const LONGER: [string, string][] = [
+    ['percent-encoded base62 after a plain key (KEY%41…)', `${KEY}${'%41'.repeat(90)}`],
+    ['references of base62 after a plain key (KEY&#65;…)', `${KEY}${'&#65;'.repeat(90)}`],
+    ['one escape after a plain key, then plain (KEY\\u0041BBB…)', `${KEY}\\u0041${'B'.repeat(90)}`],
+    ['hex references without ; (KEY&#x41&#x42…)', `${KEY}${'&#x47'.repeat(90)}`],
+    // The key's own spelling undone, the other layer left: an XML reader reads `svc…%41`.
+    [
+      'a key in references, percent-encoded base62 after it',
+      `${everySpelled((c) => `&#${dec(c)};`)}${'%41'.repeat(90)}`,
+    ],
+    ['a key percent-encoded, references after it', `${KEY.replace('s', '%73')}${'&#65;'.repeat(90)}`],
+    // JSON in JSON undoes `\\u0073` twice; percent-encoding after it is left.
+    ['a key escaped in JSON in JSON, percent-encoded base62 after it', `\\\\u0073${KEY.slice(1)}${'%41'.repeat(90)}`],
+    ['a key as sent, base62 percent-encoded twice after it', `${KEY.replace('s', '%73')}${'%2541'.repeat(90)}`],
+  ];
+  it.each(LONGER)('%s: a key in some reading, refused buffered or streamed, cut out of stored text', async (_n, s) => {
+    expect(keyInSomeReading(s)).toBe(true);
+    expect(holdsGatewayKey(s)).toBe(true);
+    const out = withoutGatewayKeys(`<k>${s}</k>`);
+    expect(holdsGatewayKey(out), out).toBe(false);
+    expect(keyInSomeReading(out), out).toBe(false);
+    const body = xml(s);
+    expect(refusedBody(body, 'application/xml')).not.toBeNull();
+    for (const at of [[], [body.length - 200], [body.length - 40, body.length - 10]]) {
+      const g = await gated(split(body, at), 'application/xml');
+      expect(g.refused?.param).toBe('body');
+      expect(shows(g.out, undefined, KEY.slice(9, 21))).toBe(false);
+    }
+    const far = Buffer.concat([Buffer.alloc(70_000, ' '), body]);
+    expect((await gated(split(far, [30_000, 70_020]), 'application/xml')).refused).not.toBeNull();
+  });
+
+  /** Runs longer than 128 in every reading: each character spelled alike, or the layers of what follows undone by the key's. */
+  const ALWAYS_LONGER: [string, string][] = [
+    ['every character a reference', everySpelled((c) => `&#${dec(c)};`, `${KEY}${'Q'.repeat(100)}`)],
+    ['every character percent-encoded', everySpelled((c) => `%${hex(c)}`, `${KEY}${'Q'.repeat(100)}`)],
+    ['every character hex, no ;', everySpelled((c) => `&#x${hex(c)}`, `${KEY}${'Q'.repeat(100)}`)],
+    // Read twice, the key's spelling reads what follows too.
+    ['a key percent-encoded twice, base62 once after it', `${KEY.replace('s', '%2573')}${'%41'.repeat(90)}`],
+    ['a key in &amp;#…, references after it', `${KEY.replace('s', '&amp;#115;')}${'&#65;'.repeat(90)}`],
+    ['a plain key, plain base62 after it', `${KEY}${'A'.repeat(90)}`],
+  ];
+  it.each(ALWAYS_LONGER)('%s: no key in any reading, forwarded whole and kept as it is', async (_n, s) => {
+    expect(keyInSomeReading(s)).toBe(false);
+    expect(holdsGatewayKey(s)).toBe(false);
+    expect(withoutGatewayKeys(`<k>${s}</k>`)).toBe(`<k>${s}</k>`);
+    const body = Buffer.concat([Buffer.alloc(20_000, ' '), xml(s)]);
+    expect(refusedBody(body, 'application/xml')).toBeNull();
+    // Cut anywhere in the spelling: a scan that reads up to a cut within an escape decides nothing there.
+    for (let at = 20_060; at < body.length; at += 7) {
+      const g = await gated(split(body, [at]), 'application/xml');
+      expect(g.refused, `${at}`).toBeNull();
+      expect(g.out.equals(body)).toBe(true);
+    }
+  });
 
   // Found by the property below on a CI run (seed -1642193267): a reference to `%` itself
   // (`&#37;`) starting a layer that percent-decodes to `&amp;`, then `&#115;`. The decoder
@@ -200,7 +266,9 @@ describe('gateway keys spelled with XML/HTML character references', () => {
   });
 
   it('property: words that are not keys, in the same spellings, pass whole', async () => {
-    const word = fc
+    // Fewer than 32 base62 spelled any way; more than 128 spelled alike (spelled apart, a key
+    // may stand in the reading that undoes the first characters' spelling and not the next's).
+    const wordBody = fc
       .tuple(
         fc.constantFrom('live', 'test'),
         fc.oneof(
@@ -208,10 +276,10 @@ describe('gateway keys spelled with XML/HTML character references', () => {
           fc.string({ unit: BASE62, minLength: 129, maxLength: 200 }),
         ),
       )
-      .map(([c, s]) => `svc_${c}_${s}`);
+      .chain(([c, s]) => keyBody(`svc_${c}_${s}`, s.length < 32 ? spelledWord : spelledAlike));
     await fc.assert(
       fc.asyncProperty(
-        word.chain((w) => keyBody(w).chain((b) => cuts(b.body.length).map((at) => ({ b, at })))),
+        wordBody.chain((b) => cuts(b.body.length).map((at) => ({ b, at }))),
         async ({ b, at }) => {
           const ct = b.headers['content-type'] ?? '';
           expect(refusedBody(b.body, ct, b.headers['content-encoding'])).toBeNull();
@@ -330,6 +398,47 @@ describe('gateway keys spelled with XML/HTML character references', () => {
       const streamed = decodeWork.bytes / body.length;
       expect({ u, buffered: buffered < 32, streamed: streamed < 32 }).toEqual({ u, buffered: true, streamed: true });
     }
+  });
+});
+
+describe('runs longer than a key, read in every order of layers: the cost is bounded', () => {
+  const MiB = 1 << 20;
+  const rep = (u: string) => Buffer.from(u.repeat(Math.ceil(MiB / u.length)), 'latin1');
+
+  it('runs spelled alike (one reading more each) pass whole, a few passes a byte more, buffered or streamed', async () => {
+    for (const u of [
+      `%73vc_live_${'a'.repeat(130)} `,
+      `svc_live_${'%61'.repeat(140)} `,
+      `&#115;vc_live_${'&#97;'.repeat(140)}\n`,
+    ]) {
+      const body = rep(u);
+      decodeWork.bytes = 0;
+      expect(refusedBody(body, 'application/json'), u.slice(0, 20)).toBeNull();
+      expect(decodeWork.bytes / body.length, u.slice(0, 20)).toBeLessThan(32);
+      decodeWork.bytes = 0;
+      const g = await gated(split(body, [1000, 70_000, 300_000, 700_000]), 'application/json');
+      expect(g.refused, u.slice(0, 20)).toBeNull();
+      expect(g.out.equals(body)).toBe(true);
+      expect(decodeWork.bytes / body.length, u.slice(0, 20)).toBeLessThan(32);
+    }
+  });
+
+  it('runs spelled so that unrelated nestings of each kind multiply the readings: refused as past the budget (413), never a pass per reading', async () => {
+    // Each unit: a run longer than a key, its first letter spelled (so no reading as sent
+    // shows it long), and nestings of each kind beside it: some 36 readings a window.
+    const body = rep(`%73vc_live_${'a'.repeat(130)} %252561 \\\\u0061 &amp;#97; %2561 \\u0061 `);
+    decodeWork.bytes = 0;
+    expect(refusedBody(body, 'application/json')?.type).toBe('payload_too_large');
+    expect(decodeWork.bytes / body.length).toBeLessThan(32);
+    decodeWork.bytes = 0;
+    const g = await gated(split(body, [1000, 70_000, 300_000, 700_000]), 'application/json');
+    expect(g.refused?.type).toBe('payload_too_large');
+    expect(decodeWork.bytes / body.length).toBeLessThan(32);
+    // One such unit alone is read in every order, within the budget: it holds no key.
+    expect(refusedBody(Buffer.from(`%73vc_live_${'a'.repeat(130)} %252561 \\\\u0061 &amp;#97;`))).toBeNull();
+    // A run as long as sent is as long in every reading: no other reading is made for it.
+    const plain = rep(`svc_live_${'a'.repeat(130)} %25252561 \\\\\\\\u0061 &amp;amp;#97; %2561 \\u0061 &amp;#97; `);
+    expect(refusedBody(plain, 'application/json')).toBeNull();
   });
 });
 
