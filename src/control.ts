@@ -310,6 +310,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           metrics,
           threads,
           buckets: limiter.layout,
+          authorityBuckets: limiter.authorityLayout,
           keys: () => [...ring.all()],
           redactionKey: redactionKey(sealingKey),
           internal: listeners.internalAddress(),

@@ -18,6 +18,8 @@ export interface LimiterPart {
   size(): number;
   /** The shared-memory table for edge threads; null in a fleet (each thread leases on its own). */
   layout: SharedBucketsLayout | null;
+  /** In a fleet: the table of keys that hold keys:write, shared by every thread of the process; else null. */
+  authorityLayout: SharedBucketsLayout | null;
   /** The fleet's coordination as /readyz shows it; null for a gateway alone. */
   coordination(): CoordinationState | null;
   close(): Promise<void>;
@@ -67,6 +69,8 @@ export function limiterPart(
     log: Logger;
     now: () => number;
     layout?: SharedBucketsLayout;
+    /** In a fleet: the control thread's table of keys that hold keys:write (an edge thread is handed it). */
+    authorityLayout?: SharedBucketsLayout;
     sweep?: boolean;
     /** In a fleet: instances to split each bucket by until Redis first answers (alive.ts). */
     instancesAtStart?: number;
@@ -98,13 +102,19 @@ export function limiterPart(
     alive.start();
     // Keys that hold keys:write are limited here alone: Redis cannot lock out the admin.
     // Few keys hold it: a small table of their buckets (and their routes' policies).
-    const own = new RateLimiter({ ...cfg, ratelimit: { max_buckets: 4096, sketch_cells: 4096 } }, undefined, warn);
+    // One table for the process, shared by its edge threads as the lone gateway's is.
+    const own = new RateLimiter(
+      { ...cfg, ratelimit: { max_buckets: 4096, sketch_cells: 4096 } },
+      o.authorityLayout,
+      warn,
+    );
     if (o.sweep !== false) own.start(o.now);
     return {
       name: 'limiter',
       limiter: new AuthorityLocal(fleet, own),
       size: () => fleet.size,
       layout: null,
+      authorityLayout: own.layout,
       coordination: () => ({
         redis: co.answering ? 'up' : 'down',
         on_unavailable: cfg.coordination.on_unavailable,
@@ -125,6 +135,7 @@ export function limiterPart(
     limiter: local,
     size: () => local.size,
     layout: local.layout,
+    authorityLayout: null,
     coordination: () => null,
     close: async () => local.stop(),
   };

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { replaceFile, syncDirLater } from '../durable.js';
 import type { Logger } from '../log.js';
-import { allocateBuckets, claimsOf, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
+import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
 /** How often the table is written while serving. */
@@ -185,27 +185,21 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
   // Every few seconds the write and its fsync run off the event loop (this may be the
   // thread serving requests, with threads: 1); one at a time.
   let writing: Promise<boolean> | null = null;
-  // The claim count when an empty table was last written: no bucket has entered since
-  // (nor a debt, which only an eviction makes), so an idle gateway does not even look.
-  let emptyAt = -1;
   // What the file holds as this saver last wrote it (null: not written yet, or the write failed).
   let written: Buffer | null = null;
   const saveSoon = (): Promise<boolean> => {
     if (writing) return writing.then(() => false);
-    const claims = claimsOf(o.layout);
-    if (claims === emptyAt) return Promise.resolve(false);
+    // Encoded every time (it goes through the slots in use only: microseconds for an idle
+    // table). A claim count cannot stand in for it: a bucket that refilled while in its
+    // slot is written as none, and its key's next spending claims nothing new.
     const bytes = encodeBuckets(o.layout, o.now());
     // The same buckets with the same numbers (no decision since, none full again): the
     // file already says this.
-    if (written?.equals(bytes)) {
-      emptyAt = bytes.length === HEAD ? claims : -1;
-      return Promise.resolve(false);
-    }
+    if (written?.equals(bytes)) return Promise.resolve(false);
     written = null;
     writing = writeAtomicAsync(o.dir, BUCKETS_FILE, bytes)
       .then(() => {
         written = bytes;
-        emptyAt = bytes.length === HEAD ? claims : -1;
         return true;
       })
       .catch((e: Error) => {

@@ -62,6 +62,7 @@ export async function startEdgeThread(
     now: () => clock.now(),
     sweep: false,
     ...(data.buckets ? { layout: data.buckets } : {}),
+    ...(data.authorityBuckets ? { authorityLayout: data.authorityBuckets } : {}),
     // A start while Redis is away splits buckets by the fleet's last count (the control thread remembers it).
     instancesAtStart: Math.max(rememberedInstances(cfg.storage.data_dir), localDeciders(data.threads)),
   });

@@ -23,6 +23,8 @@ export interface PoolDeps {
   threads: number;
   /** The shared-memory buckets; null in a fleet (each edge thread leases from Redis). */
   buckets: SharedBucketsLayout | null;
+  /** In a fleet: the buckets of keys that hold keys:write, shared by every thread of this process. */
+  authorityBuckets: SharedBucketsLayout | null;
   keys: () => KeyRecord[];
   redactionKey: Buffer;
   internal: EdgeData['internal'];
@@ -95,6 +97,7 @@ export class EdgePool {
       threads: d.threads,
       port,
       buckets: d.buckets,
+      authorityBuckets: d.authorityBuckets,
       keys: d.keys(),
       redactionKey: new Uint8Array(d.redactionKey),
       internal: d.internal,

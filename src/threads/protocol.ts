@@ -23,6 +23,8 @@ export interface EdgeData {
   port: number;
   /** The shared-memory buckets; null in a fleet (each edge thread leases from Redis). */
   buckets: SharedBucketsLayout | null;
+  /** In a fleet: the buckets of keys that hold keys:write, limited by this process alone (fleet/authority-local.ts). */
+  authorityBuckets: SharedBucketsLayout | null;
   keys: KeyRecord[];
   redactionKey: Uint8Array;
   /** The control thread's loopback listener for /v2 calls, and the token it asks of them. */

@@ -59,6 +59,7 @@ describe('the edge root, called in one thread', () => {
         threads: 1,
         port: 0,
         buckets: null,
+        authorityBuckets: null,
         keys: [],
         redactionKey: randomBytes(32),
         internal: { port: 1, token: 'unused' },
