@@ -78,6 +78,8 @@ export interface ControlOptions {
   spoolRetryMs?: number;
   /** Where the config came from, for the start line: its file, and ORIGIN_URL in drop-in mode. */
   source?: { file: string | null; dropIn: string | null };
+  /** Ends a start that waits for another instance's migrations (a stop asked meanwhile). */
+  startSignal?: AbortSignal;
   /** Test hooks (WAKEGATE_TEST_HOOKS=1): the serving thread in a header, and a way to crash an edge thread. */
   testHooks?: boolean;
   /** How certificate files are watched for changes (tests trigger reloads themselves); and their debounce. */
@@ -103,7 +105,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
   try {
     // The certificates and ticket keys first: a file that does not load stops the start before anything opens.
     let mainTls = loadEdgeTls(cfg);
-    const storage = parts.add(await openStorage(cfg, log));
+    const storage = parts.add(await openStorage(cfg, log, opts.startSignal));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
     // The edge threads start when the gateway listens; key versions reach them through this slot.
@@ -430,7 +432,7 @@ class EdgeSlot implements Part {
 }
 
 /** The store, opened and migrated; this process the owner of its data directory. */
-async function openStorage(cfg: Readonly<Config>, log: Logger) {
+async function openStorage(cfg: Readonly<Config>, log: Logger, signal?: AbortSignal) {
   const lock = await holdDataDir(cfg);
   let store: Store;
   try {
@@ -447,6 +449,7 @@ async function openStorage(cfg: Readonly<Config>, log: Logger) {
     await checkServer(cfg, store);
     const applied = await migrate(store, undefined, {
       waiting: (holder) => log.info('waiting for another instance to apply migrations', { holder }),
+      ...(signal ? { signal } : {}),
     });
     if (applied.length) log.info('migrations applied', { versions: applied });
   } catch (e) {

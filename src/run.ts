@@ -86,7 +86,10 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
 
 async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> {
   const { Gateway } = await import('./app.js');
+  // A signal while the start waits on another instance's migrations ends the wait.
+  const startAbort = new AbortController();
   const gw = new Gateway(cfg, {
+    startSignal: startAbort.signal,
     source: { file, dropIn: process.env.ORIGIN_URL || null },
     testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
   });
@@ -96,6 +99,7 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   let started: Promise<unknown> = Promise.resolve();
   const onSignal = (sig: string) => {
     if (++signals > 1) process.exit(1);
+    startAbort.abort();
     void started.then(
       () => {
         gw.log.info('stopping', { signal: sig });
