@@ -41,7 +41,7 @@ import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
-import { checkServer, holdDataDir, resolveThreads, startLine, storageError } from './startup.js';
+import { checkServer, holdDataDir, portFree, resolveThreads, startLine, storageError } from './startup.js';
 import { openStore } from './store/client.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
@@ -105,6 +105,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
   try {
     // The certificates and ticket keys first: a file that does not load stops the start before anything opens.
     let mainTls = loadEdgeTls(cfg);
+    // A port in use is said before the store is opened and migrated (which can take a while).
+    await portsFree(cfg, threads > 1);
     const storage = parts.add(await openStorage(cfg, log, opts.startSignal));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
@@ -429,6 +431,16 @@ class EdgeSlot implements Part {
   publish(keys: KeyRecord[]): Promise<void> {
     return this.pool?.publish(keys) ?? Promise.resolve();
   }
+}
+
+/** The ports this gateway will listen on, each tried as it will be (edge threads share the main one). */
+async function portsFree(cfg: Readonly<Config>, sharedMain: boolean): Promise<void> {
+  const s = cfg.server;
+  await portFree(s.port, s.host, sharedMain, { name: 'PORT', setting: 'server.port' });
+  await portFree(s.ops_port, s.ops_host, false, { name: 'OPS_PORT', setting: 'server.ops_port' });
+  const m = cfg.management;
+  if (m.listener === 'separate')
+    await portFree(m.port, m.host, false, { name: 'management.port', setting: 'management.port' });
 }
 
 /** The store, opened and migrated; this process the owner of its data directory. */

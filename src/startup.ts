@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Config } from './config/index.js';
 import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
@@ -101,6 +102,34 @@ export function listenError(e: unknown, what: { name: string; setting: string; p
       `${what.name} ${what.port} may not be bound by this user (${what.setting}): choose a port above 1023`,
     );
   return e;
+}
+
+/**
+ * Whether a port can be listened on as the gateway will, tried before anything else
+ * starts: a port in use is said at once, not after the store is opened and migrated.
+ * `reusePort` as the real listen will have it (edge threads share the main port), so
+ * what the real listen would accept is accepted here too. Port 0 is always free.
+ */
+export async function portFree(
+  port: number,
+  host: string,
+  reusePort: boolean,
+  what: { name: string; setting: string },
+): Promise<void> {
+  if (port === 0) return;
+  const probe = net.createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      const opts: net.ListenOptions & { reusePort?: boolean } = { port, host, exclusive: true };
+      if (reusePort) opts.reusePort = true;
+      probe.listen(opts, () => resolve());
+    });
+  } catch (e) {
+    throw listenError(e, { ...what, port });
+  } finally {
+    if (probe.listening) await new Promise<void>((r) => probe.close(() => r()));
+  }
 }
 
 /** The runtime can listen with SO_REUSEPORT (Node 22.12 or later, on Linux). */

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -108,5 +108,23 @@ describe('start-up, as an operator reads it', () => {
       .filter((l) => !l.includes('"level":"info"'));
     expect(lines, r.stderr).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^wakegate: PORT ${port} is in use \\(server\\.port\\)`));
+    // Said before the store is opened and migrated (which takes a while on a loaded machine).
+    expect(existsSync(join(dir, 'e', 'clickhouse'))).toBe(false);
+  });
+
+  it('an ops port in use: one line naming OPS_PORT, before the store is opened', async () => {
+    const held = net.createServer();
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const port = (held.address() as net.AddressInfo).port;
+    const r = await run({ DATA_DIR: join(dir, 'f'), OPS_PORT: String(port), ORIGIN_URL: 'http://127.0.0.1:9' });
+    held.close();
+    expect(r.code).toBe(1);
+    const lines = r.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !l.includes('"level":"info"'));
+    expect(lines, r.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^wakegate: OPS_PORT ${port} is in use \\(server\\.ops_port\\)`));
+    expect(existsSync(join(dir, 'f', 'clickhouse'))).toBe(false);
   });
 });
