@@ -1,4 +1,5 @@
 import { close, closeSync, fsync, fsyncSync, open, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { open as openFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /**
@@ -52,4 +53,26 @@ export function replaceFile(path: string, bytes: Buffer): void {
     throw e;
   }
   syncDir(dirname(path));
+}
+
+/** replaceFile off the event loop: the same steps, each awaited. */
+export async function replaceFileLater(path: string, bytes: Buffer): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await rm(tmp, { force: true });
+  const fh = await openFile(tmp, 'wx', 0o600);
+  try {
+    try {
+      await fh.writeFile(bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, path);
+  } catch (e) {
+    // The old file stands, and no temporary one is left.
+    await rm(tmp, { force: true });
+    throw e;
+  }
+  // The new name, not only its bytes, survives a power loss.
+  await new Promise<void>((r) => syncDirLater(dirname(path), r));
 }

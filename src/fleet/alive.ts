@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { replaceFileLater } from '../durable.js';
 import type { Coordinator } from './redis.js';
 import { ALIVE } from './scripts.js';
 
@@ -92,10 +92,8 @@ export function instancesMemory(dir: string, onError: (e: Error) => void): (n: n
     if (writing || n === written) return;
     writing = true;
     const path = join(dir, INSTANCES_FILE);
-    writeFile(`${path}.tmp`, `${n}\n`, { mode: 0o600 })
-      .then(() => rename(`${path}.tmp`, path))
-      // No temporary file is left when the write or the rename failed.
-      .catch((e: Error) => rm(`${path}.tmp`, { force: true }).then(() => Promise.reject(e)))
+    // Written aside and renamed (no temporary file left when that fails).
+    replaceFileLater(path, Buffer.from(`${n}\n`))
       .then(
         () => {
           written = n;

@@ -13,10 +13,9 @@
  * like the rest of `DATA_DIR`.
  */
 import { readFileSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
-import { replaceFile, syncDirLater } from '../durable.js';
+import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
@@ -124,28 +123,6 @@ export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
   replaceFile(join(dir, name), bytes);
 }
 
-/** writeAtomic, off the event loop. */
-async function writeAtomicAsync(dir: string, name: string, bytes: Buffer): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
-  await rm(tmp, { force: true });
-  const fh = await open(tmp, 'wx', 0o600);
-  try {
-    try {
-      await fh.writeFile(bytes);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, join(dir, name));
-  } catch (e) {
-    // The old file stands, and no temporary one is left.
-    await rm(tmp, { force: true });
-    throw e;
-  }
-  // The new name, not only its bytes, survives a power loss.
-  await new Promise<void>((r) => syncDirLater(dir, r));
-}
-
 /** The table saved in `storage.data_dir`, or undefined (none, or unreadable: logged, and a fresh table). */
 export function restoredBuckets(
   cfg: Pick<Config, 'storage' | 'ratelimit'>,
@@ -197,7 +174,7 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
     // file already says this.
     if (written?.equals(bytes)) return Promise.resolve(false);
     written = null;
-    writing = writeAtomicAsync(o.dir, BUCKETS_FILE, bytes)
+    writing = replaceFileLater(join(o.dir, BUCKETS_FILE), bytes)
       .then(() => {
         written = bytes;
         return true;
