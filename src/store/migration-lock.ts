@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Store } from './store.js';
+import { queryRows, type Store } from './store.js';
 
 /**
  * Instances that share a ClickHouse server take turns at its migrations (a fleet
@@ -71,6 +71,8 @@ export async function takeMigrationLock(store: Store, o: LockOptions = {}): Prom
     if (o.signal?.aborted) throw new Error('stopped while waiting for another instance to apply migrations');
     try {
       await create(LOCK, holder);
+      // Its first row at once: the table's making is known only to the second.
+      await renew();
       break;
     } catch (e) {
       if (!isExists(e)) throw e;
@@ -120,27 +122,26 @@ export async function takeMigrationLock(store: Store, o: LockOptions = {}): Prom
 /**
  * The lock table `name` as the server has it, or null when there is none: its holder
  * (its comment), and whether its lease runs (made, or last renewed, within `lease` s;
- * without `rows`, a guard: made within them).
+ * the making counted to the whole second, so never less; without `rows`, a guard: made
+ * within them).
  */
 async function heldBy(store: Store, name: string, lease: number, rows = true): Promise<Held | null> {
-  const { client, db } = store;
-  const rs = await client.query({
-    query: `SELECT comment AS holder,
-        toUnixTimestamp(metadata_modification_time) + {lease:UInt32} > toUnixTimestamp(now()) AS fresh
+  const { db } = store;
+  const [t] = await queryRows<{ holder: string; fresh: number }>(
+    store,
+    `SELECT comment AS holder,
+        toUnixTimestamp(metadata_modification_time) + {lease:UInt32} >= toUnixTimestamp(now()) AS fresh
       FROM system.tables WHERE database = {db:String} AND name = {name:String}`,
-    query_params: { db, name, lease },
-    format: 'JSONEachRow',
-  });
-  const [t] = await rs.json<{ holder: string; fresh: number }>();
+    { db, name, lease },
+  );
   if (t === undefined) return null;
   if (Number(t.fresh) === 1 || !rows) return { holder: t.holder, live: Number(t.fresh) === 1 };
   try {
-    const r = await client.query({
-      query: `SELECT max(until) > now64(3) AS live FROM ${db}.${name} WHERE holder = {holder:String}`,
-      query_params: { holder: t.holder },
-      format: 'JSONEachRow',
-    });
-    const [row] = await r.json<{ live: number }>();
+    const [row] = await queryRows<{ live: number }>(
+      store,
+      `SELECT max(until) > now64(3) AS live FROM ${db}.${name} WHERE holder = {holder:String}`,
+      { holder: t.holder },
+    );
     return { holder: t.holder, live: Number(row?.live ?? 0) === 1 };
   } catch (e) {
     if (isMissing(e)) return null;

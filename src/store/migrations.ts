@@ -14,7 +14,7 @@ import {
   WEBHOOK_ENDPOINTS,
   WEBHOOK_FANOUT_CURSOR,
 } from './schema.js';
-import { isUnknownSetting, type Store } from './store.js';
+import { isUnknownSetting, queryRows, type Store } from './store.js';
 import { logTableStatements, remakeLogTableStatements } from './wake-log-table.js';
 
 export interface Migration {
@@ -192,13 +192,11 @@ async function remakeEventsTable(store: Store): Promise<void> {
   const run = (query: string) => client.command({ query });
   const exists = async (t: string) =>
     (
-      await (
-        await client.query({
-          query: 'SELECT count() AS n FROM system.tables WHERE database = {db:String} AND name = {t:String}',
-          query_params: { db, t },
-          format: 'JSONEachRow',
-        })
-      ).json<{ n: string }>()
+      await queryRows<{ n: string }>(
+        store,
+        'SELECT count() AS n FROM system.tables WHERE database = {db:String} AND name = {t:String}',
+        { db, t },
+      )
     ).some((r) => Number(r.n) > 0);
   // Cut after the DROP: the new table holds every row; only the rename is left.
   if (!(await exists('events')) && (await exists('events_v7'))) {
