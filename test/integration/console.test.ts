@@ -445,19 +445,25 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await p2.getByLabel('API key').fill(doomed.secret);
     await p2.getByRole('button', { name: 'Sign in' }).click();
     await p2.getByRole('heading', { name: 'Keys', exact: true }).first().waitFor();
+    // The Keys page lists keys after its heading shows (twice: once more when the environment is chosen).
+    // A list call that reached the gateway after the revocation below would end the session on this
+    // page, with no Wakes link to click (what timed out once on a loaded CI machine): revoke once the
+    // page's own calls are answered.
+    await p2.getByRole('cell', { name: 'doomed' }).first().waitFor({ timeout: 10_000 });
+    await p2.waitForLoadState('networkidle', { timeout: 10_000 });
     // Revoked elsewhere (another operator, the API): the next page the console loads answers 401 key_revoked.
     const r = await fetch(`${t.url}/v2/api-keys/${doomed.key.id}`, { method: 'DELETE', headers: bearer(t.admin) });
     expect(r.status).toBe(200);
-    await p2.getByRole('link', { name: 'Wakes' }).click();
+    await p2.getByRole('link', { name: 'Wakes' }).click({ timeout: 10_000 });
     await p2.getByLabel('API key').waitFor({ timeout: 5000 });
-    await p2.getByText(/This key was revoked/).waitFor();
+    await p2.getByText(/This key was revoked/).waitFor({ timeout: 5000 });
     expect(await p2.evaluate('sessionStorage.getItem("wakegate.key")')).toBeNull();
     expect(await p2.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
     await p2.screenshot({ path: '/tmp/review-console-revoked.png', fullPage: true });
     // Signing in again with another key carries on where the page was.
     await p2.getByLabel('API key').fill(t.admin);
     await p2.getByRole('button', { name: 'Sign in' }).click();
-    await p2.getByRole('heading', { name: 'Wakes', exact: true }).first().waitFor();
+    await p2.getByRole('heading', { name: 'Wakes', exact: true }).first().waitFor({ timeout: 10_000 });
     expect(await p2.getByText(/This key was revoked/).count()).toBe(0);
     await p2.close();
   });
