@@ -461,7 +461,14 @@ export class KeyService {
     }
     if (secretClass(adminSecret) !== 'live') throw new Error('WAKEGATE_ADMIN_KEY must be a svc_live_ secret');
     const hash = hashSecret(adminSecret);
-    const existing = this.ring.byHashValue(hash) ?? (await this.table.byHash(hash));
+    const held = this.ring.byHashValue(hash);
+    const existing = held ?? (await this.table.byHash(hash));
+    if (existing && held === undefined) {
+      // Stored by another instance of the fleet after this ring was loaded: in force here
+      // now, not at the next poll (widen below saves only what it changes).
+      this.ring.apply(existing, true);
+      await this.ring.published();
+    }
     const now = this.clock.now();
     if (existing && isRevoked(existing, now)) {
       // A deploy rolled back to an old variable: the bootstrap key in force stays.

@@ -109,4 +109,27 @@ describe('the bootstrap admin key across starts (property)', () => {
     expect(active.map((k) => k.secret_hash)).toEqual([hashSecret(fresh)]);
     expect(events.map((e) => e.type).sort()).toEqual(['key.revoked', 'key.revoked', 'key.rotated']);
   });
+
+  // Regression test: a fleet started at once on one storage (migrate-concurrent.test.ts
+  // failed about one run in five with 401). One instance's ring was loaded before
+  // another stored the key of the same WAKEGATE_ADMIN_KEY; the bootstrap found that key
+  // in storage, had nothing to change in it, and left its own ring without it: the
+  // admin was refused on that instance until the next poll.
+  it('a key of the same secret stored by another instance after this ring was loaded is in force here at once', async () => {
+    const table = memoryTable();
+    const clock = new ManualClock(Date.UTC(2026, 10, 25));
+    const secret = newKeySecret('live');
+    const ring = new KeyRing(table, silentLogger);
+    await ring.load();
+    // Another instance, started at the same moment, stores the key first.
+    await startOnce(table, clock, secret, []);
+    const bus = { emit: () => {} } as unknown as EventBus;
+    const svc = new KeyService({ cfg, table, ring, events: bus, clock, log: silentLogger });
+    const boot = await svc.bootstrap(secret);
+    expect(boot.created).toBeNull();
+    const held = ring.bySecret(secret);
+    expect(held?.secret_hash).toBe(hashSecret(secret));
+    expect(isRevoked(held as KeyRecord, clock.now())).toBe(false);
+    expect(table.rows.size).toBe(1);
+  });
 });
