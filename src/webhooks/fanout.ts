@@ -22,6 +22,13 @@ const OVERLAP_MS = 3_000;
  * SOLO_POLL_MS.
  */
 export const SOLO_POLL_MS = 5_000;
+/**
+ * An event recorded this much after it was raised may have a first row the fan-out read
+ * and forgot (`seen` keeps 4 * OVERLAP_MS): it is checked against stored deliveries.
+ * Events are recorded within a flush of being raised, so only a backlog (storage was
+ * away) or a row raised again is checked; clocks apart by more than this check more.
+ */
+const LATE_MS = OVERLAP_MS;
 /** How far back the first poll reads when no cursor was ever saved. */
 const STARTUP_LOOKBACK_MS = 120_000;
 
@@ -121,9 +128,15 @@ export class FanOut {
       for (const e of page) if (!this.seen.has(e.id) && !byId.has(e.id)) byId.set(e.id, e);
       const fresh = [...byId.values()];
       if (fresh.length) {
-        // Recorded, or raised, before this process started: an earlier one may have fanned it out already.
+        // Recorded, or raised, before this process started: an earlier one may have fanned it
+        // out already. So may this one have, for an event recorded well after it was raised:
+        // its first row may be older than `seen` remembers (raised again by a restart's
+        // replayed segment, on any instance of a fleet).
         const early = fresh
-          .filter((e) => e.recorded_at < this.startedAt || e.created_at < this.startedAt)
+          .filter(
+            (e) =>
+              e.recorded_at < this.startedAt || e.created_at < this.startedAt || e.recorded_at - e.created_at > LATE_MS,
+          )
           .map((e) => e.id);
         const done = early.length ? await this.o.deliveries.existingPairs(early) : new Set<string>();
         await this.fanOut(fresh, done);
