@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { type Admitted, isRefusal } from '../admission/admission.js';
 import { apiGate, type Gate } from '../admission/gate.js';
 import { type Refusal, refusal } from '../admission/refusal.js';
@@ -13,10 +14,13 @@ import { environmentsPlugin } from './environments.js';
 import { keysPlugin } from './keys.js';
 import { KnownPaths } from './methods.js';
 import { openapiPlugin } from './openapi.js';
+import { parseInput } from './parse.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 
 /** The methods /v2's router knows; any other is answered 405 before fastify reads a body. */
+/** What an operation that takes no query parameters (or no body) accepts: nothing. */
+const NO_FIELDS = z.strictObject({});
 const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 export type ApiPlugin = (app: FastifyInstance, deps: ApiDeps) => Promise<void> | void;
@@ -173,6 +177,17 @@ export async function buildApi(
       for (let i = 0; i < headers.length; i += 2) reply.header(headers[i] as string, headers[i + 1]);
     if (isRefusal(v)) throw v.error;
     request.key = v.key as KeyRecord;
+  });
+
+  // An operation that takes no query parameters, or no body, says so as every other
+  // does of what it does not know: 400 invalid_request naming the first one sent (DESIGN,
+  // Errors), before it acts. Those that take some parse them with their own schema.
+  app.addHook('preValidation', async (request) => {
+    const doc = request.routeOptions.config.doc;
+    if (doc === undefined) return;
+    if (doc.query === undefined) parseInput(NO_FIELDS, request.query, 'query');
+    if (doc.body === undefined && request.method !== 'GET' && request.method !== 'HEAD')
+      parseInput(NO_FIELDS, request.body, 'body');
   });
 
   const docs: RouteDoc[] = [];

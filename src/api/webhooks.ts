@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { missing } from '../errors.js';
+import { GatewayError, missing } from '../errors.js';
 import { EVENT_TYPES } from '../events/bus.js';
 import type { DeliveryTable } from '../store/webhooks.js';
-import type { Dispatcher } from '../webhooks/dispatcher.js';
+import { type Dispatcher, ENDPOINT_DELETED } from '../webhooks/dispatcher.js';
 import { type EndpointService, endpointView } from '../webhooks/endpoints.js';
 import type { DeliveryRecord } from '../webhooks/records.js';
 import { redeliver } from '../webhooks/redeliver.js';
@@ -177,6 +177,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
           auth: { scope: 'webhooks:write' },
           doc: {
             summary: 'Replay a failed or dead-lettered delivery as a new, marked delivery',
+            query: byIdQuery,
             success: 201,
             object: 'delivery',
             errors: [401, 403, 404, 409, 503],
@@ -189,6 +190,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
         const env = actingEnvironment(deps, request, environment);
         const r = await redeliver({
           deliveries: w.deliveries,
+          endpoints: w.endpoints,
           dispatcher: w.dispatcher,
           clock: deps.clock,
           environment: env,
@@ -254,7 +256,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
             success: method === 'POST' && url.endsWith('/test') ? 201 : 200,
             object: url.endsWith('/test') ? 'delivery' : 'webhook_endpoint',
             // A test send is refused (503) while the queue is full (webhooks.max_queued_events).
-            errors: url.endsWith('/test') ? [400, 401, 403, 404, 422, 503] : [400, 401, 403, 404, 422],
+            errors: url.endsWith('/test') ? [400, 401, 403, 404, 409, 422, 503] : [400, 401, 403, 404, 422],
           },
         },
         handler: async (request, reply) => {
@@ -300,7 +302,7 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       'Delete an endpoint; its pending deliveries are cancelled',
       async (id, env) => {
         const e = await w.endpoints.remove(id, env);
-        w.dispatcher.cancel(id, 'endpoint deleted');
+        w.dispatcher.cancel(id, ENDPOINT_DELETED);
         return { code: 200, body: endpointView(e) };
       },
     );
@@ -318,6 +320,13 @@ export function webhooksPlugin(w: WebhookApiDeps) {
       'Send a webhook.test event to this endpoint only',
       async (id, env) => {
         const e = w.endpoints.inEnvironment(id, env);
+        // It would be dead-lettered unsent (a disabled endpoint takes no deliveries): said now instead.
+        if (e.status !== 'enabled')
+          throw new GatewayError(
+            'conflict',
+            'this endpoint is disabled; enable it (PATCH status: enabled) to send it a test',
+            'endpoint_id',
+          );
         const d = await testDelivery({
           dispatcher: w.dispatcher,
           clock: deps.clock,

@@ -46,6 +46,9 @@ export interface DispatcherOptions {
  * unfinished deliveries resume on their schedule; an attempt whose outcome was not
  * yet written is made again under the same attempt number, never counted twice.
  */
+/** The note of a delivery ended because its endpoint was deleted (DELETE /v2/webhooks/endpoints/{id}). */
+export const ENDPOINT_DELETED = 'endpoint deleted';
+
 export class Dispatcher {
   private readonly o: DispatcherOptions;
   private readonly queue: DeliveryQueue;
@@ -214,7 +217,7 @@ export class Dispatcher {
           ...d,
           status: 'dead_lettered',
           next_attempt_at: null,
-          response_body: 'endpoint disabled',
+          response_body: ep?.status === 'deleted' ? ENDPOINT_DELETED : 'endpoint disabled',
         },
         slot,
       );
@@ -244,6 +247,11 @@ export class Dispatcher {
     if (out.ok) {
       next = { ...base, status: 'delivered', next_attempt_at: null };
       metrics.deliveries.labels('delivered').inc();
+    } else if (endpoints.get(d.endpoint_id)?.status === 'deleted') {
+      // The endpoint was deleted while this attempt ran (the deliveries waiting for it ended
+      // then; this one was not waiting): it ends as they did, and is never sent again.
+      next = { ...base, status: 'dead_lettered', next_attempt_at: null, response_body: ENDPOINT_DELETED };
+      metrics.deliveries.labels('dead_lettered').inc();
     } else if (n >= d.max_attempts) {
       next = { ...base, status: 'dead_lettered', next_attempt_at: null };
       metrics.deliveries.labels('dead_lettered').inc();

@@ -3,10 +3,13 @@ import { GatewayError, missing } from '../errors.js';
 import { newDeliveryId } from '../ids.js';
 import type { DeliveryTable } from '../store/webhooks.js';
 import { type Dispatcher, queueFull } from './dispatcher.js';
+import type { EndpointService } from './endpoints.js';
 import type { DeliveryRecord } from './records.js';
 
 export interface RedeliverOptions {
   deliveries: Pick<DeliveryTable, 'get'>;
+  /** The delivery's endpoint must still take deliveries. */
+  endpoints: Pick<EndpointService, 'get'>;
   dispatcher: Pick<Dispatcher, 'supersede' | 'add' | 'room'>;
   clock: Clock;
   environment: string;
@@ -20,7 +23,8 @@ export interface RedeliverOptions {
  * same endpoint, marked `is_replay` and `replay_of` (and `x-service-replay: true` on
  * the wire), so it is never confused with a retry. When the queue is full
  * (`max_queued_events`), nothing changes: no new delivery, and the original keeps
- * its own retries (503 service_unavailable, with Retry-After).
+ * its own retries (503 service_unavailable, with Retry-After). An endpoint deleted or
+ * disabled takes no replay (409 conflict): it would be dead-lettered unsent.
  */
 export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
   const d = o.id.startsWith('dlv_') ? await o.deliveries.get(o.environment, o.id) : null;
@@ -31,6 +35,16 @@ export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
       `only a failed or dead_lettered delivery can be replayed; this one is ${d.status}`,
     );
   }
+  // A replay to an endpoint that takes none would be dead-lettered unsent: said now instead.
+  const ep = o.endpoints.get(d.endpoint_id);
+  if (ep === undefined || ep.status === 'deleted')
+    throw new GatewayError('conflict', `this delivery's endpoint ${d.endpoint_id} was deleted`, 'delivery_id');
+  if (ep.status !== 'enabled')
+    throw new GatewayError(
+      'conflict',
+      `this delivery's endpoint ${d.endpoint_id} is disabled; enable it (PATCH status: enabled) first`,
+      'delivery_id',
+    );
   const now = o.clock.now();
   const r: DeliveryRecord = {
     ...d,

@@ -69,6 +69,7 @@ describe('the dispatcher holds at most max_queued_events deliveries', () => {
     expect(original).toMatchObject({ status: 'failed', attempt: 1 });
     const e = await redeliver({
       deliveries: { get: async (_env, id) => h.rows.get(id) },
+      endpoints: h.endpoints,
       dispatcher: h.dispatcher,
       clock: h.clock,
       environment: 'production',
@@ -93,6 +94,7 @@ describe('the dispatcher holds at most max_queued_events deliveries', () => {
     await h.dispatcher.idle();
     const r = await redeliver({
       deliveries: { get: async (_env, id) => h.rows.get(id) },
+      endpoints: h.endpoints,
       dispatcher: h.dispatcher,
       clock: h.clock,
       environment: 'production',
