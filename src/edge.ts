@@ -13,7 +13,7 @@ import { createH2Edge, type H2Edge } from './h2/edge.js';
 import { choosePerConnection } from './h2/preface.js';
 import { gatewayServer } from './http-server.js';
 import type { Logger } from './log.js';
-import { readWhole } from './management-body.js';
+import { type RecordRefusal, readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
 import { tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
@@ -143,6 +143,19 @@ export function createEdge(d: EdgeDeps): Edge {
   const onMain = cfg.management.on_main;
   // A /v2 body is read whole here before it is handed on: slow clients hold no handover.
   const apiBody = { maxBytes: s.api_body_limit_bytes, timeoutMs: s.api_body_timeout_ms };
+  // A /v2 body refused here (too large, too slow) is a wake of route v2 as every call is.
+  const recordRefusal: RecordRefusal = (req, res, status, errorType) => {
+    const x = d.capture.recorder.begin();
+    x.route = 'v2';
+    x.environment = routes.fallbackEnvironment;
+    x.status = status;
+    x.errorType = errorType;
+    res.once('close', () => {
+      x.resBytes = Number(res.getHeader('content-length') ?? 0) || 0;
+      d.capture.recorder.finish(req, x);
+    });
+    return x.id;
+  };
   const label = d.threadLabel;
   let draining = false;
   // The main listener proxies; /v2 is answered there too unless management.on_main is
@@ -153,7 +166,7 @@ export function createEdge(d: EdgeDeps): Edge {
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     const url = req.url ?? '/';
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res);
-    readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
+    readWhole(req, res, apiBody, (body) => d.manage(req, res, body), recordRefusal);
   });
   // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
   // request would be accepted, so a refused key never gets a 100 Continue.
@@ -164,7 +177,7 @@ export function createEdge(d: EdgeDeps): Edge {
     // /v2: continue only for a key that is known and live; the API answers the rest.
     if (proxyDeps.admission.identifies(req.headers.authorization)) {
       res.writeContinue();
-      return readWhole(req, res, apiBody, (body) => d.manage(req, res, body));
+      return readWhole(req, res, apiBody, (body) => d.manage(req, res, body), recordRefusal);
     }
     // The body was never invited: the API refuses the key without it, and the connection closes.
     res.shouldKeepAlive = false;

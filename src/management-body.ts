@@ -20,10 +20,12 @@ export function readWhole(
   res: ServerResponse,
   limits: BodyLimits,
   done: (body: Buffer | null) => void,
+  record: RecordRefusal | null = null,
 ): void {
   const length = req.headers['content-length'];
   if (length === undefined && req.headers['transfer-encoding'] === undefined) return done(null);
-  if (Number(length) > limits.maxBytes) return refuse(req, res, 413, tooLarge(limits.maxBytes));
+  const refuse = (status: 408 | 413, message: string) => answer(req, res, status, message, record);
+  if (Number(length) > limits.maxBytes) return refuse(413, tooLarge(limits.maxBytes));
   const chunks: Buffer[] = [];
   let n = 0;
   const stop = () => {
@@ -36,7 +38,7 @@ export function readWhole(
     n += c.length;
     if (n <= limits.maxBytes) return void chunks.push(c);
     stop();
-    refuse(req, res, 413, tooLarge(limits.maxBytes));
+    refuse(413, tooLarge(limits.maxBytes));
   };
   const onEnd = () => {
     stop();
@@ -45,7 +47,7 @@ export function readWhole(
   const timer = setTimeout(() => {
     stop();
     const msg = `the request body did not arrive within server.api_body_timeout_ms (${limits.timeoutMs} ms)`;
-    refuse(req, res, 408, msg);
+    refuse(408, msg);
   }, limits.timeoutMs);
   req.on('data', onData);
   req.on('end', onEnd);
@@ -54,19 +56,33 @@ export function readWhole(
 
 const tooLarge = (max: number) => `the request body is larger than server.api_body_limit_bytes (${max} bytes)`;
 
+/**
+ * Begins the wake of a /v2 call the edge refuses itself (route v2, as the API records
+ * the calls it answers) and returns its id; the wake is finished, with its status and
+ * error type, when the answer's connection closes.
+ */
+export type RecordRefusal = (req: IncomingMessage, res: ServerResponse, status: number, errorType: string) => string;
+
 /** Answers with the gateway's error body and lets the connection go (the rest of the body is not read). */
-function refuse(req: IncomingMessage, res: ServerResponse, status: 408 | 413, message: string): void {
+function answer(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: 408 | 413,
+  message: string,
+  record: RecordRefusal | null,
+): void {
   if (res.headersSent || res.destroyed) return void res.destroy();
   // 408 has no type of its own: it is the invalid_request of a body that never came (as for Node's own 408).
-  const body = JSON.stringify(
-    errorBody(status === 413 ? 'payload_too_large' : 'invalid_request', null, message, 'body'),
-  );
+  const type = status === 413 ? 'payload_too_large' : 'invalid_request';
+  const wakeId = record === null ? null : record(req, res, status, type);
+  const body = JSON.stringify(errorBody(type, wakeId, message, 'body'));
   res.shouldKeepAlive = false;
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',
     connection: 'close',
+    ...(wakeId === null ? {} : { 'x-wake-id': wakeId }),
   });
   res.end(body, () => req.socket.destroy());
 }

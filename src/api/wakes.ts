@@ -63,6 +63,8 @@ export const listWakesQuery = z.strictObject({
   trace_id: z
     .string()
     .regex(/^[0-9a-fA-F]{32}$/, 'must be a trace id: 32 hex digits such as 4bf92f3577b34da6a3ce929d0e0e4736')
+    // All zeros is no trace (W3C Trace Context): no wake stores it.
+    .refine((t) => !/^0{32}$/.test(t), 'is all zeros, which W3C Trace Context says is no trace id')
     .transform((t) => t.toLowerCase())
     .optional(),
   min_latency_ms: intParam(0, 2_147_483_647).optional(),

@@ -34,7 +34,7 @@ export const createEndpointBody = z.strictObject({
 export const listEndpointsQuery = z.strictObject({
   environment: environmentParam,
   limit: intParam(1, 100).optional(),
-  cursor: z.string().max(512).optional(),
+  cursor: z.string().min(1).max(512).optional(),
 });
 export const listDeliveriesQuery = z.strictObject({
   environment: environmentParam,
@@ -42,7 +42,7 @@ export const listDeliveriesQuery = z.strictObject({
   status: z.enum(['pending', 'delivered', 'failed', 'dead_lettered']).optional(),
   event_type: z.enum([...EVENT_TYPES, TEST_EVENT]).optional(),
   limit: intParam(1, 100).optional(),
-  cursor: z.string().max(512).optional(),
+  cursor: z.string().min(1).max(512).optional(),
 });
 export const patchEndpointBody = z.strictObject({
   events: EVENTS.optional(),

@@ -237,13 +237,14 @@ export class KeyService {
       if (holder) {
         throw new GatewayError(
           'insufficient_scope',
-          `consumer ${JSON.stringify(consumer)} is the identity of a key this key cannot manage (${holder.id}); choose another consumer`,
+          // The holder is not named: it may be in an environment this key cannot see.
+          `consumer ${JSON.stringify(consumer)} is the identity of a key this key cannot manage; choose another consumer`,
           'consumer',
         );
       }
     }
     const fingerprint = input.tls_fingerprint ?? null;
-    if (fingerprint !== null) this.certificateFree(fingerprint, null);
+    if (fingerprint !== null) this.certificateFree(fingerprint, null, env);
     const now = this.clock.now();
     const secret = newKeySecret(cls);
     const key: KeyRecord = {
@@ -403,7 +404,6 @@ export class KeyService {
     this.timer = null;
   }
 
-  /** Stores a key version and puts it in force: in the ring, and held by every edge thread. */
   /** Sets (or with null clears) the client certificate that names a key on auth: mtls routes. */
   async setCertificate(id: string, env: string, fingerprint: string | null, caller?: KeyRecord): Promise<KeyRecord> {
     const k = this.get(id, env);
@@ -411,7 +411,7 @@ export class KeyService {
     const now = this.clock.now();
     if (isRevoked(k, now)) throw new GatewayError('conflict', `key ${k.id} is revoked`, 'key_id');
     if ((k.tls_fingerprint ?? null) === fingerprint) return k;
-    if (fingerprint !== null) this.certificateFree(fingerprint, k.id);
+    if (fingerprint !== null) this.certificateFree(fingerprint, k.id, k.environment);
     const { tls_fingerprint: _old, ...rest } = k;
     const next: KeyRecord = {
       ...rest,
@@ -423,11 +423,21 @@ export class KeyService {
     return next;
   }
 
-  /** One live key per certificate: a certificate naming two keys would be either. */
-  private certificateFree(fingerprint: string, self: string | null): void {
+  /**
+   * One live key per certificate: a certificate naming two keys would be either. The
+   * holder is named only when it is of `env` (the key being set's environment): one of
+   * another environment may be one the caller cannot see.
+   */
+  private certificateFree(fingerprint: string, self: string | null, env: string): void {
     const holder = this.ring.byCertificate(fingerprint);
     if (holder && holder.id !== self && !isRevoked(holder, this.clock.now()))
-      throw new GatewayError('conflict', `this certificate already names key ${holder.id}`, 'tls_fingerprint');
+      throw new GatewayError(
+        'conflict',
+        holder.environment === env
+          ? `this certificate already names key ${holder.id}`
+          : 'this certificate already names a key of another environment',
+        'tls_fingerprint',
+      );
   }
 
   private async save(k: KeyRecord): Promise<void> {

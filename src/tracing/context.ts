@@ -129,6 +129,9 @@ export interface Peer {
   readonly remoteAddress?: string | undefined;
 }
 
+/** Trace flags passed on when not recording, by their two defined bits (sampled 01, random 02). */
+const PASSED_FLAGS = ['00', '01', '02', '03'];
+
 /**
  * Starts a request's part in its trace. Head sampling is decided from the trace id
  * alone, by OpenTelemetry's consistent probability rule on the id's random rightmost
@@ -176,8 +179,10 @@ export class TraceStart {
       x.traceSampled = (flags > 0 && (flags & 1) === 1 && this.follows(peer)) || this.sampled(x.traceId);
       x.traceFlags = x.traceSampled ? '01' : '00';
     } else {
-      // Not recording: the caller's decision passes through unchanged.
-      x.traceFlags = flags === 1 ? '01' : flags === 0 ? '00' : flags.toString(16).padStart(2, '0');
+      // Not recording: the caller's decision passes through (sampled, and Level 2's random
+      // bit), the bits W3C reserves as zero ("vendors MUST set those to zero"): the header
+      // sent is version 00 with the gateway's span, whatever version came.
+      x.traceFlags = PASSED_FLAGS[flags & 3] as string;
     }
   }
 

@@ -48,18 +48,19 @@ describe('refusals before a request exists', () => {
     expect(hits).toBe(0);
   });
 
-  it('a /v2 body past server.api_body_limit_bytes (1 MiB) is 413 with no wake id', async () => {
+  it('a /v2 body past server.api_body_limit_bytes (1 MiB) is 413, and a wake of route v2 (a request did exist)', async () => {
     const r = await fetch(`${t.url}/v2/api-keys`, {
       method: 'POST',
       headers: { ...bearer(t.admin), 'content-type': 'application/json' },
       body: JSON.stringify({ label: 'x'.repeat(1_100_000), environment: 'production', scopes: ['wakes:read'] }),
     });
     expect(r.status).toBe(413);
-    expect(r.headers.get('x-wake-id')).toBeNull();
+    const id = r.headers.get('x-wake-id');
+    expect(id).toMatch(/^wk_/);
     expect((await r.json()).error).toMatchObject({
       type: 'payload_too_large',
       message: 'the request body is larger than server.api_body_limit_bytes (1048576 bytes)',
-      wake_id: null,
+      wake_id: id,
     });
   });
 });
