@@ -217,6 +217,7 @@ export class H2Response implements ClientResponse {
     this.chunkedEncoding = false;
     this.stream.respond(h, RESPOND[1]);
     this.ended = this.delivers();
+    this.endUpload();
     if (this.head) this.stream.end();
     else this.stream.end(body);
     this.flushWithin();
@@ -239,6 +240,7 @@ export class H2Response implements ClientResponse {
       // the send timeout (one chunk at most, past the answers held in the budget).
       this.left = -1;
       this.ended = this.delivers();
+      this.endUpload();
       this.stream.end(chunk);
       this.flushWithin();
       return true;
@@ -250,10 +252,30 @@ export class H2Response implements ClientResponse {
   end(body?: string): this {
     if (this.ended) return this;
     this.ended = this.delivers();
+    this.endUpload();
     if (body === undefined || this.head) this.stream.end();
     else this.stream.end(body);
     this.flushWithin();
     return this;
+  }
+
+  /**
+   * An answer ended before its request's body has all come (the origin answered early, or
+   * the gateway refused mid-body): once the answer is sent, the stream is closed with
+   * RST_STREAM NO_ERROR, which asks the client to stop sending without error (RFC 9113
+   * §8.1). Otherwise the body is no longer read, the client's window stays shut, and the
+   * stream (its wake, its streaming places) waits for request_timeout_ms.
+   */
+  private endUpload(): void {
+    const s = this.stream;
+    if (!this.ended || s.endAfterHeaders || s.readableEnded) return;
+    s.once('finish', () => {
+      if (s.destroyed || s.closed || s.readableEnded) return;
+      s.close(NO_ERROR);
+      // The body's unread chunks would hold the stream open (its readable side never ends
+      // on Node 20): it is done with now.
+      if (!s.destroyed) s.destroy();
+    });
   }
 
   /** An ended answer not yet sent whole is left to the sweep, unless the send timer watches it already. */
