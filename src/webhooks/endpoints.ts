@@ -256,7 +256,9 @@ export class EndpointService {
       );
     }
     if (url.username || url.password) throw unprocessable('url', 'url must not carry credentials');
-    if (input.url.length > 2048) throw unprocessable('url', 'url is longer than 2048 characters');
+    // As stored and sent (percent-encoded: one 'é' is six characters), not only as given.
+    if (input.url.length > 2048 || url.toString().length > 2048)
+      throw unprocessable('url', 'url is longer than 2048 characters (as sent, percent-encoded)');
     const reach = await hostIsReachable(url.hostname, w.allow_private_networks, this.resolver);
     if (reach.timedOut) {
       // Nothing is known of the host: not refused as private, not taken either. Retry shortly.

@@ -57,6 +57,20 @@ describe('webhook safety', () => {
     }
   });
 
+  // Regression test (a review): the 2048-character bound was checked on the URL as given, and
+  // 2000 'é' were stored and sent as about 12,000 characters once percent-encoded.
+  it('bounds the URL as it is stored and sent (percent-encoded), not only as given', async () => {
+    const r = await fetch(`${t.url}/v2/webhooks/endpoints`, {
+      method: 'POST',
+      headers: { ...bearer(t.admin), 'content-type': 'application/json' },
+      body: JSON.stringify({ url: `https://example.com/${'é'.repeat(1100)}`, events: ['*'] }),
+    });
+    expect(r.status).toBe(422);
+    const e = (await r.json()).error;
+    expect(e).toMatchObject({ type: 'unprocessable', param: 'url' });
+    expect(e.message).toContain('2048');
+  });
+
   it('resolves and filters when sending too, so a name that now points at loopback is never dialed', async () => {
     // As if the name resolved publicly at registration and was rebound to loopback later.
     const now = Date.now();
