@@ -221,6 +221,33 @@ function unreservedAt(s: string, at: number): string {
   return unreserved ? String.fromCharCode(c) : '';
 }
 
+/** The hex digit at `at` of `s`, as it is or percent-encoded (`%37` is 7): its value and length (1 or 3), or null. */
+function hexDigitAt(s: string, at: number): { value: number; length: number } | null {
+  const c = s.charCodeAt(at);
+  const v = hexDigit(c);
+  if (v >= 0) return { value: v, length: 1 };
+  if (c !== 37) return null;
+  const hi = hexDigit(s.charCodeAt(at + 1));
+  const lo = hexDigit(s.charCodeAt(at + 2));
+  if (hi < 0 || lo < 0) return null;
+  const d = hexDigit(hi * 16 + lo);
+  return d < 0 ? null : { value: d, length: 3 };
+}
+
+/**
+ * After a `%25` (at `at`, its two hex digits, each as it is or percent-encoded): the
+ * unreserved character an origin that decodes twice reads there, as its code with the
+ * length read in the bits above 8, or 0 when there is none.
+ */
+function twiceAt(s: string, at: number): number {
+  const hi = hexDigitAt(s, at);
+  if (hi === null) return 0;
+  const lo = hexDigitAt(s, at + hi.length);
+  if (lo === null) return 0;
+  const c = unreservedAt(((hi.value << 4) | lo.value).toString(16).padStart(2, '0'), 0);
+  return c === '' ? 0 : c.charCodeAt(0) | ((hi.length + lo.length) << 8);
+}
+
 /**
  * `path` as a lenient origin may read it: percent-encoded unreserved characters
  * decoded (`%70` is `p`; `%2570` too, for an origin that decodes twice), `;params`
@@ -242,14 +269,15 @@ export function lenientPath(path: string): string {
       i = j === -1 ? n : j;
     } else if (c === 37) {
       const once = unreservedAt(path, i + 1);
-      // `%25` then an encoded unreserved character: what an origin that decodes twice reads.
-      const twice = once === '' && path.startsWith('25', i + 1) ? unreservedAt(path, i + 3) : '';
+      // `%25` then an encoded unreserved character: what an origin that decodes twice reads
+      // (`%2570`, or with the hex digits encoded too, `%25%37%30`).
+      const twice = once === '' && path.startsWith('25', i + 1) ? twiceAt(path, i + 3) : 0;
       if (once !== '') {
         out += once;
         i += 3;
-      } else if (twice !== '') {
-        out += twice;
-        i += 5;
+      } else if (twice !== 0) {
+        out += String.fromCharCode(twice & 0xff);
+        i += 3 + (twice >> 8);
       } else {
         out += '%';
         i++;
@@ -274,6 +302,9 @@ function asciiLower(s: string): string {
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:(?:;|%3b)[^/]*)?(?:\/|$)/i;
 /** Double encoding (`%252e`, `%252f`, `%255c`): an origin that decodes twice sees a dot or a slash. */
 const DOUBLE_ENCODED = /%25(?:2e|2f|5c|3b)/i;
+/** A percent-encoded hex digit (`%32` is 2, `%65` is e). */
+const ENCODED_HEX = /%(3[0-9]|4[1-6]|6[1-6])/gi;
+const hexOf = (_m: string, h: string): string => String.fromCharCode(Number.parseInt(h, 16));
 
 /**
  * Rejects request targets an origin could resolve to a different route than the
@@ -293,7 +324,9 @@ export function unsafePath(path: string, query = ''): string | null {
     return 'the path must not contain an encoded slash or backslash';
   }
   if (path.includes('\\')) return 'the path must not contain a backslash';
-  if (path.includes('%25') && DOUBLE_ENCODED.test(path)) return 'the path must not contain double-encoded characters';
+  // `%25` then hex digits, each as it is or encoded (`%25%32%65` is `%252e` to an origin decoding twice).
+  if (path.includes('%25') && (DOUBLE_ENCODED.test(path) || DOUBLE_ENCODED.test(path.replace(ENCODED_HEX, hexOf))))
+    return 'the path must not contain double-encoded characters';
   return null;
 }
 

@@ -513,7 +513,7 @@ class Forwarding {
     res.sendDate = false;
     const strings = rawHeaderStrings(raw);
     if (x.tap !== null) x.tap.resHeaders = strings;
-    res.writeHead(status, statusText, forwardResponseHeaders(strings, extra));
+    res.writeHead(status, statusText, forwardResponseHeaders(strings, extra, limitHeaders !== null));
     this.resume = resume;
     return true;
   }

@@ -88,10 +88,10 @@ function connectionTokens(raw: string[]): Set<string> | null {
 
 /**
  * The families of fields the gateway sets for the origin (its identity headers, replays'
- * x-wakegate-replay-of, X-Forwarded-*), whose client-sent fields are never passed as sent.
+ * x-wakegate-replay-of, X-Forwarded-*, and X-Real-IP: a client's word for its address), whose client-sent fields are never passed as sent.
  * `Forwarded`, `Host` and `traceparent` have no `-` for a `_` to stand in for.
  */
-const OWN_PREFIXES = ['x-wakegate-', 'x-forwarded-'] as const;
+const OWN_PREFIXES = ['x-wakegate-', 'x-forwarded-', 'x-real-ip'] as const;
 
 /**
  * True when a lower-cased field name holding a `_` names one of the gateway's own fields
@@ -126,6 +126,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   let xff: string | null = null;
   let xfp: string | null = null;
   let xfh: string | null = null;
+  let fwd: string | null = null;
   let host = '';
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
@@ -136,11 +137,13 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
       if (!carriesGatewayKey(value)) host = value;
       continue;
     }
-    if (lower.startsWith('x-forwarded-') || lower === 'forwarded') {
+    if (lower.startsWith('x-forwarded-') || lower === 'forwarded' || lower === 'x-real-ip') {
+      // X-Real-IP too (nginx realip's field, which Kong sets): a client's own word for its address.
       if (!o.clientTrusted || carriesGatewayKey(value)) continue;
       if (lower === 'x-forwarded-for') xff = xff === null ? value : `${xff}, ${value}`;
       else if (lower === 'x-forwarded-proto') xfp ??= value;
       else if (lower === 'x-forwarded-host') xfh ??= value;
+      else if (lower === 'forwarded') fwd = fwd === null ? value : `${fwd}, ${value}`;
       else out.push(name, value);
       continue;
     }
@@ -160,6 +163,8 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   out.push('X-Forwarded-For', xff === null ? o.clientIp : `${xff}, ${o.clientIp}`);
   out.push('X-Forwarded-Proto', xfp ?? o.proto);
   if (xfh !== null || host) out.push('X-Forwarded-Host', xfh ?? host);
+  // A trusted proxy's Forwarded chain gains the gateway's hop, as X-Forwarded-For does (RFC 7239 §4).
+  if (fwd !== null) out.push('Forwarded', `${fwd}, for=${forwardedNode(o.clientIp)};proto=${o.proto}`);
   if (o.traceparent !== undefined && o.traceparent !== null) out.push('traceparent', o.traceparent);
   if (o.identity) {
     // Stored values: percent-encoded (header-value.ts), so none can fail the request or be read trimmed.
@@ -167,6 +172,18 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     out.push('x-wakegate-environment', headerValue(o.identity[2]));
   }
   return out;
+}
+
+/** A rate-limit field of the gateway's own (limiter.ts): x-ratelimit-*, RateLimit, RateLimit-Policy. */
+function isLimitField(lower: string): boolean {
+  const c = lower.charCodeAt(0);
+  if (c === 120) return lower.startsWith('x-ratelimit-');
+  return c === 114 && (lower === 'ratelimit' || lower === 'ratelimit-policy');
+}
+
+/** An address as a Forwarded node (RFC 7239 §6): an IPv6 one quoted and bracketed. */
+function forwardedNode(ip: string): string {
+  return ip.indexOf(':') === -1 ? ip : `"[${ip}]"`;
 }
 
 /** The client's traceparent (always replaced), or its tracestate when that is not to be kept. */
@@ -182,11 +199,12 @@ export function rawHeaderStrings(raw: Buffer[]): string[] {
 }
 
 /**
- * Response headers for the client: the origin's, less hop-by-hop ones, plus `extra`.
+ * Response headers for the client: the origin's, less hop-by-hop ones (and its rate-limit
+ * fields when `ownLimits`: the gateway sends its own), plus `extra`.
  * `Trailer` (RFC 9110 §6.6.2, end to end) is kept when the answer is chunked, so the
  * trailer fields that follow its body reach the client too.
  */
-export function forwardResponseHeaders(raw: string[], extra: string[]): string[] {
+export function forwardResponseHeaders(raw: string[], extra: string[], ownLimits = false): string[] {
   const named = connectionTokens(raw);
   const out: string[] = [];
   let trailer: string | null = null;
@@ -200,6 +218,9 @@ export function forwardResponseHeaders(raw: string[], extra: string[]): string[]
     }
     if (lower.length === 14 && lower === 'content-length') sized = true;
     if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'x-wake-id') continue;
+    // `ownLimits`: the gateway's rate-limit fields (in `extra`) describe its bucket, and an
+    // origin's own of the same names go (Kong's plugin does the same): one value each.
+    if (ownLimits && isLimitField(lower)) continue;
     out.push(name, raw[i + 1] as string);
   }
   if (trailer !== null && !sized) out.push('Trailer', trailer);
