@@ -119,10 +119,12 @@ const sentHash = (b: StoredBody): string =>
         .update(Buffer.from(b.body, b.encoding === 'base64' ? 'base64' : 'utf8'))
         .digest('hex');
 
+const truncatedMark = (b: StoredBody) => (b.truncated ? { truncated: true } : {});
+
 const summary = (buf: Buffer, b: StoredBody) => ({
   bytes: b.bytes,
   sha256: createHash('sha256').update(buf).digest('hex'),
-  ...(b.truncated ? { truncated: true } : {}),
+  ...truncatedMark(b),
 });
 
 /**
@@ -153,9 +155,11 @@ export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly 
   const body: WakeDiff['body'] = [];
   if (before.body && after.body && (before.body.encoding === 'omitted' || after.body.encoding === 'omitted')) {
     // A body kept only as size and hash is compared by them (the hash of the bytes as sent).
-    const a = { bytes: before.body.bytes, sha256: sentHash(before.body) };
-    const b = { bytes: after.body.bytes, sha256: sentHash(after.body) };
-    if ((a.bytes !== b.bytes || a.sha256 !== b.sha256) && !ignore.has('$'))
+    // A hash of a body kept only in part covers that part: past it, the answers may differ.
+    const cut = before.body.truncated || after.body.truncated;
+    const a = { bytes: before.body.bytes, sha256: sentHash(before.body), ...truncatedMark(before.body) };
+    const b = { bytes: after.body.bytes, sha256: sentHash(after.body), ...truncatedMark(after.body) };
+    if ((cut || a.bytes !== b.bytes || a.sha256 !== b.sha256) && !ignore.has('$'))
       body.push({ path: '$', before: a, after: b });
   } else if (before.body && after.body) {
     const ba = bytesOf(before.body, hb.get('content-encoding'));
@@ -174,7 +178,10 @@ export function diffAnswers(before: Answer, after: Answer, ignoreList: readonly 
         // Not JSON after all (or nested past the stack): compared by size and hash below.
       }
     }
-    if (!done && (before.body.bytes !== after.body.bytes || !ba.equals(aa)) && !ignore.has('$')) {
+    // An answer kept only in part (past capture.detail.max_body_bytes) may differ where it was
+    // not kept: never called the same. The entry shows both kept parts, each marked truncated.
+    const cut = before.body.truncated || after.body.truncated;
+    if (!done && (cut || before.body.bytes !== after.body.bytes || !ba.equals(aa)) && !ignore.has('$')) {
       body.push({ path: '$', before: summary(ba, before.body), after: summary(aa, after.body) });
     }
   } else if ((before.body === null) !== (after.body === null)) {

@@ -1,12 +1,13 @@
 import { codingOf } from '../capture/codings.js';
 import type { WakeDetail } from '../capture/detail-types.js';
-import { editJson, formDecode, stringText } from '../capture/text.js';
+import { editJson, formDecode, holdsGatewayKey, stringText } from '../capture/text.js';
 
 /**
  * A redaction marker somewhere in a text, as stored (`[redacted:<12 hex>]`) or
- * percent-encoded (as the redactor writes it in a query or form): what must not be sent.
+ * percent-encoded (as the redactor writes it in a query or form), once or more (a URL in
+ * a URL's query: `%255B`): what must not be sent.
  */
-const MARKER = /(?:\[|%5b)redacted(?::|%3a)[0-9a-f]{12}(?:\]|%5d)/i;
+const MARKER = /(?:\[|%(?:25)*5b)redacted(?::|%(?:25)*3a)[0-9a-f]{12}(?:\]|%(?:25)*5d)/i;
 /** A value that is a marker and nothing else: what `set` may fill. */
 const WHOLE_MARKER = /^\[redacted:[0-9a-f]{12}\]$/;
 /** What a header value sent to an origin may not hold. */
@@ -52,6 +53,9 @@ export function fillRedacted(
       return refuse(name, 'set fills redacted values only, not the whole body ($): name each redacted value');
     if (v !== null && typeof v === 'object')
       return refuse(name, `the value of ${JSON.stringify(name)} is a JSON scalar (a string, number, boolean or null)`);
+    // A gateway key never reaches an origin, in any spelling: sent, the proxy refuses it (400).
+    if (typeof v === 'string' && holdsGatewayKey(v))
+      return refuse(name, `the value of ${JSON.stringify(name)} holds a gateway key, which never reaches an origin`);
   }
   const used = new Set<string>();
   const missing: string[] = [];
