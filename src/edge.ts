@@ -120,7 +120,7 @@ export function createEdge(d: EdgeDeps): Edge {
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
   const trusted = trustedProxies(s.trusted_proxies);
   const proxyDeps = {
-    admission: new Admission({ routes, ring: d.ring, limiter: d.limiter, metrics: d.metrics, clock: d.clock }),
+    admission: new Admission({ routes, ring: d.ring, limiter: d.limiter, metrics: d.metrics, clock: d.clock, trusted }),
     recorder: d.capture.recorder,
     metrics: d.metrics,
     log: d.log,

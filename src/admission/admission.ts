@@ -10,6 +10,7 @@ import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
 import { addressBucket } from '../ratelimit/address.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
+import { clientAddress } from './client-address.js';
 import type { Ask, Gate } from './gate.js';
 import { objectOverridesToWrite, pairsOverrideToWrite, rawOverridesToWrite } from './override.js';
 import {
@@ -35,6 +36,11 @@ export interface AdmissionDeps {
   metrics: Metrics;
   /** The time of a /v2 call or a replay (a proxied request's is its exchange's start). */
   clock: Clock;
+  /**
+   * `server.trusted_proxies`: a proxied request from one is the client's that its
+   * X-Forwarded-For names (client-address.ts), for the per-address limits and the wake.
+   */
+  trusted?: (ip: string) => boolean;
 }
 
 /** An admitted request: where it goes, as whom, and the rate-limit headers of its answer. */
@@ -117,6 +123,10 @@ export class Admission {
     const q = url.indexOf('?');
     const c = req.headers['x-consumer-id'];
     const raw = req.rawHeaders;
+    const peer = req.socket.remoteAddress ?? '';
+    const ip =
+      this.d.trusted === undefined ? peer : clientAddress(peer, req.headers['x-forwarded-for'], this.d.trusted);
+    if (ip !== peer) x.clientIp = ip;
     const ask: Ask = {
       kind: 'proxy',
       method: req.method ?? '',
@@ -127,7 +137,7 @@ export class Admission {
       authorization: req.headers.authorization,
       fingerprint: x.tlsFingerprint,
       consumer: typeof c === 'string' ? c : undefined,
-      ip: req.socket.remoteAddress ?? '',
+      ip,
       now: x.start,
       gate: null,
       keyId: '',

@@ -58,6 +58,8 @@ export interface Exchange {
   secure: boolean;
   /** The path and query as sent upstream ('' until it is sent): the CLIENT span's url.full. */
   upstreamPath: string;
+  /** The client's address when it is not the connection's (behind a trusted proxy: admission), else ''. */
+  clientIp: string;
   /** With a client certificate: its subject and SHA-256 fingerprint (hex, lowercase), else ''. */
   tlsSubject: string;
   tlsFingerprint: string;
@@ -162,6 +164,7 @@ export class Recorder {
       protocol: 'http/1.1',
       secure: false,
       upstreamPath: '',
+      clientIp: '',
       tlsSubject: '',
       tlsFingerprint: '',
       traceId: '',
@@ -246,7 +249,7 @@ export class Recorder {
       captured_at: x.start,
       request_bytes: x.reqBytes,
       response_bytes: x.resBytes,
-      client_ip: (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '',
+      client_ip: x.clientIp || ((req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? ''),
       user_agent: ua === undefined ? '' : withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
     };
     if (x.replayOf) w.replay_of = x.replayOf;

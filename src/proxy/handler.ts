@@ -139,7 +139,8 @@ export class ProxyHandler {
     const { req, x } = fw;
     fw.a = a;
     if (a.route.detail !== null) x.tap = newTap(a.route.detail, a.ask.query, req.rawHeaders);
-    const ip = a.ask.ip;
+    // The connection's address (a trusted proxy's, when one is in front: its chain is appended to).
+    const ip = req.socket.remoteAddress ?? '';
     const key = a.key;
     fw.headers = forwardRequestHeaders(req.rawHeaders, {
       dropAuthorization: key !== null,

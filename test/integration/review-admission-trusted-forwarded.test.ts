@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { echoOrigin, type TestServer } from '../helpers/origin.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
 
@@ -66,5 +66,47 @@ describe('review: a trusted proxy in front of the gateway', () => {
     // Both chains name the same hops, in the same order.
     expect(fwd.length).toBe(xff.length);
     expect(fwd.at(-1)).toMatch(/for="?127\.0\.0\.1"?/);
+  });
+
+  // Keyless requests are limited "per client address". Behind a trusted proxy every client
+  // arrives from the proxy's address: Kong (trusted_ips + real_ip_header) and nginx (realip)
+  // take the client from X-Forwarded-For for `limit_by: ip`, so one client behind a load
+  // balancer cannot spend every other client's bucket. It did: the bucket was the proxy's address's.
+  it('behind a trusted proxy, one client spending its keyless bucket does not refuse another client', async () => {
+    clock.advance(3_600_000);
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push(statusOf((await exchange(['X-Forwarded-For: 198.51.100.1'])).text));
+    expect(statuses).toEqual([200, 200, 429]);
+    const other = await exchange(['X-Forwarded-For: 198.51.100.2']);
+    expect(statusOf(other.text)).toBe(200);
+  });
+});
+
+describe('behind a trusted proxy, the wake', () => {
+  let origin: TestServer;
+  let t: TestGateway;
+  beforeAll(async () => {
+    origin = await echoOrigin();
+    t = await startGateway({
+      server: { trusted_proxies: ['127.0.0.1'] },
+      routes: [{ name: 'open', prefix: '/', auth: 'none', origins: { production: origin.url } }],
+    });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+    await origin.close();
+  });
+
+  it("records the client X-Forwarded-For names past the trusted proxy, not the proxy's address", async () => {
+    const port = Number(new URL(t.url).port);
+    const r = await rawExchange(
+      port,
+      'GET /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6, 198.51.100.9\r\nConnection: close\r\n\r\n',
+    );
+    expect(statusOf(r.text)).toBe(200);
+    const id = /x-wake-id: (\S+)/i.exec(r.text)?.[1] as string;
+    await flushed(t.gw);
+    const page = await t.gw.wakes.list({ environment: 'production', pathExact: '/x' }, 100, null);
+    expect(page.rows.find((w) => w.id === id)?.client_ip).toBe('198.51.100.9');
   });
 });
