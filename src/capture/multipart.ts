@@ -2,7 +2,9 @@
  * multipart/form-data (RFC 7578) as servers read it: parts split on the boundary of
  * the Content-Type's own `boundary` parameter (not `xboundary`), with CRLF or bare LF
  * line ends (many parsers accept both), and each part's field name from `name="…"`
- * or the RFC 2231 form `name*=utf-8''…`.
+ * or the RFC 2231 form `name*=utf-8''…`. Where parsers read a part's name differently
+ * (PHP reads `name=` only and unquotes `'…'`; Werkzeug takes the last parameter;
+ * others take `name*=` first), every reading is given.
  */
 
 /** The boundary of a multipart Content-Type: its own parameter, quoted or not. */
@@ -13,16 +15,16 @@ export function boundaryOf(contentType: string): string | null {
 
 const BOUNDARY = /(?:^|;)\s*boundary\s*=\s*(?:"([^"]+)"|([^\s;]+))/i;
 const DISPOSITION = /(?:^|\n)content-disposition:[^\r\n]*/i;
-const PART_NAME = /(?:^|[;\s])name\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/i;
-const PART_NAME_EXT = /(?:^|[;\s])name\*\s*=\s*([^\s;]+)/i;
+const PART_NAMES = /(?:^|[;\s])name\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))/gi;
+const PART_NAMES_EXT = /(?:^|[;\s])name\*\s*=\s*([^\s;]+)/gi;
 
 /** One part of a multipart body, as offsets into its text. */
 export interface Part {
   /** Where the part's content starts and ends (before the line end of the next delimiter). */
   start: number;
   end: number;
-  /** The field name (decoded), or null when it has none. */
-  name: string | null;
+  /** The field name as each common parser reads it (decoded; none when it has no name). */
+  names: readonly string[];
 }
 
 /**
@@ -51,7 +53,7 @@ export function eachPart(text: string, boundary: string, each: (p: Part) => void
       sepLen = 2;
     }
     if (sep !== -1 && sep < end) {
-      each({ start: sep + sepLen, end, name: partName(text.slice(from, sep)) });
+      each({ start: sep + sepLen, end, names: partNames(text.slice(from, sep)) });
     }
     at = next;
   }
@@ -74,18 +76,29 @@ function delimiterAt(text: string, delimiter: string, from: number): number {
   return -1;
 }
 
-/** A part's field name from its headers: `name*=` (RFC 2231) over `name=`. */
-function partName(headers: string): string | null {
+/**
+ * A part's field name from its headers, as each parser may read it: every `name*=`
+ * (RFC 2231) and every `name=` (the first or the last; quoted with `"`, or unquoted,
+ * its single quotes kept or taken off as PHP does).
+ */
+function partNames(headers: string): string[] {
   const d = DISPOSITION.exec(headers);
-  if (d === null) return null;
-  const ext = PART_NAME_EXT.exec(d[0]);
-  if (ext !== null) return extValue(ext[1] as string);
-  const m = PART_NAME.exec(d[0]);
-  if (m === null) return null;
-  const raw = m[1] ?? m[2] ?? '';
-  // Browsers percent-encode quotes and line breaks in names; older senders escape with backslashes.
-  return percentDecode(raw.replace(/\\(.)/g, '$1'));
+  if (d === null) return NO_NAMES;
+  const out: string[] = [];
+  for (const m of d[0].matchAll(PART_NAMES_EXT)) out.push(extValue(m[1] as string));
+  for (const m of d[0].matchAll(PART_NAMES)) {
+    if (m[1] !== undefined) {
+      // Browsers percent-encode quotes and line breaks in names; older senders escape with backslashes.
+      out.push(percentDecode(m[1].replace(/\\(.)/g, '$1')));
+      continue;
+    }
+    const raw = m[2] as string;
+    out.push(percentDecode(raw));
+    if (raw.length > 1 && raw.startsWith("'") && raw.endsWith("'")) out.push(percentDecode(raw.slice(1, -1)));
+  }
+  return out;
 }
+const NO_NAMES: string[] = [];
 
 /** An RFC 2231/5987 value: `charset'lang'percent-encoded`. */
 function extValue(v: string): string {

@@ -4,12 +4,13 @@ import { type BodyBudget, budgetFor, OverBudget, omittedBody, Work } from './bud
 import { type Coding, codingOf } from './codings.js';
 import type { CapturedBody } from './detail-types.js';
 import { FieldNames } from './field-names.js';
-import { maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
+import { KEY, maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
 import { hasLines, type LineRedaction, lineTyped, redactLines } from './line-formats.js';
 import { boundaryOf, eachPart } from './multipart.js';
 import {
   editJson,
   formDecode,
+  holdsGatewayKey,
   type JsonEditor,
   jsonUnescape,
   nameEscapes,
@@ -50,6 +51,8 @@ export class Redactor {
   private readonly fields: FieldNames;
   /** An escape that could spell a character of some field name or of a gateway key. */
   private readonly spelled: RegExp;
+  /** A form-encoded spelling of a field name may be in a text (encodedNameChars). */
+  private readonly encodedName: RegExp;
   private salt = '';
   /** Values marked with a salt of their own (a replay's `set` values: its own id). */
   private fresh: FreshValues | null = null;
@@ -63,9 +66,10 @@ export class Redactor {
     headers: readonly string[],
     fields: readonly string[],
   ) {
-    this.headerNames = new Set(headers.map((h) => h.toLowerCase()));
+    this.headerNames = new Set(headers.map(headerName));
     this.fields = new FieldNames(fields);
     this.spelled = new RegExp(nameEscapes([...fields, ...fields.map((f) => f.toUpperCase()), KEY_CHARS]));
+    this.encodedName = encodedNameChars(fields);
   }
 
   /**
@@ -105,11 +109,15 @@ export class Redactor {
   }
   private readonly keyMarker = (k: string): string => this.marker(k);
 
+  /** Whether a header is named, its name read as servers read it: any case, `_` as `-` (nginx, CGI/PHP, Django, Rack). */
   isRedactedHeader(name: string): boolean {
-    return this.headerNames.has(name.toLowerCase());
+    return this.headerNames.has(headerName(name));
   }
 
-  /** Header pairs with named headers (and any gateway key, in a name or a value) replaced. */
+  /**
+   * Header pairs with named headers (and any gateway key, in a name or a value,
+   * HTTP Basic credentials' base64 included) replaced.
+   */
   headers(raw: readonly string[]): [string, string][] {
     const out: [string, string][] = [];
     for (let i = 0; i < raw.length; i += 2) {
@@ -118,10 +126,25 @@ export class Redactor {
       // A gateway key used as a field's name is kept out of storage as one in its value is.
       out.push([
         this.scrubKeys(name),
-        this.headerNames.has(name.toLowerCase()) ? this.marker(value) : this.scrubKeys(value),
+        this.isRedactedHeader(name) ? this.marker(value) : this.scrubKeys(this.basicKey(value)),
       ]);
     }
     return out;
+  }
+
+  /**
+   * A value of HTTP Basic credentials that hold a gateway key (`curl -u svc_live_…:`;
+   * the origin decodes the base64, RFC 7617) with the credentials replaced by the
+   * key's marker (as scrubKeys marks it; the credentials' whole text when the key
+   * cannot be cut out); any other value as it is.
+   */
+  private basicKey(value: string): string {
+    if (value.length < 7 || (value.charCodeAt(0) | 0x20) !== 0x62 || value.slice(0, 6).toLowerCase() !== 'basic ')
+      return value;
+    const credentials = Buffer.from(value.slice(6).trim(), 'base64').toString('latin1');
+    if (!holdsGatewayKey(credentials)) return value;
+    const plain = KEY.exec(credentials);
+    return `${value.slice(0, 6)}${this.marker(plain === null ? credentials : plain[0])}`;
   }
 
   /**
@@ -130,7 +153,7 @@ export class Redactor {
    */
   query(q: string): string {
     if (q.length <= 1) return q;
-    const plain = q.indexOf('%') === -1 && q.indexOf('+') === -1;
+    const plain = q.indexOf('%') === -1 && q.indexOf('+') === -1 && q.indexOf('\\') === -1;
     if (plain && !maySpellKey(q) && !this.fields.mentions(q)) return q;
     const own = this.work === null;
     if (own) this.work = new Work(DEFAULT_OPTIONS.budget);
@@ -155,7 +178,8 @@ export class Redactor {
       const eq = p.indexOf('=');
       const name = eq === -1 ? p : p.slice(0, eq);
       const value = eq === -1 ? '' : p.slice(eq + 1);
-      if (eq !== -1 && this.fields.has(formDecode(name))) {
+      // A form's leading byte order mark is no part of its first name (body-parser strips it).
+      if (eq !== -1 && this.fields.has(i === 0 ? withoutBom(formDecode(name)) : formDecode(name))) {
         parts[i] = `${name}=${encodeURIComponent(this.marker(value))}`;
         continue;
       }
@@ -174,7 +198,8 @@ export class Redactor {
    * the value with any gateway key replaced.
    */
   private nested(v: string, depth: number): string {
-    if (v.length < 2 || !this.fields.mentions(v)) return this.scrubKeys(v);
+    if (v.length < 2 || !(this.fields.mentions(v) || this.escapedMention(v) || this.encodedMention(v)))
+      return this.scrubKeys(v);
     const c = v.charCodeAt(firstNonSpace(v));
     if (c === 123 || c === 91) {
       const w = this.work as Work;
@@ -191,6 +216,25 @@ export class Redactor {
     // A document of lines in a string (`"config":"password: x\nuser: y"`).
     if (v.indexOf('\n') !== -1 && hasLines(v)) v = redactLines(v, this.lineRedaction);
     return this.scrubKeys(v.replace(this.graphqlArgs, (m, head: string, lit: string) => this.namedArg(m, head, lit)));
+  }
+
+  /**
+   * Whether text may name a field with a JSON escape of one of its characters
+   * (`pass\\u0077ord`, read as `password` once parsed): a cheap look for a backslash first.
+   */
+  private escapedMention(s: string): boolean {
+    return s.indexOf('\\') !== -1 && this.spelled.test(s);
+  }
+
+  /**
+   * Whether text names a field once form-decoded (`pass%77ord`, `card+number` read as
+   * `card number`): a cheap look for a `%` or `+` first; decoded only when it holds one.
+   */
+  private encodedMention(s: string): boolean {
+    if (s.indexOf('%') === -1 && s.indexOf('+') === -1) return false;
+    // Decoded only when a character of a name is encoded, or a space between letters is
+    // (`%77`, `card+number`): not for `+00:00` or `img%20.png`, most text that holds one.
+    return this.encodedName.test(s) && this.fields.mentions(formRead(s));
   }
 
   /** Named values in line formats (line-formats.ts): a name is named whole, or by a part (`DB_PASSWORD`, `db.password`). */
@@ -271,10 +315,12 @@ export class Redactor {
     }
     // Strings holding a URL's query, a form, lines (`"next":"https://…?token=…"`) or an
     // escaped JSON document (`"data":"{\"password\":…}"`): their named values.
-    if (this.fields.mentions(out)) {
+    if (this.fields.mentions(out) || escaped || this.encodedMention(out)) {
       out = out.replace(JSON_STRING, (m, inner: string, close: string) => {
-        if (!this.fields.mentions(inner)) return m;
-        if (inner.indexOf('=') === -1 && inner.indexOf('\\n') === -1 && !this.fields.keyed(inner)) return m;
+        const plain = this.fields.mentions(inner);
+        const spelled = !plain && (this.escapedMention(inner) || this.encodedMention(inner));
+        if (!plain && !spelled) return m;
+        if (inner.indexOf('=') === -1 && inner.indexOf('\\n') === -1 && !spelled && !this.fields.keyed(inner)) return m;
         w.match();
         const t = jsonUnescape(inner);
         const next = this.nested(t, 1);
@@ -369,15 +415,22 @@ export class Redactor {
     // A body typed as a form may be JSON all the same (a mislabelled client): read as both.
     const mentioned = this.fields.mentions(searched);
     // JSON naming a field only inside a string value (a URL's query, a form, lines) is read as JSON too.
+    // A field named with percent-encoding (`pass%77ord`, `card+number`) is named as a form or URL decodes it.
     const json =
-      this.fields.keyed(searched) || escaped || (mentioned && (GRAPHQL.test(searched) || JSON_START.test(searched)));
+      this.fields.keyed(searched) ||
+      escaped ||
+      ((mentioned || (JSON_START.test(searched) && this.encodedMention(searched))) &&
+        (GRAPHQL.test(searched) || JSON_START.test(searched)));
     // Text of several lines is read as lines (`name: value`, `name=value`: YAML, TOML, .env), not as one form.
     const multiLine = searched.trimEnd().indexOf('\n') !== -1;
     // A form sent with another type (`user=a&password=…` as application/json or octet-stream)
     // is read as one when it is no JSON: one line with an `=` that mentions a named field.
     const form =
       formType ||
-      (!json && !multiLine && searched.indexOf('=') !== -1 && (ct === '' || ct.startsWith('text/plain') || mentioned));
+      (!json &&
+        !multiLine &&
+        searched.indexOf('=') !== -1 &&
+        (ct === '' || ct.startsWith('text/plain') || mentioned || this.encodedMention(searched)));
     const lines = !formType && mentioned && lineTyped(ct) && hasLines(searched);
     if (!json && !form && !lines && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');
@@ -394,7 +447,8 @@ export class Redactor {
     }
     // A form is read as one unless it was JSON after all (parsed whole, or not typed a form).
     if (form && !done && (formType || !json)) {
-      if (!formType && !this.fields.mentions(text) && text.indexOf('%') === -1) text = this.scrubKeys(text);
+      if (!formType && !this.fields.mentions(text) && text.indexOf('%') === -1 && text.indexOf('+') === -1)
+        text = this.scrubKeys(text);
       else text = this.params(text, 0);
     }
     if (lines && !done) text = redactLines(text, this.lineRedaction);
@@ -433,7 +487,8 @@ export class Redactor {
       w.match();
       const content = text.slice(p.start, p.end);
       let next = content;
-      if (p.name !== null && this.fields.has(p.name)) next = this.marker(content);
+      // Named when any parser's reading of its name is.
+      if (p.names.some((n) => this.fields.has(n))) next = this.marker(content);
       else if (this.fields.keyed(content)) {
         const utf8 = Buffer.from(content, 'latin1');
         if (isUtf8(utf8)) next = Buffer.from(this.jsonText(this.nested(utf8.toString(), 1))).toString('latin1');
@@ -548,4 +603,46 @@ function firstNonSpace(s: string): number {
   let i = 0;
   while (i < s.length && (s.charCodeAt(i) === 32 || s.charCodeAt(i) === 9 || s.charCodeAt(i) === 10)) i++;
   return i;
+}
+
+/**
+ * What a field name spelled with form encoding holds somewhere: a percent-encoding of
+ * one of the names' letters or digits (any case), or a space written `+` or `%20`
+ * between letters.
+ */
+function encodedNameChars(fields: readonly string[]): RegExp {
+  const codes = new Set<string>();
+  for (const f of fields)
+    for (const c of f.toLowerCase() + f.toUpperCase()) {
+      const n = c.charCodeAt(0);
+      if ((n >= 48 && n <= 57) || (n >= 65 && n <= 90) || (n >= 97 && n <= 122)) codes.add(n.toString(16));
+    }
+  const pct = codes.size === 0 ? '' : `%(?:${[...codes].join('|')})|`;
+  return new RegExp(`${pct}[a-z](?:\\+|%20)[a-z]`, 'i');
+}
+
+/** A header's name as servers compare it: in lower case, `_` read as `-`. */
+function headerName(name: string): string {
+  const l = name.toLowerCase();
+  return l.indexOf('_') === -1 ? l : l.replace(/_/g, '-');
+}
+
+/** Text without a leading byte order mark. */
+const withoutBom = (s: string): string => (s.charCodeAt(0) === 0xfeff ? s.slice(1) : s);
+
+/**
+ * Text as a form decodes it (`+` a space, percent-encodings undone), leniently: a
+ * run of percent-encodings that is not UTF-8 is read a byte a character. For a look
+ * for named fields only.
+ */
+function formRead(s: string): string {
+  const t = s.indexOf('+') === -1 ? s : s.replace(/\+/g, ' ');
+  if (t.indexOf('%') === -1) return t;
+  return t.replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run.replace(/%([0-9a-fA-F]{2})/g, (_m, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+    }
+  });
 }
