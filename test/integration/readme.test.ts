@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -56,8 +57,27 @@ function paste(script: string, dataDir: string): Promise<{ code: number | null; 
   });
 }
 
+/**
+ * The README's fixed ports are free: held by something else (a gateway someone left
+ * running), its curls would reach that instead, and fail in ways that say nothing of it.
+ */
+async function portsFree(ports: readonly number[]): Promise<void> {
+  for (const port of ports) {
+    const held = await new Promise<boolean>((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port });
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    expect(held, `port ${port} (the README's) is held by another process here: stop it and run again`).toBe(false);
+  }
+}
+
 describe('README, as written', () => {
   it('"Two minutes" runs as pasted: the request goes through and its wake is listed', async () => {
+    await portsFree([3000, 8080, 8081]);
     const dir = mkdtempSync(join(tmpdir(), 'wakegate-readme-'));
     try {
       const r = await paste(section('Two minutes'), dir);
@@ -75,6 +95,7 @@ describe('README, as written', () => {
   }, 120_000);
 
   it('"Getting started" runs as pasted: a sandbox key reaches the sandbox origin, a verified delivery, metrics', async () => {
+    await portsFree([8080, 8081, 9001, 9002, 4000]);
     const dir = mkdtempSync(join(tmpdir(), 'wakegate-readme-'));
     try {
       const r = await paste(section('Getting started'), dir);
