@@ -20,7 +20,7 @@ import type { Wake } from './capture/wake.js';
 import { wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
-import { createEdge } from './edge.js';
+import { createEdge, routesUnderManagement } from './edge.js';
 import { EventBus } from './events/bus.js';
 import { type EventRecord, eventLogCodec } from './events/event.js';
 import { sloRules } from './events/slo.js';
@@ -346,6 +346,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       const insecure = insecureOrigins(cfg);
       if (insecure) log.warn(insecure);
       for (const line of keyedPathsExposed(routes)) log.warn(line);
+      for (const line of routesUnderManagement(cfg)) log.warn(line);
       for (const w of exposedTicketFiles([
         { at: 'server.tls.ticket_keys_file', file: cfg.server.tls?.ticket_keys_file ?? null },
         { at: 'server.ops_tls.ticket_keys_file', file: cfg.server.ops_tls?.ticket_keys_file ?? null },

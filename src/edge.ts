@@ -46,6 +46,21 @@ export function isManagementPath(url: string): boolean {
 }
 
 /**
+ * One warning line for each route no request can reach while management.on_main: its
+ * prefix lies under a path the /v2 API owns (`/v2/webhooks/stripe`), which the gateway
+ * answers itself on the main listener.
+ */
+export function routesUnderManagement(cfg: Pick<Config, 'routes' | 'management'>): string[] {
+  if (!cfg.management.on_main) return [];
+  return cfg.routes
+    .filter((r) => isManagementPath(r.prefix))
+    .map(
+      (r) =>
+        `route ${r.name} (prefix ${r.prefix}) is under a path the gateway's /v2 API answers itself: none of its requests reaches its origin; choose another prefix, or set management.on_main: false to serve /v2 on the ops listener only`,
+    );
+}
+
+/**
  * The config one of `threads` edge threads runs with: the process-wide bounds
  * (connections, tunnels, buffered bodies, connections to each origin) shared out,
  * so the process keeps to them whatever the thread count. Per-client bounds stay

@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import type { Config } from './config/index.js';
+import { errorBody } from './errors.js';
 import { gatewayServer } from './http-server.js';
 
 export interface OpsDeps {
@@ -24,7 +25,16 @@ export function createOpsServer(d: OpsDeps): http.Server {
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
       res.end(s);
     };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return json(405, { status: 'method not allowed' });
+    const known = path === '/healthz' || path === '/readyz' || path === '/metrics';
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      if (!known) return json(404, errorBody('resource_missing', null, `no such endpoint: ${path}`));
+      // As /v2 answers a method an endpoint does not take (RFC 9110 §15.5.6: with Allow).
+      res.setHeader('allow', 'GET, HEAD');
+      return json(
+        405,
+        errorBody('invalid_request', null, `${req.method} is not allowed here; use GET, HEAD`, 'method'),
+      );
+    }
     if (path === '/healthz') return json(200, { status: 'ok' });
     if (path === '/readyz') {
       d.ready().then(
@@ -43,6 +53,6 @@ export function createOpsServer(d: OpsDeps): http.Server {
       );
       return;
     }
-    json(404, { status: 'not found' });
+    json(404, errorBody('resource_missing', null, `no such endpoint: ${path}`));
   });
 }

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, relative } from 'node:path';
-import { type Args, nearest, onlyFlags, operands, parseArgs, UsageError } from './cli/args.js';
+import { type Args, LOCAL, nearest, onlyFlags, operands, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
 import { apiCommand, HELP } from './cli/commands.js';
 import { fields } from './cli/table.js';
@@ -65,6 +65,7 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
   } catch (e) {
     throw e instanceof DirHeld ? held(e.pid) : e;
   }
+  const { checkServer, storageError } = await import('./startup.js');
   let store: Store;
   try {
     store = await openStore(cfg.storage);
@@ -73,6 +74,15 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
     // The embedded engine's own lock on its directory (another process that opened it).
     if (!cfg.storage.clickhouse_url && /lock|already running|failed to create connection/i.test((e as Error).message))
       throw held(null);
+    // Said as serve says it: naming CLICKHOUSE_URL (never its password) or DATA_DIR.
+    throw storageError(cfg, e);
+  }
+  try {
+    // A server that is not ClickHouse, or not there, is said so before anything is asked of it.
+    await checkServer(cfg, store);
+  } catch (e) {
+    await store.close();
+    await lock.release();
     throw e;
   }
   const close = store.close.bind(store);
@@ -143,7 +153,7 @@ const unknownEnvironment = (name: string): ApiError =>
 /** Recovery: a key written straight into the store, for when no key can reach the API. */
 async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<void> {
   // The options of the online keys create, bar --url and --key: --rate-limit names a policy as it does there.
-  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline']);
+  onlyFlags(args, ['label', 'environment', 'scopes', 'consumer', 'rate-limit', 'replaces', 'offline', 'json'], LOCAL);
   const label = args.flags.get('label');
   const environment = args.flags.get('environment');
   const scopes = args.flags.get('scopes');
@@ -181,7 +191,11 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
           {
             label,
             environment,
-            scopes: scopes.split(',').map((s) => s.trim()),
+            // As the online command reads it: a trailing or doubled comma names no scope.
+            scopes: scopes
+              .split(',')
+              .map((s) => s.trim())
+              .filter((s) => s !== ''),
             ...(consumer ? { consumer } : {}),
             ...(policy ? { rate_limit: svc.ratePolicy(policy) } : {}),
             ...(replaces ? { replaces } : {}),
@@ -212,12 +226,13 @@ async function main(): Promise<void> {
   if (args.bools.has('version')) return out(`wakegate ${version()}\n`);
   if (args.bools.has('help') || c0 === 'help') return out(`${HELP[(c0 === 'help' ? c1 : c0) ?? ''] ?? HELP['']}\n`);
   if (c0 === undefined || c0 === 'serve') {
-    onlyFlags(args, []);
+    // A local command: --url, --key and the like would name a gateway it does not talk to.
+    onlyFlags(args, [], LOCAL);
     operands(args, 1, null);
     return serve(await configFrom(args.flags), configFile(args.flags));
   }
   if (c0 === 'migrate') {
-    onlyFlags(args, []);
+    onlyFlags(args, [], LOCAL);
     operands(args, 1, null);
     const cfg = await configFrom(args.flags);
     const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');

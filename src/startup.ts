@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Config } from './config/index.js';
+import { serverOf } from './store/client.js';
 import { DirHeld, type DirLock, lockDataDir } from './store/owner.js';
 import type { Store } from './store/store.js';
 import { queryRows } from './store/store.js';
@@ -40,8 +41,9 @@ const dataDirInUse = (cfg: Readonly<Config>, by: string) =>
 
 /** What opening storage threw, as one line naming the setting. */
 export function storageError(cfg: Readonly<Config>, e: unknown): StartError {
-  const msg = e instanceof Error ? e.message : String(e);
   const url = cfg.storage.clickhouse_url;
+  // What the error says is shown: never the password, wherever it came from.
+  const msg = withoutPassword(e instanceof Error ? e.message : String(e), cfg.storage);
   if (!url) {
     if (/lock|already running|failed to create connection/i.test(msg)) return dataDirInUse(cfg, 'by another process');
     return new StartError(`the embedded engine under DATA_DIR ${cfg.storage.data_dir} did not open: ${firstLine(msg)}`);
@@ -74,7 +76,8 @@ export async function checkServer(cfg: Readonly<Config>, store: Store): Promise<
   if (!url) return;
   let ping: Response;
   try {
-    ping = await fetch(new URL('/ping', url), { signal: AbortSignal.timeout(5000) });
+    // The URL without the credentials it may hold (fetch refuses such a URL; /ping needs none).
+    ping = await fetch(new URL('/ping', serverOf(cfg.storage).url), { signal: AbortSignal.timeout(5000) });
   } catch (e) {
     const cause = (e as { cause?: { code?: string } }).cause;
     throw storageError(cfg, cause?.code ? cause : e);
@@ -183,6 +186,16 @@ export function startLine(
       ? { origin: safeUrl(o.dropIn, { user: true }) }
       : { routes: cfg.routes.map((r) => `${r.name} ${r.prefix}`) }),
   };
+}
+
+/** Text with the storage password (from CLICKHOUSE_PASSWORD or the URL, as written and URL-encoded) masked. */
+function withoutPassword(text: string, storage: Readonly<Config>['storage']): string {
+  let out = text;
+  for (const p of new Set([serverOf(storage).password, storage.clickhouse_password ?? ''])) {
+    if (p.length < 1) continue;
+    out = out.replaceAll(p, '***').replaceAll(encodeURIComponent(p), '***');
+  }
+  return out;
 }
 
 /** A URL without its password (and, with `user`, its user name), as a log line may show it. */

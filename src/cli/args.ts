@@ -45,6 +45,8 @@ const VALUE = new Set([
 ]);
 /** Accepted by every command. */
 const COMMON = ['config', 'url', 'key', 'key-file', 'help', 'version', 'json'];
+/** What the commands that work on this machine's store (serve, migrate, keys create --offline) take of COMMON. */
+export const LOCAL = ['config', 'help', 'version'] as const;
 
 export interface Args {
   /** Positional words: the command, its subcommand and its operands. */
@@ -116,8 +118,8 @@ export function parseArgs(argv: readonly string[]): Args {
  * Refuses options a command does not know, naming the first and the nearest the
  * command does know: `unknown option --limt (did you mean --limit?)`.
  */
-export function onlyFlags(args: Args, allowed: readonly string[]): void {
-  const ok = new Set([...allowed, ...COMMON, 'key', 'key-file']);
+export function onlyFlags(args: Args, allowed: readonly string[], common: readonly string[] = COMMON): void {
+  const ok = new Set([...allowed, ...common]);
   const given = [...args.unknown, ...[...args.flags.keys(), ...args.lists.keys(), ...args.bools].map((f) => `--${f}`)];
   for (const spelt of given) {
     const name = spelt.replace(/^--?/, '');

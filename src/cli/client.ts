@@ -28,8 +28,13 @@ export class ApiClient {
     let key = flags.get('key') ?? env.WAKEGATE_KEY;
     if (file !== undefined) {
       try {
-        // `-` is stdin: `pass show wakegate | wakegate keys list --key-file -`.
-        key = readFileSync(file === '-' ? 0 : file, 'utf8').trim();
+        // `-` is stdin: `pass show wakegate | wakegate keys list --key-file -`. The key is the
+        // first line (pass keeps notes below it), as such files are read.
+        key = (
+          readFileSync(file === '-' ? 0 : file, 'utf8')
+            .trim()
+            .split(/\r?\n/)[0] ?? ''
+        ).trim();
       } catch (e) {
         throw new UsageError(
           `--key-file ${JSON.stringify(file)} cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
@@ -37,6 +42,11 @@ export class ApiClient {
       }
     }
     if (!key) throw new UsageError('this command needs a key: WAKEGATE_KEY, or --key-file PATH (- for stdin)');
+    // A key no header can carry (a control character, a line break): said without it.
+    if (/[^\x20-\x7e]/.test(key))
+      throw new UsageError(
+        'the key holds a character a header cannot carry (a line break or another control character); it is not shown',
+      );
     const given = flags.get('url');
     const url = given ?? env.WAKEGATE_URL ?? `http://127.0.0.1:${env.PORT || 8080}`;
     const from = given !== undefined ? '--url' : env.WAKEGATE_URL !== undefined ? 'WAKEGATE_URL' : 'PORT';

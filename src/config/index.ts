@@ -1,6 +1,6 @@
 export { ConfigError, type LoadOptions, loadConfig, mergeConfig } from './loader.js';
 
-import type { Config } from './schema.js';
+import { type Config, MAX_TIMER_MS } from './schema.js';
 
 export type { Config, EnvironmentConfig, RateLimitPolicy, RateWindow, RouteConfig } from './schema.js';
 
@@ -11,5 +11,6 @@ export type { Config, EnvironmentConfig, RateLimitPolicy, RateWindow, RouteConfi
  */
 export function drainTimeoutMs(cfg: Pick<Config, 'server' | 'routes'>): number {
   if (cfg.server.drain_timeout_ms !== null) return cfg.server.drain_timeout_ms;
-  return cfg.routes.reduce((m, r) => Math.max(m, r.timeout_ms), 0) + 5_000;
+  // No timer waits past MAX_TIMER_MS (Node would fire at once, cutting every request).
+  return Math.min(cfg.routes.reduce((m, r) => Math.max(m, r.timeout_ms), 0) + 5_000, MAX_TIMER_MS);
 }

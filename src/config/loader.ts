@@ -289,7 +289,16 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
     try {
       fromFile = parseYaml(text) ?? {};
     } catch (e) {
-      throw new ConfigError('(file)', `${opts.file} is not valid YAML: ${(e as Error).message.split('\n')[0]}`);
+      // One line, located as every other problem is: `… (wakegate.yaml:3:3)`.
+      const pos = (e as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+      const why = ((e as Error).message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?\s*$/, '');
+      throw new ConfigError('(file)', `${opts.file} is not valid YAML: ${why}`, [
+        {
+          path: '(file)',
+          reason: `${opts.file} is not valid YAML: ${why}`,
+          ...(pos ? { where: `${opts.file}:${pos.line}:${pos.col}` } : {}),
+        },
+      ]);
     }
     if (!isPlain(fromFile)) throw new ConfigError('(file)', `${opts.file} must hold a mapping at the top level`);
   }

@@ -38,6 +38,21 @@ function describe(v: unknown): string {
   return `${typeof v === 'number' ? '' : `${typeof v} `}${String(v)}`.trim();
 }
 
+/** A setting holding a secret (a password, a key, a token, a URL that may hold credentials). */
+function secretSetting(path: readonly PropertyKey[]): boolean {
+  const last = String(path[path.length - 1] ?? '');
+  return /password|secret|token|_key$|^key$|admin_key|encryption|credentials|_url$/i.test(last);
+}
+
+/** What kind of value a YAML value is, without the value. */
+function kindOfValue(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  if (typeof v === 'string') return 'text';
+  return typeof v === 'number' ? 'a number' : `a ${typeof v}`;
+}
+
 const KIND: Record<string, string> = {
   int: 'a whole number',
   number: 'a number',
@@ -159,6 +174,11 @@ function reasonFor(issue: z.core.$ZodIssue, value: unknown, sch: Def | null): st
     }
     case 'not_multiple_of':
       return `must be a multiple of ${String(issue.divisor)}`;
+    case 'invalid_key': {
+      // A mapping's key its schema refuses (an environment name): the key schema's own words.
+      const inner = (issue as { issues?: z.core.$ZodIssue[] }).issues?.[0];
+      return (inner && own(inner.message)) ?? 'is not an accepted name here';
+    }
     default:
       return own(issue.message) ?? 'has a wrong value';
   }
@@ -181,7 +201,12 @@ export function plainProblems(issues: readonly z.core.$ZodIssue[], merged: unkno
       continue;
     }
     const sch = schemaAt(schema, issue.path as Seg[]);
-    out.push({ path: pathText(issue.path), reason: reasonFor(issue, valueAt(merged, issue.path), sch) });
+    const value = valueAt(merged, issue.path);
+    // A secret's value is never repeated, only what kind of value it is (quote it in YAML: "123").
+    const reason = secretSetting(issue.path)
+      ? reasonFor(issue, value, sch).replace(/, not .*$/s, `, not ${kindOfValue(value)}; the value is not shown`)
+      : reasonFor(issue, value, sch);
+    out.push({ path: pathText(issue.path), reason });
   }
   return out;
 }

@@ -7,11 +7,39 @@ import { tracingSchema } from './tracing.js';
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
 const nonNegativeInt = z.number().int().min(0);
+/** The longest wait a timer can make (2^31 - 1 ms, about 24.8 days): past it Node fires at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+const TIMER_LIMIT = `must be at most ${MAX_TIMER_MS} (about 24.8 days: no timer waits longer)`;
+/** A wait in milliseconds, a timer's. */
+const durationMs = positiveInt.max(MAX_TIMER_MS, TIMER_LIMIT);
+const nonNegativeDurationMs = nonNegativeInt.max(MAX_TIMER_MS, TIMER_LIMIT);
 const scopeName = z.string().regex(/^[a-z][a-z0-9_.-]*:[a-z][a-z0-9_.-]*$/, 'must look like resource:action');
 const httpUrl = z
   .string()
   .url()
   .refine((u) => /^https?:\/\//.test(u), 'must be an http:// or https:// URL');
+
+/** The parts of a URL, or null when it is none (the URL check says so). */
+const urlParts = (u: string): URL | null => {
+  try {
+    return new URL(u);
+  } catch {
+    return null;
+  }
+};
+/**
+ * An origin: where a route's requests go. Its user, password, query and fragment would be
+ * dropped (a request goes with its own path's query and headers), so they are refused.
+ */
+const originUrl = httpUrl
+  .refine(
+    (u) => !urlParts(u)?.username && !urlParts(u)?.password,
+    'must not hold a user or password (user:password@): the origin would be sent neither',
+  )
+  .refine(
+    (u) => !urlParts(u)?.search && !urlParts(u)?.hash,
+    'must not hold a query or fragment (?… or #…): each request is sent with its own query',
+  );
 
 export const windowSchema = z.enum(['second', 'minute', 'hour', 'day']);
 
@@ -42,13 +70,13 @@ export const routeSchema = z.strictObject({
   /** `mtls`: the client certificate's fingerprint names the key (keys' tls_fingerprint). */
   auth: z.enum(['required', 'optional', 'none', 'mtls']).default('required'),
   scopes: z.strictObject({ read: scopeName, write: scopeName }).nullable().default(null),
-  origins: z.record(z.string(), httpUrl).refine((o) => Object.keys(o).length > 0, 'needs at least one origin'),
-  timeout_ms: positiveInt.default(30_000),
+  origins: z.record(z.string(), originUrl).refine((o) => Object.keys(o).length > 0, 'needs at least one origin'),
+  timeout_ms: durationMs.default(30_000),
   /** Waiting for a free connection to the origin is bounded: past this, 503. */
-  queue_timeout_ms: positiveInt.default(5_000),
+  queue_timeout_ms: durationMs.default(5_000),
   /** The origin's response header block may be this large; past it 502 naming this setting. */
   max_response_header_bytes: positiveInt.max(1_048_576).default(16_384),
-  latency_objective_ms: positiveInt.nullable().default(null),
+  latency_objective_ms: durationMs.nullable().default(null),
   availability_objective: z.number().gt(0).lt(1).nullable().default(null),
   rate_limit: z.string().default('default'),
   /** Protocols an Upgrade may switch this route's connections to (RFC 9110 §7.8 tokens, compared in lower case). */
@@ -87,22 +115,22 @@ export const configSchema = z.strictObject({
       /** Edge threads serving the main listener: auto (one per core) or a number. */
       threads: z.union([z.literal('auto'), positiveInt.max(1024)]),
       /** Slowloris guard: the whole header block must arrive within this time. */
-      headers_timeout_ms: positiveInt,
+      headers_timeout_ms: durationMs,
       /** The whole request (headers and body) must arrive within this time; 0 disables. */
-      request_timeout_ms: nonNegativeInt,
-      keep_alive_timeout_ms: positiveInt,
+      request_timeout_ms: nonNegativeDurationMs,
+      keep_alive_timeout_ms: durationMs,
       /** Larger request header blocks get 431. */
       max_header_bytes: positiveInt,
       /** Body limit of /v2 management calls; larger ones get 413. */
       api_body_limit_bytes: positiveInt,
       /** A /v2 body on the main listener must arrive whole within this time after its headers; past it 408. */
-      api_body_timeout_ms: positiveInt,
+      api_body_timeout_ms: durationMs,
       /** Upper bound on open client connections. */
       max_connections: positiveInt,
       /** A stop's grace period for requests in flight; null: the longest route timeout_ms plus 5 s. */
-      drain_timeout_ms: positiveInt.nullable(),
+      drain_timeout_ms: durationMs.nullable(),
       /** A WebSocket (or other upgraded) tunnel with no traffic either way for this long is closed. */
-      tunnel_idle_timeout_ms: positiveInt,
+      tunnel_idle_timeout_ms: durationMs,
       /** Open tunnels (and upgrade handshakes) at most, in all and per client address; past them 503. */
       max_tunnels: positiveInt,
       max_tunnels_per_client: positiveInt,
@@ -121,7 +149,7 @@ export const configSchema = z.strictObject({
       /** Responses past that streaming at once to one client address; past it 503. */
       max_streaming_downloads_per_client: positiveInt,
       /** A client that reads nothing of its response for this long is cut off. */
-      send_timeout_ms: positiveInt,
+      send_timeout_ms: durationMs,
       /** Proxies whose X-Forwarded-* / Forwarded values are kept and appended to (addresses or CIDR blocks). */
       trusted_proxies: z.array(
         z.string().refine(isAddressOrCidr, 'must be an IP address or CIDR block such as 10.0.0.0/8'),
@@ -156,7 +184,7 @@ export const configSchema = z.strictObject({
     /** Disk budget of each write-ahead log (wakes, events, deliveries), backlog included. */
     spool_max_bytes: positiveInt,
     /** How often the key mirror asks the store for key changes. */
-    key_poll_interval_ms: positiveInt,
+    key_poll_interval_ms: durationMs,
     /** Base64 of 32 bytes sealing stored signing secrets (WAKEGATE_ENCRYPTION_KEY); null: DATA_DIR/secret.key. */
     encryption_key: z
       .string()
@@ -171,7 +199,7 @@ export const configSchema = z.strictObject({
     .refine((e) => Object.keys(e).length > 0, 'at least one environment is needed'),
   capture: z.strictObject({
     batch_rows: positiveInt.max(1_000_000),
-    flush_interval_ms: positiveInt,
+    flush_interval_ms: durationMs,
     max_buffered_rows: positiveInt,
     /** Batches written at once while storage answers (one per core is a good start). */
     max_inflight_batches: positiveInt.max(16),
@@ -186,7 +214,7 @@ export const configSchema = z.strictObject({
   routes: z.array(routeSchema),
   rate_limits: z.record(z.string(), rateLimitPolicySchema),
   webhooks: z.strictObject({
-    timeout_ms: positiveInt,
+    timeout_ms: durationMs,
     retry_schedule_s: z.array(nonNegativeInt).max(20),
     jitter: z.number().min(0).max(1),
     allow_insecure_http: z.boolean(),
@@ -208,7 +236,7 @@ export const configSchema = z.strictObject({
       .string()
       .regex(/^[A-Za-z0-9_.:{}-]{1,64}$/, 'must be 1 to 64 letters, digits or _ . : - { } such as "wakegate:"'),
     /** A bucket decision waits at most this for Redis. */
-    timeout_ms: positiveInt.max(10_000),
+    timeout_ms: durationMs.max(10_000),
     /**
      * While Redis cannot answer: enforce each bucket at this instance's share (local: the
      * bucket divided by the instances alive in the last minute), admit (open) or refuse with 503 (closed).
@@ -224,9 +252,9 @@ export const configSchema = z.strictObject({
   /** The write-ahead log of wakes, events and delivery outcomes (DATA_DIR/wal). */
   wal: z.strictObject({
     /** Finished rows reach the log within this (one write per interval). */
-    sync_interval_ms: positiveInt.max(1000),
+    sync_interval_ms: durationMs.max(1000),
     /** The log is fsynced this often: what a power loss can lose. */
-    fsync_interval_ms: positiveInt.max(60_000),
+    fsync_interval_ms: durationMs.max(60_000),
   }),
   /**
    * Where management is served: the console and /v2 on a listener that proxies nothing

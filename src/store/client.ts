@@ -27,11 +27,12 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
   let changes: TableChanges | null = null;
   let releaseChanges = () => {};
   if (storage.clickhouse_url) {
+    const server = serverOf(storage);
     client = ownTokens(
       createClient({
-        url: storage.clickhouse_url,
-        username: storage.clickhouse_user ?? 'default',
-        password: storage.clickhouse_password ?? '',
+        url: server.url,
+        username: server.user,
+        password: server.password,
         request_timeout: 10_000,
         max_open_connections: 16,
         clickhouse_settings: {
@@ -100,6 +101,36 @@ export async function openStore(storage: Config['storage']): Promise<Store> {
       // before it is done, or it ends inside the engine (SIGSEGV at exit).
       if (raw) await (await import('chdb')).drainPending();
     },
+  };
+}
+
+/**
+ * A ClickHouse server's URL without credentials, and the user and password to send:
+ * `CLICKHOUSE_USER`/`CLICKHOUSE_PASSWORD` when set, else those the URL holds
+ * (`http://user:password@host:8123`), else `default` and none. A URL's credentials are
+ * never sent as part of it, nor shown.
+ */
+export function serverOf(storage: Config['storage']): { url: string; user: string; password: string } {
+  const raw = storage.clickhouse_url ?? '';
+  let url = raw;
+  let user = '';
+  let password = '';
+  try {
+    const u = new URL(raw);
+    user = decodeURIComponent(u.username);
+    password = decodeURIComponent(u.password);
+    if (u.username || u.password) {
+      u.username = '';
+      u.password = '';
+      url = u.toString();
+    }
+  } catch {
+    // Not a URL: the config's checks say so.
+  }
+  return {
+    url,
+    user: storage.clickhouse_user ?? (user || 'default'),
+    password: storage.clickhouse_password ?? password,
   };
 }
 
