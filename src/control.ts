@@ -41,6 +41,7 @@ import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
 import { loadSealingKey, SecretBox } from './seal.js';
+import { startProbe } from './start-probe.js';
 import { checkServer, holdDataDir, portFree, resolveThreads, startLine, storageError } from './startup.js';
 import { openStore } from './store/client.js';
 import { EventTable } from './store/events.js';
@@ -107,6 +108,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     let mainTls = loadEdgeTls(cfg);
     // A port in use is said before the store is opened and migrated (which can take a while).
     await portsFree(cfg, threads > 1);
+    // /healthz is alive (and /readyz says starting) while storage opens and migrates.
+    const probe = await startProbe(cfg);
+    if (probe !== null) parts.add(probe);
     const storage = parts.add(await openStorage(cfg, log, opts.startSignal));
     const store = storage.store;
     const sealingKey = loadSealingKey(cfg.storage.encryption_key, cfg.storage.data_dir);
@@ -329,6 +333,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         });
       }
       if (edge) metrics.edgeThreads.set(1);
+      // The ops port passes from the start's probe to the ops listener.
+      await probe?.close();
       const { opsPort, managementPort } = await listeners.listen();
       // The bootstrap admin key is made only once the gateway listens: a start that
       // fails (a port in use) leaves no key behind that was never shown.
