@@ -16,6 +16,7 @@ import { deadPort } from '../helpers/origin.js';
 describe('health and readiness while the gateway starts', () => {
   let dir: string;
   let stall: net.Server;
+  const held = new Set<net.Socket>();
   let stallPort: number;
   let child: ChildProcess | null = null;
 
@@ -23,13 +24,22 @@ describe('health and readiness while the gateway starts', () => {
     dir = mkdtempSync(join(tmpdir(), 'wakegate-review-ready-'));
     // A ClickHouse server that is slow to answer (a server starting, or under load): the
     // gateway's start waits on it (its /ping, then migrations), up to 5 s.
-    stall = net.createServer(() => {});
+    stall = net.createServer((socket) => {
+      held.add(socket);
+      socket.on('close', () => held.delete(socket));
+    });
     await new Promise<void>((r) => stall.listen(0, '127.0.0.1', r));
     stallPort = (stall.address() as net.AddressInfo).port;
   });
   afterAll(async () => {
     child?.kill('SIGKILL');
-    await new Promise<void>((r) => stall.close(() => r()));
+    // The stalled connections are ended here: close waits for every one of them.
+    for (const socket of held) socket.destroy();
+    // Bounded all the same: a connection the kill left half-open must not hold the file (it did once on CI).
+    await Promise.race([
+      new Promise<void>((r) => stall.close(() => r())),
+      new Promise<void>((r) => setTimeout(r, 2000)),
+    ]);
     rmSync(dir, { recursive: true, force: true });
   });
 
