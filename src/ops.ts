@@ -19,15 +19,15 @@ export interface OpsDeps {
 export function createOpsServer(d: OpsDeps): http.Server {
   return gatewayServer(d.server, (req, res) => {
     const path = (req.url ?? '').split('?')[0];
-    if (d.other && path !== '/healthz' && path !== '/readyz' && path !== '/metrics') return d.other(req, res);
+    const known = path === '/healthz' || path === '/readyz' || path === '/metrics';
+    if (d.other && !known) return d.other(req, res);
     const json = (status: number, body: unknown) => {
       const s = JSON.stringify(body);
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
       res.end(s);
     };
-    const known = path === '/healthz' || path === '/readyz' || path === '/metrics';
+    if (!known) return json(404, errorBody('resource_missing', null, `no such endpoint: ${path}`));
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      if (!known) return json(404, errorBody('resource_missing', null, `no such endpoint: ${path}`));
       // As /v2 answers a method an endpoint does not take (RFC 9110 §15.5.6: with Allow).
       res.setHeader('allow', 'GET, HEAD');
       return json(
@@ -53,6 +53,5 @@ export function createOpsServer(d: OpsDeps): http.Server {
       );
       return;
     }
-    json(404, errorBody('resource_missing', null, `no such endpoint: ${path}`));
   });
 }

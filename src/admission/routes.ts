@@ -221,33 +221,6 @@ function unreservedAt(s: string, at: number): string {
   return unreserved ? String.fromCharCode(c) : '';
 }
 
-/** The hex digit at `at` of `s`, as it is or percent-encoded (`%37` is 7): its value and length (1 or 3), or null. */
-function hexDigitAt(s: string, at: number): { value: number; length: number } | null {
-  const c = s.charCodeAt(at);
-  const v = hexDigit(c);
-  if (v >= 0) return { value: v, length: 1 };
-  if (c !== 37) return null;
-  const hi = hexDigit(s.charCodeAt(at + 1));
-  const lo = hexDigit(s.charCodeAt(at + 2));
-  if (hi < 0 || lo < 0) return null;
-  const d = hexDigit(hi * 16 + lo);
-  return d < 0 ? null : { value: d, length: 3 };
-}
-
-/**
- * After a `%25` (at `at`, its two hex digits, each as it is or percent-encoded): the
- * unreserved character an origin that decodes twice reads there, as its code with the
- * length read in the bits above 8, or 0 when there is none.
- */
-function twiceAt(s: string, at: number): number {
-  const hi = hexDigitAt(s, at);
-  if (hi === null) return 0;
-  const lo = hexDigitAt(s, at + hi.length);
-  if (lo === null) return 0;
-  const c = unreservedAt(((hi.value << 4) | lo.value).toString(16).padStart(2, '0'), 0);
-  return c === '' ? 0 : c.charCodeAt(0) | ((hi.length + lo.length) << 8);
-}
-
 /**
  * `path` as a lenient origin may read it: percent-encoded unreserved characters
  * decoded (`%70` is `p`; `%2570` too, for an origin that decodes twice), `;params`
@@ -255,7 +228,8 @@ function twiceAt(s: string, at: number): number {
  * is `/a`). Dot segments, encoded slashes and backslashes are refused before
  * (unsafePath) and are left as they are.
  */
-export function lenientPath(path: string): string {
+export function lenientPath(raw: string): string {
+  const path = hexDigitsRead(raw);
   let out = '';
   const n = path.length;
   let i = 0;
@@ -269,15 +243,14 @@ export function lenientPath(path: string): string {
       i = j === -1 ? n : j;
     } else if (c === 37) {
       const once = unreservedAt(path, i + 1);
-      // `%25` then an encoded unreserved character: what an origin that decodes twice reads
-      // (`%2570`, or with the hex digits encoded too, `%25%37%30`).
-      const twice = once === '' && path.startsWith('25', i + 1) ? twiceAt(path, i + 3) : 0;
+      // `%25` then an encoded unreserved character: what an origin that decodes twice reads.
+      const twice = once === '' && path.startsWith('25', i + 1) ? unreservedAt(path, i + 3) : '';
       if (once !== '') {
         out += once;
         i += 3;
-      } else if (twice !== 0) {
-        out += String.fromCharCode(twice & 0xff);
-        i += 3 + (twice >> 8);
+      } else if (twice !== '') {
+        out += twice;
+        i += 5;
       } else {
         out += '%';
         i++;
@@ -307,6 +280,15 @@ const ENCODED_HEX = /%(3[0-9]|4[1-6]|6[1-6])/gi;
 const hexOf = (_m: string, h: string): string => String.fromCharCode(Number.parseInt(h, 16));
 
 /**
+ * A path with its percent-encoded hex digits read, when it holds a `%25`: so `%25%37%30`
+ * reads as `%2570` and `%25%32%65` as `%252e`, the double encodings an origin that decodes
+ * twice reads. Only when there is a `%25`: hex digits are unreserved, read once anyway.
+ */
+function hexDigitsRead(path: string): string {
+  return path.includes('%25') ? path.replace(ENCODED_HEX, hexOf) : path;
+}
+
+/**
  * Rejects request targets an origin could resolve to a different route than the
  * gateway matched: dot segments (`/a/../b`, also percent-encoded), an encoded
  * slash (`%2f`), a backslash, a fragment (`#` has no place in a request target,
@@ -324,9 +306,7 @@ export function unsafePath(path: string, query = ''): string | null {
     return 'the path must not contain an encoded slash or backslash';
   }
   if (path.includes('\\')) return 'the path must not contain a backslash';
-  // `%25` then hex digits, each as it is or encoded (`%25%32%65` is `%252e` to an origin decoding twice).
-  if (path.includes('%25') && (DOUBLE_ENCODED.test(path) || DOUBLE_ENCODED.test(path.replace(ENCODED_HEX, hexOf))))
-    return 'the path must not contain double-encoded characters';
+  if (DOUBLE_ENCODED.test(hexDigitsRead(path))) return 'the path must not contain double-encoded characters';
   return null;
 }
 

@@ -8,6 +8,7 @@ import { KEY, maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js'
 import { hasLines, type LineRedaction, lineTyped, redactLines } from './line-formats.js';
 import { boundaryOf, eachPart } from './multipart.js';
 import {
+  basicCredentials,
   editJson,
   formDecode,
   holdsGatewayKey,
@@ -139,10 +140,8 @@ export class Redactor {
    * cannot be cut out); any other value as it is.
    */
   private basicKey(value: string): string {
-    if (value.length < 7 || (value.charCodeAt(0) | 0x20) !== 0x62 || value.slice(0, 6).toLowerCase() !== 'basic ')
-      return value;
-    const credentials = Buffer.from(value.slice(6).trim(), 'base64').toString('latin1');
-    if (!holdsGatewayKey(credentials)) return value;
+    const credentials = basicCredentials(value);
+    if (credentials === null || !holdsGatewayKey(credentials)) return value;
     const plain = KEY.exec(credentials);
     return `${value.slice(0, 6)}${this.marker(plain === null ? credentials : plain[0])}`;
   }
@@ -414,13 +413,15 @@ export class Redactor {
     const escaped = searched.indexOf('\\') !== -1 && this.spelled.test(searched);
     // A body typed as a form may be JSON all the same (a mislabelled client): read as both.
     const mentioned = this.fields.mentions(searched);
+    // A field named with percent-encoding (`pass%77ord`, `card+number`), as a form or URL
+    // decodes it: looked for at most once, and only when asked.
+    let encoded: boolean | undefined;
+    const encodedName = () => (encoded ??= this.encodedMention(searched));
     // JSON naming a field only inside a string value (a URL's query, a form, lines) is read as JSON too.
-    // A field named with percent-encoding (`pass%77ord`, `card+number`) is named as a form or URL decodes it.
     const json =
       this.fields.keyed(searched) ||
       escaped ||
-      ((mentioned || (JSON_START.test(searched) && this.encodedMention(searched))) &&
-        (GRAPHQL.test(searched) || JSON_START.test(searched)));
+      (JSON_START.test(searched) ? mentioned || encodedName() : mentioned && GRAPHQL.test(searched));
     // Text of several lines is read as lines (`name: value`, `name=value`: YAML, TOML, .env), not as one form.
     const multiLine = searched.trimEnd().indexOf('\n') !== -1;
     // A form sent with another type (`user=a&password=…` as application/json or octet-stream)
@@ -430,7 +431,7 @@ export class Redactor {
       (!json &&
         !multiLine &&
         searched.indexOf('=') !== -1 &&
-        (ct === '' || ct.startsWith('text/plain') || mentioned || this.encodedMention(searched)));
+        (ct === '' || ct.startsWith('text/plain') || mentioned || encodedName()));
     const lines = !formType && mentioned && lineTyped(ct) && hasLines(searched);
     if (!json && !form && !lines && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');

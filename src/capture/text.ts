@@ -21,6 +21,17 @@ export function formDecode(s: string): string {
 /** Whether text holds a gateway key in any spelling an application decodes (nested percent-encodings and escapes). */
 export const holdsGatewayKey = spellsKey;
 
+/**
+ * The credentials of an HTTP Basic Authorization value (`Basic <base64 of user:password>`,
+ * RFC 7617) as the origin decodes them, or null for any other value. Base64 hides a key
+ * sent that way (`curl -u svc_live_…:`) from a scan of the value itself.
+ */
+export function basicCredentials(value: string): string | null {
+  if (value.length < 7 || (value.charCodeAt(0) | 0x20) !== 0x62 || value.slice(0, 6).toLowerCase() !== 'basic ')
+    return null;
+  return Buffer.from(value.slice(6).trim(), 'base64').toString('latin1');
+}
+
 /** What stands for a gateway key in a wake's summary (path, user agent, consumer) and the access log. */
 export const KEY_REPLACED = '[redacted:gateway-key]';
 

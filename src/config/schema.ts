@@ -19,27 +19,28 @@ const httpUrl = z
   .url()
   .refine((u) => /^https?:\/\//.test(u), 'must be an http:// or https:// URL');
 
-/** The parts of a URL, or null when it is none (the URL check says so). */
-const urlParts = (u: string): URL | null => {
-  try {
-    return new URL(u);
-  } catch {
-    return null;
-  }
-};
 /**
  * An origin: where a route's requests go. Its user, password, query and fragment would be
  * dropped (a request goes with its own path's query and headers), so they are refused.
  */
-const originUrl = httpUrl
-  .refine(
-    (u) => !urlParts(u)?.username && !urlParts(u)?.password,
-    'must not hold a user or password (user:password@): the origin would be sent neither',
-  )
-  .refine(
-    (u) => !urlParts(u)?.search && !urlParts(u)?.hash,
-    'must not hold a query or fragment (?… or #…): each request is sent with its own query',
-  );
+const originUrl = httpUrl.superRefine((raw, ctx) => {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return; // Not a URL: httpUrl says so.
+  }
+  if (u.username || u.password)
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must not hold a user or password (user:password@): the origin would be sent neither',
+    });
+  if (u.search || u.hash)
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must not hold a query or fragment (?… or #…): each request is sent with its own query',
+    });
+});
 
 export const windowSchema = z.enum(['second', 'minute', 'hour', 'day']);
 

@@ -1,4 +1,4 @@
-import { holdsGatewayKey } from '../capture/text.js';
+import { basicCredentials, holdsGatewayKey } from '../capture/text.js';
 import { headerValue } from './header-value.js';
 
 /**
@@ -52,15 +52,10 @@ export function carriesGatewayKey(value: string): boolean {
   return holdsGatewayKey(value);
 }
 
-/**
- * A gateway key sent as HTTP Basic credentials (`curl -u svc_live_...:`, as some APIs
- * take theirs): base64 hides it from the scan of the value, and the origin decodes it
- * (RFC 7617).
- */
+/** A gateway key sent as HTTP Basic credentials (`curl -u svc_live_...:`, as some APIs take theirs). */
 export function basicHoldsKey(value: string): boolean {
-  if (value.length < 7 || (value.charCodeAt(0) | 0x20) !== 0x62 || value.slice(0, 6).toLowerCase() !== 'basic ')
-    return false;
-  return carriesGatewayKey(Buffer.from(value.slice(6).trim(), 'base64').toString('latin1'));
+  const credentials = basicCredentials(value);
+  return credentials !== null && carriesGatewayKey(credentials);
 }
 
 /**
