@@ -20,7 +20,25 @@ export interface KeyRecord {
   bootstrap?: boolean;
   /** The SHA-256 fingerprint (64 lower-case hex) of the client certificate that names this key on auth: mtls routes. */
   tls_fingerprint?: string;
+  /**
+   * A key made with `replaces`: the id of the first key of its replacement chain, whose
+   * rate-limit bucket it spends from (bucketOf). Absent: its own.
+   */
+  bucket?: string;
 }
+
+/**
+ * The id of the key whose rate-limit bucket `k` spends from, for every limiter (shared
+ * memory, a fleet's Redis): its own, or for a key made with `replaces` the first key of
+ * its replacement chain (A, B replacing A and C replacing B all spend from A's). A
+ * rotation thus never changes how much a consumer may send, nor hands out a fresh burst,
+ * while the old key is usable or after.
+ */
+export const bucketOf = (k: Pick<KeyRecord, 'id' | 'bucket'>): string => k.bucket ?? k.id;
+
+/** What a key made to replace `old` (null: a key of its own) records of it: its id, and the bucket it spends from. */
+export const replacing = (old: KeyRecord | null): Pick<KeyRecord, 'replaces' | 'bucket'> =>
+  old === null ? { replaces: null } : { replaces: old.id, bucket: bucketOf(old) };
 
 /** Most characters (code points, after NFC) of a key's label or consumer. */
 export const NAME_MAX = 128;

@@ -8,7 +8,7 @@ import { rateLimitProblem } from '../ratelimit/policy.js';
 import type { KeyTable } from '../store/keys.js';
 import { isRevoked } from './authorize.js';
 import { activeBootstrapKeys, BOOTSTRAP_LABEL } from './bootstrap.js';
-import { checkName, consumerFold, type KeyRateLimit, type KeyRecord } from './key.js';
+import { checkName, consumerFold, type KeyRateLimit, type KeyRecord, replacing } from './key.js';
 import type { KeyRing } from './keyring.js';
 import { knownScopes, MANAGEMENT_SCOPES } from './scopes.js';
 import { hashSecret, newKeySecret, secretClass } from './secrets.js';
@@ -255,7 +255,8 @@ export class KeyService {
       consumer,
       scopes: [...input.scopes],
       rate_limit: rateLimit,
-      replaces: replaced?.id ?? null,
+      // It spends from the bucket of the key it replaces (the first of its chain).
+      ...replacing(replaced),
       secret_hash: hashSecret(secret),
       created_at: now,
       revoke_at: null,
@@ -496,7 +497,7 @@ export class KeyService {
       await this.retire(existing, others, now);
       return { created: null, secret: null, replaced: others, current: existing };
     }
-    const key = { ...this.adminRecord(env, hash, now), replaces: others[0]?.id ?? null };
+    const key = { ...this.adminRecord(env, hash, now), ...replacing(others[0] ?? null) };
     await this.save(key);
     await this.retire(key, others, now);
     return { created: key, secret: null, replaced: others };

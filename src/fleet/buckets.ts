@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { KeyRecord } from '../auth/key.js';
+import { bucketOf, type KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
@@ -154,7 +154,7 @@ export class FleetLimiter implements RequestLimiter {
   /** Leases by bucket kind (tag), then id: a decision finds its lease without making a string. */
   private readonly leases = new Map<string, Map<string, Lease>>();
   private readonly gives: Give[] = [];
-  /** Uses per key since the last sweep, for the quota counters. */
+  /** Uses per key bucket (bucketOf: a rotated key counts with the one it replaced) since the last sweep, for quotas. */
   private readonly uses = new Map<string, { key: KeyRecord; p: Policy; n: number; window: number }>();
   private seq = 0;
   /** Leases asked for in this turn of the event loop, sent together. */
@@ -665,10 +665,11 @@ export class FleetLimiter implements RequestLimiter {
 
   private count(key: KeyRecord, p: Policy, now: number): void {
     const window = now - (now % p.windowMs);
-    const u = this.uses.get(key.id);
+    const id = bucketOf(key);
+    const u = this.uses.get(id);
     if (u === undefined || u.window !== window) {
-      if (u !== undefined) void this.sendQuota([[key.id, u]]);
-      this.uses.set(key.id, { key, p, n: 1, window });
+      if (u !== undefined) void this.sendQuota([[id, u]]);
+      this.uses.set(id, { key, p, n: 1, window });
     } else u.n++;
   }
 

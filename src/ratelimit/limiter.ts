@@ -1,4 +1,4 @@
-import type { KeyRecord } from '../auth/key.js';
+import { bucketOf, type KeyRecord } from '../auth/key.js';
 import type { Config } from '../config/index.js';
 import { type Choice, emptyChoice, type Policy, PolicySet } from './policy.js';
 import { allocateBuckets, type BucketRef, SharedBuckets, type SharedBucketsLayout } from './shared-buckets.js';
@@ -173,10 +173,14 @@ export class RateLimiter implements RequestLimiter {
     return raised;
   }
 
-  /** Raises the quota warnings a use crossed; a test key's quota has its own slot (its bucket is shared). */
+  /**
+   * Raises the quota warnings a use crossed. A key's quota is counted in its bucket's slot,
+   * so a rotated key counts with the key it replaced (bucketOf); a test key's has a slot of
+   * its own (its bucket is the shared sandbox one), named the same way.
+   */
   private quota(key: KeyRecord, p: Policy, now: number, s: number, raised: number): void {
     if (s < 0) {
-      const qs = this.locked('q', key.id, p, now);
+      const qs = this.locked('q', bucketOf(key), p, now);
       raised = this.countQuota(qs, p, now);
       this.table.unlock(qs);
     }

@@ -1,4 +1,4 @@
-import type { KeyRecord } from '../auth/key.js';
+import { bucketOf, type KeyRecord } from '../auth/key.js';
 import type { Config, RateLimitPolicy, RateWindow } from '../config/index.js';
 
 export const WINDOW_MS: Record<RateWindow, number> = {
@@ -93,7 +93,8 @@ export const emptyChoice = (p: Policy): Choice => ({
  * The configured policies, and which buckets a request draws from per DESIGN.md:
  * its key's own rate_limit, else `default`; every test-class key the one shared
  * `sandbox` bucket; a route or operation with its own policy that policy's bucket
- * too; an unkeyed request its client address's.
+ * too; an unkeyed request its client address's. A key's buckets are named by
+ * bucketOf: a rotated key's are those of the first key of its replacement chain.
  */
 export class PolicySet {
   private readonly policies = new Map<string, Policy>();
@@ -149,7 +150,7 @@ export class PolicySet {
     } else {
       c.p1 = this.keyPolicy(key);
       c.tag1 = 'k';
-      c.id1 = key.id;
+      c.id1 = bucketOf(key);
     }
     c.p2 = null;
     if (extraPolicy !== null) {
@@ -161,7 +162,7 @@ export class PolicySet {
           c.id2 = q.name;
         } else {
           c.tag2 = this.tags.get(q.name) as string;
-          c.id2 = key ? key.id : clientIp;
+          c.id2 = key ? bucketOf(key) : clientIp;
         }
       }
     }

@@ -17,13 +17,14 @@ interface KeyRowOut {
   updated_ms: string;
   bootstrap: number;
   tls_fingerprint: string;
+  bucket: string;
 }
 
 const SELECT = `SELECT id, environment, label, consumer, scopes, rate_limit, replaces, secret_hash,
   toUnixTimestamp64Milli(created_at) AS created_ms,
   if(isNull(revoke_at), NULL, toUnixTimestamp64Milli(assumeNotNull(revoke_at))) AS revoke_ms,
   if(isNull(revoked_at), NULL, toUnixTimestamp64Milli(assumeNotNull(revoked_at))) AS revoked_ms,
-  toUnixTimestamp64Milli(updated_at) AS updated_ms, bootstrap, tls_fingerprint`;
+  toUnixTimestamp64Milli(updated_at) AS updated_ms, bootstrap, tls_fingerprint, bucket`;
 
 const num = (v: string | null): number | null => (v === null ? null : Number(v));
 const fromRow = (r: KeyRowOut): KeyRecord => ({
@@ -41,6 +42,7 @@ const fromRow = (r: KeyRowOut): KeyRecord => ({
   updated_at: Number(r.updated_ms),
   ...(Number(r.bootstrap) === 1 ? { bootstrap: true } : {}),
   ...(r.tls_fingerprint ? { tls_fingerprint: r.tls_fingerprint } : {}),
+  ...(r.bucket ? { bucket: r.bucket } : {}),
 });
 
 /** Owns the api_keys and key_usage tables. Each change is a new row version (updated_at). */
@@ -67,6 +69,7 @@ export class KeyTable {
           updated_at: k.updated_at,
           bootstrap: k.bootstrap ? 1 : 0,
           tls_fingerprint: k.tls_fingerprint ?? '',
+          bucket: k.bucket ?? '',
         },
       ],
     });

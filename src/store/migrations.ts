@@ -184,6 +184,12 @@ export const MIGRATIONS: Migration[] = [
     // A key a client certificate names (routes with auth: mtls), by the certificate's SHA-256.
     statements: addColumnsSql(API_KEYS, 17),
   },
+  {
+    version: 18,
+    name: 'api_keys_bucket',
+    // A replacement key spends from the rate-limit bucket of the first key of its chain.
+    statements: addColumnsSql(API_KEYS, 18),
+  },
 ];
 
 /** Migration 7, safe to run again after a kill at any step (as remakeDetailTable). */

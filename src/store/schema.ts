@@ -126,6 +126,8 @@ export const API_KEYS: TableSpec = {
     col('bootstrap', 'UInt8', { default: '0', since: 15 }),
     // The SHA-256 fingerprint of the client certificate that names this key (auth: mtls); '' for none.
     col('tls_fingerprint', 'String', { default: "''", since: 17 }),
+    // A key made with `replaces`: the first key of its chain, whose rate-limit bucket it spends from; '' for its own.
+    col('bucket', 'String', { default: "''", since: 18 }),
   ],
   engine: 'ReplacingMergeTree',
   version: 'updated_at',

@@ -70,7 +70,8 @@ describe('the table descriptions', () => {
     expect(steps(13)?.join('\n')).not.toContain('trace_id');
     expect(v16.find((q) => q.includes('wake_log (') && q.startsWith('CREATE TABLE'))).toContain('trace_id String');
     expect(steps(17)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS tls_fingerprint String DEFAULT ''"]);
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+    expect(steps(18)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS bucket String DEFAULT ''"]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
   });
 
   it("give the log table a column for each field of capture's log line, in order", () => {

@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS {db}.api_keys_local ON CLUSTER wg_cluster (
   revoked_at Nullable(DateTime64(3, 'UTC')),
   updated_at DateTime64(3, 'UTC'),
   bootstrap UInt8 DEFAULT 0,
-  tls_fingerprint String DEFAULT ''
+  tls_fingerprint String DEFAULT '',
+  bucket String DEFAULT ''
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/wakegate/api_keys', '{replica}', updated_at)
   ORDER BY id;
 
