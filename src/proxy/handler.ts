@@ -305,17 +305,12 @@ export class ProxyHandler {
       return forwardWithTrailers(a.origin, req, a.route.cfg.timeout_ms, fw);
     }
     try {
-      this.upstreams.pool(a.origin, a.route.cfg.max_response_header_bytes).dispatch(
-        {
-          path,
-          method: fw.req.method as 'GET',
-          headers: fw.headers,
-          body,
-          headersTimeout: a.route.cfg.timeout_ms,
-          bodyTimeout: 0,
-        },
-        fw,
-      );
+      this.upstreams
+        .client(a.origin, a.route.cfg.max_response_header_bytes)
+        .dispatch(
+          { path, method: fw.req.method ?? 'GET', headers: fw.headers, body, headersTimeout: a.route.cfg.timeout_ms },
+          fw,
+        );
     } catch (e) {
       fw.onError(e as Error & { code?: string });
     }
@@ -406,6 +401,11 @@ export class ProxyHandler {
     return this.upstreams.close();
   }
 }
+
+/** The head of an answer still waiting for its first body bytes (and not ended, nor failed: its slot is held). */
+const flushHead = (fw: Forwarding): void => {
+  if (fw.x.resBytes === 0 && fw.slot !== null && !fw.res.destroyed) fw.res.flushHeaders?.();
+};
 
 /**
  * One proxied request from its arrival to its end: its exchange, what admission
@@ -500,7 +500,8 @@ class Forwarding {
     if (this.gone) abort(new Error('client closed'));
   }
 
-  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
+  /** `raw`: strings from the proxy's own client, Buffers from undici's (a Node without the parser). */
+  onHeaders(status: number, raw: string[] | Buffer[], resume: () => void, statusText: string): boolean {
     const x = this.x;
     // The 502 an h2 answer gives in place of a status HTTP/2 cannot carry (client.ts) is recorded as such.
     if (this.req.httpVersionMajor === 2 && !h2Carries(status)) {
@@ -512,9 +513,12 @@ class Forwarding {
     if (limitHeaders !== null) for (const l of limitHeaders) extra.push(l);
     const res = this.res;
     res.sendDate = false;
-    const strings = rawHeaderStrings(raw);
+    const strings = typeof raw[0] === 'string' ? (raw as string[]) : rawHeaderStrings(raw as Buffer[]);
     if (x.tap !== null) x.tap.resHeaders = strings;
     res.writeHead(status, statusText, forwardResponseHeaders(strings, extra, limitHeaders !== null));
+    // An answer of no announced length (a stream: events, long polls) may send its first
+    // bytes much later: its head goes now unless body bytes follow at once (one write).
+    if (res.chunkedEncoding && res.flushHeaders !== undefined) process.nextTick(flushHead, this);
     this.resume = resume;
     return true;
   }

@@ -2,6 +2,14 @@ import { Pool } from 'undici';
 import type { Origin } from '../admission/routes.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import type { ClientRequest } from './client.js';
+import { type OriginHandler, OriginPool, type OriginRequest, originParser } from './origin-client.js';
+
+/** How the proxy sends a request to an origin: the lean client (origin-client.ts), or undici where it cannot run. */
+export interface OriginDispatcher {
+  dispatch(r: OriginRequest, h: OriginHandler): void;
+  readonly destroyed: boolean;
+  destroy(): Promise<void>;
+}
 
 /**
  * Keep-alive connection pools to origins, one per origin, on undici (measured
@@ -16,7 +24,28 @@ export class Upstreams {
   /** The slots of each origin object, so the hot path builds no key string. */
   private readonly slotsByOrigin = new WeakMap<Origin, Slots>();
 
+  /** The proxy's client of each origin object (and header limit), made once. */
+  private readonly clients = new Map<string, OriginDispatcher>();
+  private readonly clientsByOrigin = new WeakMap<Origin, OriginDispatcher>();
+
   constructor(readonly connections = 512) {}
+
+  /** The proxy's client of an origin (`maxHeaderBytes`: the largest answer header block it accepts). */
+  client(o: Origin, maxHeaderBytes: number): OriginDispatcher {
+    const known = this.clientsByOrigin.get(o);
+    if (known !== undefined && !known.destroyed) return known;
+    const k = `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
+    let c = this.clients.get(k);
+    if (c === undefined || c.destroyed) {
+      c =
+        originParser !== null
+          ? new OriginPool(o, originParser, maxHeaderBytes)
+          : onUndici(this.pool(o, maxHeaderBytes));
+      this.clients.set(k, c);
+    }
+    this.clientsByOrigin.set(o, c);
+    return c;
+  }
 
   /** The connection slots of an origin: a request holds one from dispatch to its end. */
   slotsOf(o: Origin): Slots {
@@ -56,8 +85,9 @@ export class Upstreams {
 
   async close(): Promise<void> {
     for (const s of this.slots.values()) s.cancelAll();
-    await Promise.all([...this.pools.values()].map((p) => p.destroy()));
+    await Promise.all([...this.pools.values(), ...this.clients.values()].map((p) => p.destroy()));
     this.pools.clear();
+    this.clients.clear();
   }
 }
 
@@ -142,6 +172,29 @@ export class Slots {
 }
 
 const NOOP = (): void => {};
+
+/** undici's Pool as the proxy's client (its handler hears raw header Buffers, which the proxy reads as well). */
+function onUndici(pool: Pool): OriginDispatcher {
+  return {
+    dispatch(r, h) {
+      pool.dispatch(
+        {
+          path: r.path,
+          method: r.method as 'GET',
+          headers: r.headers,
+          body: r.body,
+          headersTimeout: r.headersTimeout,
+          bodyTimeout: 0,
+        },
+        h as unknown as Parameters<Pool['dispatch']>[1],
+      );
+    },
+    get destroyed() {
+      return pool.destroyed;
+    },
+    destroy: () => pool.destroy(),
+  };
+}
 
 /**
  * The request body as undici reads it: what was read already (counted), then the
