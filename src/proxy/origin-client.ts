@@ -342,6 +342,8 @@ class OriginConnection {
       if (this.h === h && !sock.destroyed) {
         if (chunked) sock.write('0\r\n\r\n', 'latin1');
         else if (sent !== length) throw MISMATCH();
+        // The wait for the answer counts from here.
+        this.timer?.refresh();
       }
       this.writing = false;
     } catch (e) {
@@ -361,8 +363,17 @@ class OriginConnection {
     }
   }
 
+  /**
+   * timeout_ms counts from the request's end: while its body still streams at its
+   * client's pace (the origin reading it) the wait goes on; an origin that stops
+   * reading the body, or answers nothing once it has all of it, times out (undici's rule).
+   */
   private readonly onHeadersTimeout = (): void => {
     if (this.state !== State.Busy || this.headed) return;
+    if (this.writing && !this.sock.writableNeedDrain) {
+      this.timer?.refresh();
+      return;
+    }
     this.fail(new OriginError('UND_ERR_HEADERS_TIMEOUT', 'the origin sent no answer within routes[].timeout_ms'));
   };
 

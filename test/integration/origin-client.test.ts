@@ -142,7 +142,8 @@ describe('the proxy client to origins', () => {
       origins: { production: url },
     });
     t = await startGateway({
-      server: { http2: 'h2c' },
+      // Bodies past 1 KiB stream to the origin as they come.
+      server: { http2: 'h2c', buffer_request_body_bytes: 1024 },
       routes: [
         route('twice', twice.url),
         route('later', twiceLater.url),
@@ -152,6 +153,7 @@ describe('the proxy client to origins', () => {
         route('switch', switches.url),
         route('hinted', hinted.url),
         route('plain', plainUrl),
+        { ...route('slowup', plainUrl), timeout_ms: 300 },
       ],
     });
   });
@@ -229,6 +231,30 @@ describe('the proxy client to origins', () => {
     // The first event is 1.5 s away; the head came long before it.
     expect(headMs).toBeLessThan(1000);
     expect(await r.text()).toBe('data: late\n\n');
+  });
+
+  it("a body streaming at a slow client's pace for longer than timeout_ms is not a timeout: it counts from the body's end", async () => {
+    const port = Number(new URL(t.url).port);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const req = http.request({ port, host: '127.0.0.1', method: 'POST', path: '/slowup/x', agent: false }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c.toString();
+        });
+        res.on('end', () => resolve(`${res.statusCode} ${text}`));
+      });
+      req.on('error', reject);
+      let i = 0;
+      // 10 pieces of 1 KiB, 100 ms apart: a second in all, against the route's 300 ms.
+      const tick = setInterval(() => {
+        req.write(Buffer.alloc(1024, 0x61));
+        if (++i === 10) {
+          clearInterval(tick);
+          req.end();
+        }
+      }, 100);
+    });
+    expect(answer).toBe('200 plain');
   });
 
   it('keeps one connection for requests in turn, HEAD answers among them', async () => {
