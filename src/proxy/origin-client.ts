@@ -90,6 +90,8 @@ const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** A request target's characters (undici's rule): no control character, space or past Latin-1. */
 const BAD_PATH = /[^\u0021-\u00ff]/;
+/** Methods that carry no body by their nature (no `Content-Length: 0` is added for them; undici's rule). */
+const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT']);
 /** Methods whose request may be sent again when a kept connection turns out closed before any answer (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 /** How often idle connections are looked at, and after how many looks one is closed (3.5 to 4 s idle). */
@@ -211,8 +213,10 @@ function requestHead(r: OriginRequest): string | null {
   }
   const body = r.body;
   if (body === null) {
-    // No body: one announced as empty (Content-Length: 0) stays announced; any other length is refused.
+    // No body: one announced as empty stays announced, any other length is refused; a
+    // method that carries a body says it is empty (some origins answer 411 otherwise).
     if (declared > 0) return null;
+    if (declared === -1 && !NO_BODY_METHODS.has(r.method)) head += 'content-length: 0\r\n';
   } else if (Buffer.isBuffer(body)) {
     if (declared === -1) head += `content-length: ${body.length}\r\n`;
   } else if (declared === -1) head += 'transfer-encoding: chunked\r\n';

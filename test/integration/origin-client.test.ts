@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { originParser } from '../../src/proxy/origin-client.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
+import { rawExchange, statusOf } from '../helpers/raw.js';
 
 /**
  * The proxy's own client to its origins (src/proxy/origin-client.ts), against origins
@@ -255,6 +256,23 @@ describe('the proxy client to origins', () => {
       }, 100);
     });
     expect(answer).toBe('200 plain');
+  });
+
+  it('a POST or DELETE without a body tells the origin its length is 0; a GET says nothing of one', async () => {
+    const seen = (m: string, p: string) => dropsKept.heads.find((h) => h.startsWith(`${m} ${p} `)) ?? '';
+    const port = Number(new URL(t.url).port);
+    // Sent raw: no length and no body said (fetch and node:http would add Content-Length: 0 themselves).
+    for (const [m, p] of [
+      ['POST', '/drops/empty-post'],
+      ['DELETE', '/drops/empty-delete'],
+      ['GET', '/drops/empty-get'],
+    ]) {
+      const r = await rawExchange(port, `${m} ${p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect(statusOf(r.text)).toBe(200);
+    }
+    expect(seen('POST', '/drops/empty-post')).toMatch(/\r\ncontent-length: 0(\r\n|$)/i);
+    expect(seen('DELETE', '/drops/empty-delete')).toMatch(/\r\ncontent-length: 0(\r\n|$)/i);
+    expect(seen('GET', '/drops/empty-get')).not.toMatch(/content-length/i);
   });
 
   it('keeps one connection for requests in turn, HEAD answers among them', async () => {
