@@ -42,8 +42,6 @@ export interface ClientResponse {
   writeHead(status: number, headers: string[]): unknown;
   writeHead(status: number, statusText: string, headers: string[]): unknown;
   writeContinue(): void;
-  /** Sends the head now (node:http holds it until the first body bytes); an HTTP/2 answer has none, its head goes at once. */
-  flushHeaders?(): void;
   write(chunk: Buffer): boolean;
   end(body?: string): unknown;
   destroy(): unknown;

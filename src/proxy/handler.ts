@@ -402,9 +402,14 @@ export class ProxyHandler {
   }
 }
 
-/** The head of an answer still waiting for its first body bytes (and not ended, nor failed: its slot is held). */
+const EMPTY = Buffer.alloc(0);
+/**
+ * Sends the head of an answer still waiting for its first body bytes (and not ended,
+ * nor failed: its slot is held). An empty write, not flushHeaders(): that one writes the
+ * head as UTF-8, and an origin's bytes 0x80-0xFF must reach the client as they came.
+ */
 const flushHead = (fw: Forwarding): void => {
-  if (fw.x.resBytes === 0 && fw.slot !== null && !fw.res.destroyed) fw.res.flushHeaders?.();
+  if (fw.x.resBytes === 0 && fw.slot !== null && !fw.res.destroyed) fw.res.write(EMPTY);
 };
 
 /**
@@ -517,8 +522,9 @@ class Forwarding {
     if (x.tap !== null) x.tap.resHeaders = strings;
     res.writeHead(status, statusText, forwardResponseHeaders(strings, extra, limitHeaders !== null));
     // An answer of no announced length (a stream: events, long polls) may send its first
-    // bytes much later: its head goes now unless body bytes follow at once (one write).
-    if (res.chunkedEncoding && res.flushHeaders !== undefined) process.nextTick(flushHead, this);
+    // bytes much later: node:http holds its head until then, so it goes now unless body
+    // bytes follow at once (one write). An HTTP/2 answer's head goes at once anyway.
+    if (res.chunkedEncoding && this.req.httpVersionMajor !== 2) process.nextTick(flushHead, this);
     this.resume = resume;
     return true;
   }

@@ -58,6 +58,7 @@ interface Parser {
   initialize(type: number, resource: object, maxHeaderSize: number, lenient: number): void;
   execute(data: Buffer): number | Error;
   finish(): number | Error | undefined;
+  close(): void;
   [k: number]: unknown;
 }
 interface ParserClass {
@@ -153,7 +154,8 @@ export class OriginPool {
    * of a request a kept connection lost before any answer.
    */
   send(head: string, r: OriginRequest, h: OriginHandler, length: number, retried: boolean): void {
-    let c = this.idle.pop();
+    // The one new try goes on a new connection: another kept one may be as stale.
+    let c = retried ? undefined : this.idle.pop();
     if (c === undefined) {
       c = new OriginConnection(this);
       this.open.add(c);
@@ -303,7 +305,8 @@ class OriginConnection {
     this.skipBody = r.method === 'HEAD';
     this.pending.length = 0;
     this.parser.initialize(this.pool.P.RESPONSE, {}, this.pool.maxHeaderSize, 0);
-    this.armHeadersTimer(r.headersTimeout);
+    // timeout_ms is the origin's time to answer: a new connection's starts once it is connected.
+    if (this.connected) this.armHeadersTimer(r.headersTimeout);
     h.onConnect(this.abort);
     // Aborted at once (its client already gone).
     if (this.h !== h) return;
@@ -384,6 +387,8 @@ class OriginConnection {
   private readonly onConnected = (): void => {
     this.connected = true;
     this.sock.setTimeout(0);
+    const r = this.r;
+    if (this.state === State.Busy && r !== null && !this.headed) this.armHeadersTimer(r.headersTimeout);
   };
 
   private readonly onConnectTimeout = (): void => {
@@ -474,6 +479,7 @@ class OriginConnection {
     this.pending = [];
     this.h = null;
     this.r = null;
+    this.head = '';
     this.ended = true;
     this.served++;
     h.onComplete(trailers);
@@ -584,15 +590,21 @@ class OriginConnection {
     else this.close();
   }
 
-  /** Never used again (the parser is left to the garbage collector: it may be mid-parse here). */
+  /**
+   * Never used again. The parser is closed on the next turn (it may be mid-parse here), as
+   * node:http closes its own: a parser not closed is never collected, nor what it reaches.
+   */
   close(): void {
     if (this.state === State.Closed) return;
     this.state = State.Closed;
     if (this.timer !== null) clearTimeout(this.timer);
     this.pool.gone(this);
     this.sock.destroy();
+    setImmediate(closeParser, this.parser);
   }
 }
+
+const closeParser = (p: Parser): void => p.close();
 
 const replayable = (r: OriginRequest): boolean =>
   IDEMPOTENT.has(r.method) && (r.body === null || Buffer.isBuffer(r.body));

@@ -1,10 +1,11 @@
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { originParser } from '../../src/proxy/origin-client.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
 import { rawExchange, statusOf } from '../helpers/raw.js';
+import { ok, type Scripted, scripted } from '../helpers/scripted-origin.js';
 
 /**
  * The proxy's own client to its origins (src/proxy/origin-client.ts), against origins
@@ -13,54 +14,6 @@ import { rawExchange, statusOf } from '../helpers/raw.js';
  * answer reaching a request it was not for, or bytes of one request read by the origin
  * as another.
  */
-
-interface Scripted {
-  port: number;
-  url: string;
-  /** Connections accepted, and the request heads read, in order. */
-  connections: number;
-  heads: string[];
-  close: () => Promise<void>;
-}
-
-/** A raw TCP origin: `answer(head, connectionIndex, requestIndexOnIt, socket)` writes what it likes. */
-async function scripted(answer: (head: string, conn: number, n: number, s: net.Socket) => void): Promise<Scripted> {
-  const sockets = new Set<net.Socket>();
-  const o: Scripted = { port: 0, url: '', connections: 0, heads: [], close: async () => {} };
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => {});
-    const conn = o.connections++;
-    let n = 0;
-    let buf = '';
-    s.on('data', (d) => {
-      buf += d.toString('latin1');
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        const head = buf.slice(0, end);
-        const len = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (buf.length < end + 4 + len) return;
-        buf = buf.slice(end + 4 + len);
-        o.heads.push(head);
-        answer(head, conn, n++, s);
-      }
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  o.port = (server.address() as net.AddressInfo).port;
-  o.url = `http://127.0.0.1:${o.port}`;
-  o.close = () =>
-    new Promise((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    });
-  return o;
-}
-
-const ok = (body: string, extra = '') =>
-  `HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 async function get(base: string, path: string, method = 'GET', body?: string) {
   const r = await fetch(`${base}${path}`, { method, body });
