@@ -9,7 +9,7 @@ import { connectOptions } from '../tls/origin-trust.js';
  * The proxy's client to its origins: HTTP/1.1 over keep-alive sockets, responses parsed
  * by llhttp (Node's own parser, the one node:http uses), a request head written as one
  * string. It does what the proxy needs of undici's Pool.dispatch and no more, which
- * measured 14% less CPU a request for the whole gateway (bench/RESULTS.md). Replays keep
+ * measured up to 26% less CPU a request for the whole gateway (bench/RESULTS.md). Replays keep
  * undici (upstream.ts); so does a Node whose parser cannot be loaded (`originParser`).
  */
 
