@@ -117,6 +117,18 @@ try {
       ]),
     ),
   );
+  // Each round measures both gateways one right after the other: the ratio within a round
+  // cancels a host that slows down for a while (this shared machine does, by up to 1.5x
+  // between rounds a minute apart), which the medians of each column do not.
+  const ratios = (k) => res[names[0]][k].map((v, i) => v / res[names[1]][k][i]);
+  const spread = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const q = (f) => s[Math.round((s.length - 1) * f)].toFixed(3);
+    return `${median(s).toFixed(3)} (quartiles ${q(0.25)} to ${q(0.75)})`;
+  };
+  console.log(
+    `\nRound by round, this / other, the median of the ${ROUNDS} rounds' ratios: throughput ${spread(ratios('rps'))}, CPU per request ${spread(ratios('cpu'))}\n`,
+  );
 } finally {
   for (const p of procs.reverse()) await p.stop('SIGTERM');
   rmSync(tmp, { recursive: true, force: true });
