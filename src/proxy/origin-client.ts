@@ -95,7 +95,7 @@ const BAD_PATH = /[^\u0021-\u00ff]/;
 const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT']);
 /** Methods whose request may be sent again when a kept connection turns out closed before any answer (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
-/** How often idle connections are looked at, and after how many looks one is closed (3.5 to 4 s idle). */
+/** How often idle connections are looked at, and after how many looks one is closed (3 to 3.5 s idle). */
 const SWEEP_MS = 500;
 const IDLE_SWEEPS = 7;
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -172,7 +172,7 @@ export class OriginPool {
 
   private sweep(): void {
     const n = ++this.sweeps;
-    // Those idle too long (by the origin's own word, or 3.5 to 4 s) are closed.
+    // Those idle too long (by the origin's own word, or 3 to 3.5 s) are closed.
     for (let i = 0; i < this.idle.length; ) {
       const c = this.idle[i] as OriginConnection;
       if (n - c.idleSince >= c.idleLimit)
