@@ -151,12 +151,13 @@ export class H2Response implements ClientResponse {
     if (!this.ended) return false;
     const s = this.stream;
     // Node closes (and destroys) a stream once both sides' END_STREAM went, which can come
-    // before its 'finish' (a request with a body): ended, closed without an error, and
-    // nothing of it left unsent is whole too. On Node 20 a client's reset (NO_ERROR) while
-    // the answer waited on its flow control leaves its bytes counted here; later Nodes
-    // hand them to the session at once and drop them at the reset, so such an answer
-    // reads as whole there.
-    return s.writableFinished || (s.closed && s.rstCode === NO_ERROR && s.bufferSize === 0);
+    // before its 'finish' (a request with a body): ended and closed without an error is
+    // whole. Not also "nothing left buffered": on Node 20 an answer past the stream's
+    // window still counts bytes the client has had (134,631 of a 200,000-byte answer
+    // read whole), and every such POST was recorded 499. A client's reset with NO_ERROR
+    // after the answer ended thus reads as whole on every Node, as it did on later ones;
+    // any other reset code (CANCEL, what clients send) is a 499.
+    return s.writableFinished || (s.closed && s.rstCode === NO_ERROR);
   }
 
   /** The gateway ended the answer while the stream could carry it (whatever the client did after). */
