@@ -14,7 +14,7 @@ import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
-import { forwardRequestHeaders, forwardResponseHeaders, rawHeaderStrings } from './headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
@@ -505,8 +505,7 @@ class Forwarding {
     if (this.gone) abort(new Error('client closed'));
   }
 
-  /** `raw`: strings from the proxy's own client, Buffers from undici's (a Node without the parser). */
-  onHeaders(status: number, raw: string[] | Buffer[], resume: () => void, statusText: string): boolean {
+  onHeaders(status: number, raw: string[], resume: () => void, statusText: string): boolean {
     const x = this.x;
     // The 502 an h2 answer gives in place of a status HTTP/2 cannot carry (client.ts) is recorded as such.
     if (this.req.httpVersionMajor === 2 && !h2Carries(status)) {
@@ -518,9 +517,8 @@ class Forwarding {
     if (limitHeaders !== null) for (const l of limitHeaders) extra.push(l);
     const res = this.res;
     res.sendDate = false;
-    const strings = typeof raw[0] === 'string' ? (raw as string[]) : rawHeaderStrings(raw as Buffer[]);
-    if (x.tap !== null) x.tap.resHeaders = strings;
-    res.writeHead(status, statusText, forwardResponseHeaders(strings, extra, limitHeaders !== null));
+    if (x.tap !== null) x.tap.resHeaders = raw;
+    res.writeHead(status, statusText, forwardResponseHeaders(raw, extra, limitHeaders !== null));
     // An answer of no announced length (a stream: events, long polls) may send its first
     // bytes much later: node:http holds its head until then, so it goes now unless body
     // bytes follow at once (one write). An HTTP/2 answer's head goes at once anyway.
@@ -536,14 +534,13 @@ class Forwarding {
     return this.res.write(chunk) || this.p.behind(this, chunk.length);
   }
 
-  /** `trailers`: raw name/value pairs (Buffers on the wire, though undici's types say strings). */
-  onComplete(trailers: (Buffer | string)[] | null): void {
+  /** `trailers`: raw name/value pairs. */
+  onComplete(trailers: string[] | null): void {
     this.release();
     // Trailer fields after a chunked answer (gRPC-web's status, checksums) are passed on.
     if (trailers !== null && trailers.length > 0 && this.res.chunkedEncoding) {
-      const s = (v: Buffer | string | undefined) => (typeof v === 'string' ? v : (v?.toString('latin1') ?? ''));
       const pairs: [string, string][] = [];
-      for (let i = 0; i < trailers.length; i += 2) pairs.push([s(trailers[i]), s(trailers[i + 1])]);
+      for (let i = 0; i < trailers.length; i += 2) pairs.push([trailers[i] as string, trailers[i + 1] ?? '']);
       try {
         this.res.addTrailers(pairs);
       } catch {

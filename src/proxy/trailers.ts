@@ -3,15 +3,7 @@ import https from 'node:https';
 import type { Origin } from '../admission/routes.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import { carriesGatewayKey, HOP_BY_HOP } from './headers.js';
-
-/** What the forward of one request hears, as undici's dispatch handler does (handler.ts's Forwarding). */
-export interface ForwardHandler {
-  onConnect(abort: (err?: Error) => void): void;
-  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean;
-  onData(chunk: Buffer): boolean;
-  onComplete(trailers: (Buffer | string)[] | null): void;
-  onError(err: Error & { code?: string }): void;
-}
+import type { OriginHandler } from './origin-client.js';
 
 /**
  * Trailer fields never passed on: the header rules' hop-by-hop and proxy fields, plus
@@ -61,7 +53,7 @@ export function forwardWithTrailers(
   o: Origin,
   req: { method: string; path: string; headers: string[]; body: Buffer; trailers: string[] },
   timeoutMs: number,
-  h: ForwardHandler,
+  h: OriginHandler,
 ): void {
   const headers: [string, string][] = [];
   for (let i = 0; i < req.headers.length; i += 2) {
@@ -114,8 +106,7 @@ export function forwardWithTrailers(
       res.destroy();
     };
     try {
-      const raw = res.rawHeaders.map((s) => Buffer.from(s, 'latin1'));
-      h.onHeaders(res.statusCode ?? 502, raw, () => res.resume(), res.statusMessage ?? '');
+      h.onHeaders(res.statusCode ?? 502, res.rawHeaders, () => res.resume(), res.statusMessage ?? '');
     } catch (e) {
       return broke(e);
     }
@@ -128,7 +119,7 @@ export function forwardWithTrailers(
     });
     res.on('end', () => {
       try {
-        h.onComplete(res.rawTrailers.map((s) => Buffer.from(s, 'latin1')));
+        h.onComplete(res.rawTrailers);
       } catch (e) {
         broke(e);
       }

@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import type { Origin } from '../admission/routes.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import type { ClientRequest } from './client.js';
+import { rawHeaderStrings } from './headers.js';
 import { type OriginHandler, OriginPool, type OriginRequest, originParser } from './origin-client.js';
 
 /** How the proxy sends a request to an origin: the lean client (origin-client.ts), or undici where it cannot run. */
@@ -12,19 +13,15 @@ export interface OriginDispatcher {
 }
 
 /**
- * Keep-alive connection pools to origins, one per origin, on undici (measured
- * 1.7x the throughput of node:http's client with a keep-alive agent on this
- * gateway's hot path: bench/RESULTS.md).
+ * What the proxy holds per origin: its client (origin-client.ts, or undici's Pool where
+ * that cannot run), its connection slots, and the undici Pool replays use. Each is made
+ * once per origin and found again by the origin object, so the hot path builds no key.
  */
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
-  /** The pool of each origin object, so the hot path builds no key string. */
   private readonly byOrigin = new WeakMap<Origin, Pool>();
   private readonly slots = new Map<string, Slots>();
-  /** The slots of each origin object, so the hot path builds no key string. */
   private readonly slotsByOrigin = new WeakMap<Origin, Slots>();
-
-  /** The proxy's client of each origin object (and header limit), made once. */
   private readonly clients = new Map<string, OriginDispatcher>();
   private readonly clientsByOrigin = new WeakMap<Origin, OriginDispatcher>();
 
@@ -32,55 +29,34 @@ export class Upstreams {
 
   /** The proxy's client of an origin (`maxHeaderBytes`: the largest answer header block it accepts). */
   client(o: Origin, maxHeaderBytes: number): OriginDispatcher {
-    const known = this.clientsByOrigin.get(o);
-    if (known !== undefined && !known.destroyed) return known;
-    const k = `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
-    let c = this.clients.get(k);
-    if (c === undefined || c.destroyed) {
-      c =
-        originParser !== null
-          ? new OriginPool(o, originParser, maxHeaderBytes)
-          : onUndici(this.pool(o, maxHeaderBytes));
-      this.clients.set(k, c);
-    }
-    this.clientsByOrigin.set(o, c);
-    return c;
+    return perOrigin(this.clientsByOrigin, this.clients, o, clientKey(o, maxHeaderBytes), () =>
+      originParser !== null ? new OriginPool(o, originParser, maxHeaderBytes) : onUndici(this.pool(o, maxHeaderBytes)),
+    );
   }
 
   /** The connection slots of an origin: a request holds one from dispatch to its end. */
   slotsOf(o: Origin): Slots {
-    const known = this.slotsByOrigin.get(o);
-    if (known !== undefined) return known;
-    const k = `${o.protocol}//${o.host}`;
-    let s = this.slots.get(k);
-    if (s === undefined) {
-      s = new Slots(this.connections);
-      this.slots.set(k, s);
-    }
-    this.slotsByOrigin.set(o, s);
-    return s;
+    return perOrigin(this.slotsByOrigin, this.slots, o, `${o.protocol}//${o.host}`, () => new Slots(this.connections));
   }
 
-  /** The pool of an origin (`maxHeaderBytes`: the largest response header block it accepts). */
+  /** The undici Pool of an origin (`maxHeaderBytes`: the largest response header block it accepts). */
   pool(o: Origin, maxHeaderBytes = 16_384): Pool {
-    const known = this.byOrigin.get(o);
-    if (known !== undefined && !known.destroyed) return known;
-    const k = `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
-    let p = this.pools.get(k);
-    if (!p) {
-      p = new Pool(`${o.protocol}//${o.host}`, {
-        maxHeaderSize: maxHeaderBytes,
-        connections: this.connections,
-        pipelining: 1,
-        keepAliveTimeout: 4_000,
-        keepAliveMaxTimeout: 60_000,
-        // https:// origins: the route's CAs and name, else the system CAs and the URL's host.
-        connect: { timeout: 10_000, ...connectOptions(o.trust) },
-      });
-      this.pools.set(k, p);
-    }
-    this.byOrigin.set(o, p);
-    return p;
+    return perOrigin(
+      this.byOrigin,
+      this.pools,
+      o,
+      clientKey(o, maxHeaderBytes),
+      () =>
+        new Pool(`${o.protocol}//${o.host}`, {
+          maxHeaderSize: maxHeaderBytes,
+          connections: this.connections,
+          pipelining: 1,
+          keepAliveTimeout: 4_000,
+          keepAliveMaxTimeout: 60_000,
+          // https:// origins: the route's CAs and name, else the system CAs and the URL's host.
+          connect: { timeout: 10_000, ...connectOptions(o.trust) },
+        }),
+    );
   }
 
   async close(): Promise<void> {
@@ -173,8 +149,36 @@ export class Slots {
 
 const NOOP = (): void => {};
 
-/** undici's Pool as the proxy's client (its handler hears raw header Buffers, which the proxy reads as well). */
-function onUndici(pool: Pool): OriginDispatcher {
+/** Origins of one place, header limit and trust share one client (and one undici Pool). */
+const clientKey = (o: Origin, maxHeaderBytes: number): string =>
+  `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
+
+/** What is kept for an origin: found by the origin object, else by `key` (made once), else made. */
+function perOrigin<T extends object>(
+  byOrigin: WeakMap<Origin, T>,
+  byKey: Map<string, T>,
+  o: Origin,
+  key: string,
+  make: () => T,
+): T {
+  const known = byOrigin.get(o);
+  if (known !== undefined && !gone(known)) return known;
+  let v = byKey.get(key);
+  if (v === undefined || gone(v)) {
+    v = make();
+    byKey.set(key, v);
+  }
+  byOrigin.set(o, v);
+  return v;
+}
+
+const gone = (v: object): boolean => (v as { destroyed?: boolean }).destroyed === true;
+
+/**
+ * undici's Pool as the proxy's client, where Node's parser cannot be loaded: its handler
+ * hears raw header Buffers, turned here into the strings the proxy's handler takes.
+ */
+export function onUndici(pool: Pool): OriginDispatcher {
   return {
     dispatch(r, h) {
       pool.dispatch(
@@ -186,7 +190,18 @@ function onUndici(pool: Pool): OriginDispatcher {
           headersTimeout: r.headersTimeout,
           bodyTimeout: 0,
         },
-        h as unknown as Parameters<Pool['dispatch']>[1],
+        {
+          onConnect: (abort: (err?: Error) => void) => h.onConnect(abort),
+          onHeaders: (status: number, raw: Buffer[], resume: () => void, text: string) =>
+            h.onHeaders(status, rawHeaderStrings(raw), resume, text),
+          onData: (chunk: Buffer) => h.onData(chunk),
+          // Buffers on the wire, though undici's types say strings.
+          onComplete: (trailers: (Buffer | string)[] | null) =>
+            h.onComplete(
+              trailers === null ? null : trailers.map((v) => (typeof v === 'string' ? v : v.toString('latin1'))),
+            ),
+          onError: (err: Error) => h.onError(err),
+        },
       );
     },
     get destroyed() {
