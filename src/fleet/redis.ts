@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { createClient, type RedisClientType } from '@redis/client';
+import type { RedisClientType } from '@redis/client';
+import { redis } from '../lazy-require.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { redisLate } from './lateness.js';
@@ -60,7 +61,7 @@ export class Coordinator {
   constructor(private readonly o: CoordinatorOptions) {
     this.owner = o.owner ?? randomBytes(6).toString('hex');
     this.prefix = o.prefix ?? 'wakegate:';
-    this.client = createClient({
+    this.client = redis().createClient({
       url: o.url,
       disableOfflineQueue: true,
       socket: {

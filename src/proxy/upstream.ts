@@ -1,5 +1,6 @@
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import type { Origin } from '../admission/routes.js';
+import { undici } from '../lazy-require.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import type { ClientRequest } from './client.js';
 import { rawHeaderStrings } from './headers.js';
@@ -47,7 +48,7 @@ export class Upstreams {
       o,
       clientKey(o, maxHeaderBytes),
       () =>
-        new Pool(`${o.protocol}//${o.host}`, {
+        new (undici().Pool)(`${o.protocol}//${o.host}`, {
           maxHeaderSize: maxHeaderBytes,
           connections: this.connections,
           pipelining: 1,

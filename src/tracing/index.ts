@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import type { Config } from '../config/index.js';
+import { undici } from '../lazy-require.js';
 import type { Logger } from '../log.js';
 import { type Metrics, registerTracing } from '../metrics/index.js';
 import { parseRetryAfter } from '../webhooks/backoff.js';
@@ -63,7 +64,7 @@ export function createTracing(d: TracingDeps): Tracing {
   const ids = new HexPool();
   const writer = new OtlpWriter({ serviceName: t.service_name, scopeName: 'wakegate', scopeVersion: VERSION });
   const ofWake = wakeSpans(d.cfg, ids);
-  const agent = d.post ? null : new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+  const agent = d.post ? null : new (undici().Agent)({ keepAliveTimeout: 30_000, connections: 2 });
   const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
   const warned = oncePerMinute(Date.now);
   // Said in the log without what may authenticate to it (user:password@, a token in the query).
@@ -174,7 +175,7 @@ function otlpPost(url: string, headers: Record<string, string>, agent: Agent): P
     'content-type': 'application/x-protobuf',
   };
   return async (body, signal) => {
-    const res = await request(url, { method: 'POST', headers: h, body, signal, dispatcher: agent });
+    const res = await undici().request(url, { method: 'POST', headers: h, body, signal, dispatcher: agent });
     const status = res.statusCode;
     let ps = { rejected: 0, message: '' };
     if (status >= 200 && status < 300) {
