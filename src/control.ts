@@ -20,7 +20,7 @@ import type { Wake } from './capture/wake.js';
 import { wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
-import { createEdge, routesUnderManagement } from './edge.js';
+import { captureShare, createEdge, routesUnderManagement } from './edge.js';
 import { EventBus } from './events/bus.js';
 import { type EventRecord, eventLogCodec } from './events/event.js';
 import { sloRules } from './events/slo.js';
@@ -181,7 +181,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const rules = [wakeRules(cfg, bus), sloRules(cfg, bus, once)] as const;
     const capture = parts.add(
       createCapture({
-        cfg,
+        // With edge threads, this thread's pipeline (the /v2 calls' wakes) keeps its share of capture's bounds.
+        cfg: threads > 1 ? captureShare(cfg, threads, true) : cfg,
         clock,
         log,
         metrics,

@@ -63,15 +63,15 @@ export function routesUnderManagement(cfg: Pick<Config, 'routes' | 'management'>
 /**
  * The config one of `threads` edge threads runs with: the process-wide bounds
  * (connections, tunnels, buffered bodies, connections to each origin) shared out,
- * so the process keeps to them whatever the thread count. Per-client bounds stay
- * per thread.
+ * so the process keeps to them whatever the thread count, and so are capture's
+ * (captureShare). Per-client bounds stay per thread.
  */
 export function shareOf(cfg: Readonly<Config>, threads: number): Readonly<Config> {
   if (threads <= 1) return cfg;
   const share = (n: number) => Math.max(1, Math.ceil(n / threads));
   const s = cfg.server;
   return {
-    ...cfg,
+    ...captureShare(cfg, threads),
     server: {
       ...s,
       max_connections: share(s.max_connections),
@@ -80,6 +80,52 @@ export function shareOf(cfg: Readonly<Config>, threads: number): Readonly<Config
       max_buffered_response_bytes: share(s.max_buffered_response_bytes),
       upstream_connections: share(s.upstream_connections),
     },
+  };
+}
+
+/**
+ * Capture's process-wide bounds as one of `threads` edge threads keeps them: each
+ * thread has its own log and pipeline, so the log's disk (`spool_max_bytes`), the rows
+ * and detail bytes held in memory are shared out among the edges and the control
+ * thread's own pipeline (the /v2 calls' wakes: `controlShare`), and every route's
+ * detail rate (`max_per_second`, `max_bytes_per_second`; 0, no limit, stays 0)
+ * among the edges, which serve the routes.
+ */
+export function captureShare(cfg: Readonly<Config>, threads: number, controlShare = false): Readonly<Config> {
+  if (threads <= 1) return cfg;
+  // The pipelines: one per edge thread, and the control thread's.
+  const pipelines = threads + 1;
+  const budget = (n: number) => Math.max(1, Math.ceil(n / pipelines));
+  const rate = (n: number | undefined) => (n === undefined || n === 0 ? n : Math.max(1, Math.ceil(n / threads)));
+  const c = cfg.capture;
+  const budgets = {
+    ...cfg,
+    storage: { ...cfg.storage, spool_max_bytes: budget(cfg.storage.spool_max_bytes) },
+    capture: {
+      ...c,
+      max_buffered_rows: budget(c.max_buffered_rows),
+      detail_max_buffered_bytes: budget(c.detail_max_buffered_bytes),
+    },
+  };
+  if (controlShare) return budgets;
+  return {
+    ...budgets,
+    capture: {
+      ...budgets.capture,
+      detail: {
+        ...c.detail,
+        max_per_second: rate(c.detail.max_per_second) as number,
+        max_bytes_per_second: rate(c.detail.max_bytes_per_second) as number,
+      },
+    },
+    routes: cfg.routes.map((r) => {
+      const d = r.capture.detail;
+      if (d.max_per_second === undefined && d.max_bytes_per_second === undefined) return r;
+      const narrowed = { ...d };
+      if (d.max_per_second !== undefined) narrowed.max_per_second = rate(d.max_per_second) as number;
+      if (d.max_bytes_per_second !== undefined) narrowed.max_bytes_per_second = rate(d.max_bytes_per_second) as number;
+      return { ...r, capture: { ...r.capture, detail: narrowed } };
+    }),
   };
 }
 
