@@ -29,27 +29,28 @@ export function render(doc) {
     '',
     'Generated from `GET /v2/openapi.json` by `npm run docs`; do not edit by hand.',
     '',
-    'Every call carries `Authorization: Bearer <key>` and needs the scope named below.',
+    'Every call carries `Authorization: Bearer <key>` and needs the scope named below ("any valid key": a key of any',
+    'scope). `GET /v2/openapi.json`, the OpenAPI 3.1 document this page is made from, needs no key.',
     'Bodies are JSON. Errors have the body `{"error": {"type", "message", "param", "retry_after", "wake_id"}}`;',
     'unknown query parameters and body fields are 400 `invalid_request` naming `param`, and a',
     'known path called with another method is 405 with `Allow`. A live-class key may act in',
     'another environment with `environment` (a query parameter, or a field of a create body).',
     '',
   ];
+  /** The scope an operation needs: a named one, any valid key (security without a scope), or none. */
+  const scopeOf = (op) =>
+    op['x-required-scope'] ? `\`${op['x-required-scope']}\`` : op.security?.length ? 'any valid key' : 'none (public)';
   const ops = [];
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) ops.push({ path, method: method.toUpperCase(), op });
   }
   out.push('| method and path | scope | what it does |', '| --- | --- | --- |');
-  for (const { path, method, op } of ops)
-    out.push(
-      `| \`${method} ${path}\` | ${op['x-required-scope'] ? `\`${op['x-required-scope']}\`` : 'none'} | ${cell(op.summary)} |`,
-    );
+  for (const { path, method, op } of ops) out.push(`| \`${method} ${path}\` | ${scopeOf(op)} | ${cell(op.summary)} |`);
   out.push('');
   for (const { path, method, op } of ops) {
     out.push(`## ${method} ${path}`, '', cell(op.summary), '');
     if (op.description) out.push(op.description, '');
-    out.push(`Scope: ${op['x-required-scope'] ? `\`${op['x-required-scope']}\`` : 'none (public)'}.`, '');
+    out.push(`Scope: ${scopeOf(op)}.`, '');
     const params = (op.parameters ?? []).filter((p) => p.in !== 'path');
     if (params.length) {
       out.push('| query parameter | type | required |', '| --- | --- | --- |');

@@ -42,6 +42,8 @@ const jsonSchema = (s: z.ZodType) => {
 function statusesOf(d: RouteDoc, hasEnvironment: boolean): number[] {
   const s = new Set(d.errors);
   if (d.query || d.body || d.url.includes(':')) s.add(400);
+  // A body past server.api_body_limit_bytes.
+  if (d.body) s.add(413);
   if (d.scope !== null) for (const c of [401, 403, 429]) s.add(c);
   if (d.url.includes(':')) s.add(404);
   if (hasEnvironment) for (const c of [404, 422]) s.add(c);

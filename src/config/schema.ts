@@ -147,7 +147,7 @@ export const configSchema = z.strictObject({
       buffer_response_body_bytes: nonNegativeInt.max(67_108_864),
       /** Answer bytes held that way for slow clients, all answers together; past it origins are paused instead. */
       max_buffered_response_bytes: positiveInt,
-      /** Responses past that streaming at once to one client address; past it 503. */
+      /** Responses past that streaming at once to one client address; past it an answer falling behind is cut off. */
       max_streaming_downloads_per_client: positiveInt,
       /** A client that reads nothing of its response for this long is cut off. */
       send_timeout_ms: durationMs,

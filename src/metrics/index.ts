@@ -64,7 +64,7 @@ export function createMetrics(opts: { process?: boolean } = {}) {
   });
   const wakesDropped = new Counter({
     name: 'wakegate_wakes_dropped_total',
-    help: 'Wakes dropped, by reason (buffer_full, spool_full, storage_failed)',
+    help: 'Wakes dropped, by reason (buffer_full, wal_full, storage_failed)',
     labelNames: ['reason'] as const,
     registers: [registry],
   });

@@ -85,6 +85,23 @@ describe('the OpenAPI document against the server', () => {
     expect((await fetch(`${t.url}/v2/environments`)).status).toBe(401);
   });
 
+  it('every operation that takes a body lists 413, and the server answers it past api_body_limit_bytes', async () => {
+    const withBody = Object.entries(paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([, op]) => op.requestBody !== undefined)
+        .map(([method, op]) => ({ path, method, op })),
+    );
+    expect(withBody.length).toBeGreaterThan(0);
+    for (const { path, method, op } of withBody) expect(op.responses, `${method} ${path}`).toHaveProperty('413');
+    const r = await fetch(`${t.url}/v2/api-keys`, {
+      method: 'POST',
+      headers: { ...bearer(t.admin), 'content-type': 'application/json' },
+      body: JSON.stringify({ label: 'x'.repeat(2 * 1024 * 1024) }),
+    });
+    expect(r.status).toBe(413);
+    expect(((await r.json()) as { error: { type: string } }).error.type).toBe('payload_too_large');
+  });
+
   it('lists of scopes and events say they are non-empty and unique, as the server refuses otherwise', async () => {
     const keys = paths['/v2/api-keys']?.post?.requestBody?.content['application/json'].schema.properties?.scopes;
     expect(keys).toMatchObject({ minItems: 1, uniqueItems: true });
