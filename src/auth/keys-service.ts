@@ -6,6 +6,7 @@ import { newKeyId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { rateLimitProblem } from '../ratelimit/policy.js';
 import type { KeyTable } from '../store/keys.js';
+import { EVENT_RETENTION_DAYS } from '../store/schema.js';
 import { isRevoked } from './authorize.js';
 import { activeBootstrapKeys, BOOTSTRAP_LABEL } from './bootstrap.js';
 import { checkName, consumerFold, type KeyRateLimit, type KeyRecord, replacing } from './key.js';
@@ -381,21 +382,44 @@ export class KeyService {
     return next;
   }
 
-  /** Raises key.revoked for scheduled revocations whose instant has come (idempotent across instances). */
+  /**
+   * Raises key.revoked for scheduled revocations whose instant has come (idempotent
+   * across instances: the event's id is the key's), and, once the event is written,
+   * marks it in the key's record (revoked_at = revoke_at): a later start then knows it
+   * was raised, and one whose instant passed while no instance ran raises it.
+   */
   sweepScheduled(): void {
     const now = this.clock.now();
     for (const k of this.ring.all()) {
       if (k.revoke_at === null || k.revoke_at > now || this.announced.has(k.id)) continue;
-      if (k.revoked_at !== null && k.revoked_at < k.revoke_at) continue;
       this.announced.add(k.id);
+      // Revoked at once before its instant (raised then), or marked by an earlier sweep.
+      if (k.revoked_at !== null) continue;
       this.events.emit('key.revoked', k.environment, { key: this.view(k), scheduled: true }, k.revoke_at, `${k.id}`);
+      this.markRaised(k.id).catch((e: Error) =>
+        // Not marked: the next start raises it again, under the same id (one event, one delivery per endpoint).
+        this.log.warn('key.revoked raised, but not yet marked on the key', { key_id: k.id, err: e.message }),
+      );
     }
   }
 
+  private async markRaised(id: string): Promise<void> {
+    await this.events.flush();
+    const k = this.ring.get(id);
+    if (k === undefined || k.revoked_at !== null || k.revoke_at === null) return;
+    await this.save({ ...k, revoked_at: k.revoke_at, updated_at: Math.max(this.clock.now(), k.updated_at + 1) });
+  }
+
   start(everyMs = 250): void {
-    // Keys revoked before this start were announced by whoever revoked them.
     const now = this.clock.now();
-    for (const k of this.ring.all()) if (isRevoked(k, now)) this.announced.add(k.id);
+    for (const k of this.ring.all()) {
+      if (!isRevoked(k, now)) continue;
+      // Revoked at once (announced by whoever revoked it), or a scheduled revocation marked
+      // raised; one that came while no instance ran is the sweep's to raise, unless it came
+      // before the events it would join are kept (EVENT_RETENTION_DAYS: a month-old fact).
+      const tooOld = k.revoke_at !== null && k.revoke_at < now - EVENT_RETENTION_DAYS * 86_400_000;
+      if (k.revoked_at !== null || tooOld) this.announced.add(k.id);
+    }
     this.timer = setInterval(() => this.sweepScheduled(), everyMs);
     this.timer.unref();
   }
