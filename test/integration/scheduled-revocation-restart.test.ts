@@ -24,7 +24,11 @@ describe('a scheduled revocation across a restart', () => {
 
   const start = async () => {
     t = await startGateway(
-      { routes: [{ name: 'api', prefix: '/api', auth: 'none', origins: { production: origin.url, sandbox: origin.url } }] },
+      {
+        routes: [
+          { name: 'api', prefix: '/api', auth: 'none', origins: { production: origin.url, sandbox: origin.url } },
+        ],
+      },
       { clock, dir, admin },
     );
     return t;
