@@ -177,14 +177,20 @@ export class Batcher<T> {
     const degraded = !this.stats.storageUp || (this.wal !== null && this.wal.length > 0);
     const max = degraded ? 1 : (this.opts.maxInflight ?? 1);
     if (this.runs.size >= max || (this.runs.size > 0 && this.waiting() === 0)) return;
-    const run: Promise<void> = this.drain().finally(() => {
-      this.runs.delete(run);
-      if (this.waiting() >= this.opts.batchRows) this.kick();
-      else if (this.waiting() > 0 && !this.timer) {
-        this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
-        this.timer.unref();
-      }
-    });
+    const run: Promise<void> = this.drain()
+      .catch((e: Error) => {
+        // Not a storage failure (write() handles those): the log's disk. What the log holds stays there.
+        this.log.error('capture: a batch could not be written; retrying', { err: e });
+        this.scheduleRetry();
+      })
+      .finally(() => {
+        this.runs.delete(run);
+        if (this.waiting() >= this.opts.batchRows) this.kick();
+        else if (this.waiting() > 0 && !this.timer) {
+          this.timer = setTimeout(() => this.kick(), this.opts.flushIntervalMs);
+          this.timer.unref();
+        }
+      });
     this.runs.add(run);
   }
 
@@ -305,7 +311,12 @@ export class Batcher<T> {
       this.retryTimer = null;
       this.kick();
       if (this.waiting() === 0 && this.runs.size === 0 && this.wal && this.wal.length > 0) {
-        void this.replayBacklog().then(() => this.refreshLogStats());
+        this.replayBacklog()
+          .then(() => this.refreshLogStats())
+          .catch((e: Error) => {
+            this.log.error('capture: the log backlog could not be read; retrying', { err: e });
+            this.scheduleRetry();
+          });
       }
     }, ms);
     this.retryTimer.unref();

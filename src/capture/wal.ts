@@ -5,6 +5,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rm,
   rmSync,
   statSync,
@@ -160,7 +161,14 @@ export class Wal<T> {
         continue;
       }
       if (!f.endsWith(SUFFIX)) continue;
-      const size = statSync(join(dir, f)).size;
+      const st = statSync(join(dir, f));
+      if (!st.isFile()) {
+        this.log.error('write-ahead log: an entry named like a segment is not a file, and is left alone', {
+          segment: f,
+        });
+        continue;
+      }
+      const size = st.size;
       if (size === 0) {
         rmSync(join(dir, f), { force: true });
         continue;
@@ -386,7 +394,15 @@ export class Wal<T> {
       this.backlog.shift();
       return this.peek();
     }
-    const text = readFileSync(path, 'utf8');
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (e) {
+      // Never readable again (EACCES, EIO): set aside under another name, so the backlog
+      // behind it and new wakes are still stored; nothing is deleted.
+      this.setAside(name, e as Error);
+      return this.peek();
+    }
     const rows: T[] = [];
     let rewrite = !text.endsWith('\n');
     for (const line of text.split('\n')) {
@@ -405,6 +421,28 @@ export class Wal<T> {
       replaceFile(path, Buffer.concat(rows.map((r) => this.line(r))));
     }
     return { token: name, rows, file: path };
+  }
+
+  /**
+   * A segment that cannot be read leaves the backlog, renamed `<name>.unreadable` (kept
+   * for an operator: renamed back, it is inserted at the next start).
+   */
+  private setAside(name: string, e: Error): void {
+    this.backlog.shift();
+    this.inherited.delete(name);
+    this.bytes -= this.sizes.get(name) ?? 0;
+    this.sizes.delete(name);
+    const aside = `${name}.unreadable`;
+    try {
+      renameSync(join(this.dir, name), join(this.dir, aside));
+    } catch {
+      // Left under its name: the next start tries it again.
+    }
+    this.log.error('write-ahead log: a segment could not be read and was set aside; its wakes are not stored', {
+      segment: name,
+      set_aside_as: aside,
+      err: e,
+    });
   }
 
   /** True for a segment left by an earlier run: its batch's listeners may never have run. */

@@ -1,4 +1,13 @@
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -310,6 +319,29 @@ describe('the wake log line', () => {
     const text = readFileSync(seg?.file as string, 'utf8');
     expect(text.slice(0, -1).split('\t')).toHaveLength(37);
     expect(codec.isCurrent(text.slice(0, -1))).toBe(true);
+    wal.close();
+  });
+});
+
+describe('write-ahead log: a segment that cannot be read', () => {
+  it('is set aside (renamed, never deleted), and the backlog behind it is read', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    writeFileSync(join(dir, '00000000000001-a-0.wal'), '{"n":1}\n');
+    writeFileSync(join(dir, '00000000000002-a-1.wal'), '{"n":2}\n');
+    const errors: string[] = [];
+    const log = { ...silentLogger, error: (msg: string) => errors.push(msg) };
+    const wal = new Wal<{ n: number }>(dir, 1_000_000, OPTS, log);
+    expect(wal.length).toBe(2);
+    // The first turns unreadable after the log found it (EIO, EACCES: a directory here, as root reads any file).
+    rmSync(join(dir, '00000000000001-a-0.wal'));
+    mkdirSync(join(dir, '00000000000001-a-0.wal'));
+    const seg = wal.peek();
+    expect(seg?.rows).toEqual([{ n: 2 }]);
+    expect(wal.length).toBe(1);
+    expect(statSync(join(dir, '00000000000001-a-0.wal.unreadable')).isDirectory()).toBe(true);
+    expect(errors).toEqual([expect.stringContaining('set aside')]);
+    // Its bytes no longer count against the budget.
+    expect(wal.size).toBe('{"n":2}\n'.length);
     wal.close();
   });
 });
