@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { seedStore } from './store-template.js';
 
 export interface ChildGateway {
   proc: ChildProcess;
@@ -32,7 +33,10 @@ export async function spawnGateway(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 30_000,
+  o: { freshStore?: boolean } = {},
 ): Promise<ChildGateway> {
+  // A new data directory gets the schema copied in (store-template.ts); freshStore: migrated as a first start does.
+  if (!o.freshStore && env.DATA_DIR !== undefined && env.CLICKHOUSE_URL === undefined) seedStore(env.DATA_DIR);
   const proc = spawn(process.execPath, [...GATEWAY, ...args], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,6 +5,7 @@ import { Gateway, type GatewayOptions } from '../../src/app.js';
 import { loadConfig, mergeConfig } from '../../src/config/index.js';
 import { newSecret } from '../../src/ids.js';
 import { silentLogger } from '../../src/log.js';
+import { seedStore } from './store-template.js';
 
 export interface TestGateway {
   gw: Gateway;
@@ -23,9 +24,12 @@ export interface TestGateway {
 /** A whole gateway on loopback ephemeral ports with its own embedded store. */
 export async function startGateway(
   values: Record<string, unknown> = {},
-  opts: GatewayOptions & { dir?: string; admin?: string } = {},
+  opts: GatewayOptions & { dir?: string; admin?: string; freshStore?: boolean } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'wakegate-it-'));
+  // The schema copied in, not migrated at every start (freshStore: migrated as a first start does).
+  const storage = values.storage as { clickhouse_url?: unknown } | undefined;
+  if (!opts.freshStore && !storage?.clickhouse_url) seedStore(dir);
   const admin = opts.admin ?? `svc_live_${newSecret()}`;
   const cfg = loadConfig({
     values: mergeConfig(
