@@ -14,6 +14,8 @@ export interface Origin {
   host: string;
   /** How an https:// origin is verified (the route's tls block); null: the system CAs and the URL's host. */
   trust: OriginTrust | null;
+  /** How long a new connection (with an https origin's handshake) may take (routes[].connect_timeout_ms). */
+  connectTimeoutMs: number;
 }
 
 /** A proxied route: what admission asks of its requests (Gate), and how the proxy forwards them. */
@@ -30,7 +32,7 @@ export interface Route extends Gate {
   upgrades: ReadonlySet<string>;
 }
 
-function parseOrigin(environment: string, url: string, trust: OriginTrust | null): Origin {
+function parseOrigin(environment: string, url: string, trust: OriginTrust | null, connectTimeoutMs: number): Origin {
   const u = new URL(url);
   const protocol = u.protocol === 'https:' ? 'https:' : 'http:';
   const port = u.port ? Number(u.port) : protocol === 'https:' ? 443 : 80;
@@ -42,6 +44,7 @@ function parseOrigin(environment: string, url: string, trust: OriginTrust | null
     basePath: u.pathname.replace(/\/+$/, ''),
     host: u.host,
     trust: protocol === 'https:' ? trust : null,
+    connectTimeoutMs,
   };
 }
 
@@ -94,7 +97,9 @@ export class RouteTable {
     this.routes = routes
       .map((cfg, i) => {
         const trust = originTrust(cfg.tls, `routes[${i}].tls`);
-        const origins = new Map(Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url, trust)]));
+        const origins = new Map(
+          Object.entries(cfg.origins).map(([env, url]) => [env, parseOrigin(env, url, trust, cfg.connect_timeout_ms)]),
+        );
         const d = capture ? { ...capture.detail, ...cfg.capture.detail } : null;
         return {
           cfg,

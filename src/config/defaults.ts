@@ -91,6 +91,7 @@ export const defaults = {
       origins: { production: 'http://127.0.0.1:9001', sandbox: 'http://127.0.0.1:9002' },
       timeout_ms: 30_000,
       queue_timeout_ms: 5_000,
+      connect_timeout_ms: 10_000,
       max_response_header_bytes: 16_384,
       latency_objective_ms: 800,
       availability_objective: 0.999,

@@ -75,6 +75,8 @@ export const routeSchema = z.strictObject({
   timeout_ms: durationMs.default(30_000),
   /** Waiting for a free connection to the origin is bounded: past this, 503. */
   queue_timeout_ms: durationMs.default(5_000),
+  /** A new connection to the origin (TCP, and TLS for https) must be up within this: past it, 502. */
+  connect_timeout_ms: durationMs.default(10_000),
   /** The origin's response header block may be this large; past it 502 naming this setting. */
   max_response_header_bytes: positiveInt.max(1_048_576).default(16_384),
   latency_objective_ms: durationMs.nullable().default(null),

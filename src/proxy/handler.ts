@@ -355,6 +355,10 @@ export class ProxyHandler {
       const msg = `the origin's certificate did not verify (${err.code}); check routes[].tls (ca, servername) of route ${x.route}`;
       return this.fail(fw, new GatewayError('upstream_unavailable', msg));
     }
+    if (err.code === 'UND_ERR_CONNECT_TIMEOUT') {
+      const msg = `the origin did not accept a connection within routes[].connect_timeout_ms (${fw.a.route.cfg.connect_timeout_ms} ms) of route ${x.route}`;
+      return this.fail(fw, new GatewayError('upstream_unavailable', msg));
+    }
     this.d.log.debug('upstream error', { route: x.route, code: err.code });
     this.fail(fw, new GatewayError('upstream_unavailable', `the origin could not be reached (${err.code ?? 'error'})`));
   }

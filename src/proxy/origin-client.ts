@@ -98,8 +98,6 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 /** How often idle connections are looked at, and after how many looks one is closed (3 to 3.5 s idle). */
 const SWEEP_MS = 500;
 const IDLE_SWEEPS = 7;
-const CONNECT_TIMEOUT_MS = 10_000;
-
 /** Keep-alive connections to one origin. Connections are not bounded here: the proxy's Slots bound requests in flight. */
 export class OriginPool {
   readonly idle: OriginConnection[] = [];
@@ -108,6 +106,8 @@ export class OriginPool {
   readonly port: number;
   readonly secure: boolean;
   readonly tlsOptions: tls.ConnectionOptions | null;
+  /** How long a new connection may take to be up (routes[].connect_timeout_ms). */
+  readonly connectTimeoutMs: number;
   /** The last TLS session an https origin gave, offered by the next connection (a shorter handshake). */
   tlsSession: Buffer | null = null;
   /** Looks at idle connections taken so far (a connection idle for IDLE_SWEEPS of them is closed). */
@@ -121,6 +121,7 @@ export class OriginPool {
     readonly maxHeaderSize: number,
   ) {
     this.secure = o.protocol === 'https:';
+    this.connectTimeoutMs = o.connectTimeoutMs;
     const u = new URL(`${o.protocol}//${o.host}`);
     this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
     this.port = Number(u.port || (this.secure ? 443 : 80));
@@ -277,7 +278,7 @@ class OriginConnection {
       this.sock = t;
     } else this.sock = net.connect({ host: pool.host, port: pool.port });
     this.sock.setNoDelay(true);
-    this.sock.setTimeout(CONNECT_TIMEOUT_MS);
+    this.sock.setTimeout(pool.connectTimeoutMs);
     const parser = new P();
     this.parser = parser;
     parser[P.kOnHeaders] = this.onHeaderLines;

@@ -55,7 +55,7 @@ export class Upstreams {
           keepAliveTimeout: 4_000,
           keepAliveMaxTimeout: 60_000,
           // https:// origins: the route's CAs and name, else the system CAs and the URL's host.
-          connect: { timeout: 10_000, ...connectOptions(o.trust) },
+          connect: { timeout: o.connectTimeoutMs, ...connectOptions(o.trust) },
         }),
     );
   }
@@ -152,7 +152,7 @@ const NOOP = (): void => {};
 
 /** Origins of one place, header limit and trust share one client (and one undici Pool). */
 const clientKey = (o: Origin, maxHeaderBytes: number): string =>
-  `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''}`;
+  `${o.protocol}//${o.host} ${maxHeaderBytes} ${o.trust?.id ?? ''} ${o.connectTimeoutMs}`;
 
 /** What is kept for an origin: found by the origin object, else by `key` (made once), else made. */
 function perOrigin<T extends object>(

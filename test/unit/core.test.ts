@@ -200,6 +200,7 @@ describe('route table', () => {
     origins: { production: 'http://o' },
     timeout_ms: 1,
     queue_timeout_ms: 1,
+    connect_timeout_ms: 1,
     max_response_header_bytes: 16_384,
     latency_objective_ms: null,
     availability_objective: null,

@@ -19,6 +19,7 @@ const r = (name: string, prefix: string, strip_prefix = false) => ({
   origins: { production: 'http://o' },
   timeout_ms: 1,
   queue_timeout_ms: 1,
+  connect_timeout_ms: 1,
   max_response_header_bytes: 16_384,
   latency_objective_ms: null,
   availability_objective: null,
