@@ -64,7 +64,13 @@ export class KeyService {
   /** Tells the rest of a fleet of a key version this instance stored (coordination.redis_url). */
   private readonly announce: ((k: KeyRecord) => Promise<void>) | null;
   /** The last create in line: creates run one at a time, so two cannot both reserve one consumer. */
-  private creating: Promise<unknown> = Promise.resolve();
+  /**
+   * Every write of a key waits for the one before it (this process): each reads the key
+   * as the last write left it. Two at once each built a whole new version from what it
+   * had read, so the later one undid the other (a revocation undone by a certificate
+   * change, a revoke_at pushed back, one certificate on two keys).
+   */
+  private writing: Promise<unknown> = Promise.resolve();
   private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>;
   private readonly table: KeyTable;
   private readonly ring: KeyRing;
@@ -169,11 +175,12 @@ export class KeyService {
   create(input: CreateKeyInput, callerEnv: string, caller?: KeyRecord): Promise<{ key: KeyRecord; secret: string }> {
     // The consumer check and the store that reserves it are one step: a create waits for
     // the one before it (this process; see docs for a fleet), else both could pass the check.
-    const run = this.creating.then(
-      () => this.createNow(input, callerEnv, caller),
-      () => this.createNow(input, callerEnv, caller),
-    );
-    this.creating = run.catch(() => {});
+    return this.serial(() => this.createNow(input, callerEnv, caller));
+  }
+
+  private serial<T>(write: () => Promise<T>): Promise<T> {
+    const run = this.writing.then(write, write);
+    this.writing = run.catch(() => {});
     return run;
   }
 
@@ -352,7 +359,11 @@ export class KeyService {
    * forward (now, or an earlier revokeAt) but never pushed back: the same instant
    * again returns it unchanged, a later one is 409 conflict naming revoke_at.
    */
-  async revoke(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
+  revoke(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
+    return this.serial(() => this.revokeNow(id, env, revokeAt, caller));
+  }
+
+  private async revokeNow(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
     const k = this.get(id, env);
     if (caller && caller.id !== k.id) this.mustManage(caller, k, 'revoke', 'key_id');
     const now = this.clock.now();
@@ -405,9 +416,11 @@ export class KeyService {
 
   private async markRaised(id: string): Promise<void> {
     await this.events.flush();
-    const k = this.ring.get(id);
-    if (k === undefined || k.revoked_at !== null || k.revoke_at === null) return;
-    await this.save({ ...k, revoked_at: k.revoke_at, updated_at: Math.max(this.clock.now(), k.updated_at + 1) });
+    await this.serial(async () => {
+      const k = this.ring.get(id);
+      if (k === undefined || k.revoked_at !== null || k.revoke_at === null) return;
+      await this.save({ ...k, revoked_at: k.revoke_at, updated_at: Math.max(this.clock.now(), k.updated_at + 1) });
+    });
   }
 
   start(everyMs = 250): void {
@@ -430,7 +443,16 @@ export class KeyService {
   }
 
   /** Sets (or with null clears) the client certificate that names a key on auth: mtls routes. */
-  async setCertificate(id: string, env: string, fingerprint: string | null, caller?: KeyRecord): Promise<KeyRecord> {
+  setCertificate(id: string, env: string, fingerprint: string | null, caller?: KeyRecord): Promise<KeyRecord> {
+    return this.serial(() => this.setCertificateNow(id, env, fingerprint, caller));
+  }
+
+  private async setCertificateNow(
+    id: string,
+    env: string,
+    fingerprint: string | null,
+    caller?: KeyRecord,
+  ): Promise<KeyRecord> {
     const k = this.get(id, env);
     if (caller && caller.id !== k.id) this.mustManage(caller, k, 'change', 'key_id');
     const now = this.clock.now();
@@ -479,7 +501,11 @@ export class KeyService {
    * start with no keys at all, a generated one whose secret is returned so the caller
    * can print it once.
    */
-  async bootstrap(adminSecret: string | null): Promise<{
+  bootstrap(adminSecret: string | null): ReturnType<KeyService['bootstrapNow']> {
+    return this.serial(() => this.bootstrapNow(adminSecret));
+  }
+
+  private async bootstrapNow(adminSecret: string | null): Promise<{
     created: KeyRecord | null;
     secret: string | null;
     /** The keys revoked because this one replaced them; `current` is the bootstrap key in force. */

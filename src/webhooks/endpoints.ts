@@ -110,6 +110,8 @@ export class EndpointService {
   apply(e: EndpointRecord): void {
     const held = this.byId.get(e.id);
     if (held && held.updated_at > e.updated_at) return;
+    // Deleting is final: no later version (one built before the delete was seen) brings it back.
+    if (held?.status === 'deleted' && e.status !== 'deleted') return;
     this.byId.set(e.id, e);
     if (e.updated_at > this.maxUpdated) this.maxUpdated = e.updated_at;
   }
@@ -171,6 +173,19 @@ export class EndpointService {
       .sort((a, b) => (a.id < b.id ? -1 : 1));
   }
 
+  /**
+   * Every change of an existing endpoint waits for the one before it (this process), and
+   * reads the endpoint as that one left it: two at once each built a whole new version
+   * from what it had read, so the later undid the other (a delete undone by a PATCH or by
+   * an attempt's 410, a rotated secret that never signed, a disable lost).
+   */
+  private changing: Promise<unknown> = Promise.resolve();
+  private serial<T>(change: () => Promise<T>): Promise<T> {
+    const run = this.changing.then(change, change);
+    this.changing = run.catch(() => {});
+    return run;
+  }
+
   private async save(e: EndpointRecord, next: Partial<EndpointRecord>): Promise<EndpointRecord> {
     const now = this.clock.now();
     const r: EndpointRecord = { ...e, ...next, updated_at: Math.max(now, e.updated_at + 1) };
@@ -184,7 +199,15 @@ export class EndpointService {
    * PATCH: `events` replaces the subscription; `status` enables or disables.
    * Re-enabling clears the run of 410 answers, so a recovered receiver starts afresh.
    */
-  async update(
+  update(
+    id: string,
+    env: string,
+    patch: { events?: string[]; status?: 'enabled' | 'disabled' },
+  ): Promise<EndpointRecord> {
+    return this.serial(() => this.updateNow(id, env, patch));
+  }
+
+  private async updateNow(
     id: string,
     env: string,
     patch: { events?: string[]; status?: 'enabled' | 'disabled' },
@@ -204,11 +227,13 @@ export class EndpointService {
   }
 
   /** Deletes the endpoint: it is gone from lists and lookups; the caller cancels its pending deliveries. */
-  async remove(id: string, env: string): Promise<EndpointRecord> {
-    const e = this.inEnvironment(id, env, 'endpoint_id');
-    const r = await this.save(e, { status: 'deleted', disabled_at: this.clock.now() });
-    this.log.info('webhook endpoint deleted', { endpoint_id: id });
-    return r;
+  remove(id: string, env: string): Promise<EndpointRecord> {
+    return this.serial(async () => {
+      const e = this.inEnvironment(id, env, 'endpoint_id');
+      const r = await this.save(e, { status: 'deleted', disabled_at: this.clock.now() });
+      this.log.info('webhook endpoint deleted', { endpoint_id: id });
+      return r;
+    });
   }
 
   /**
@@ -217,7 +242,11 @@ export class EndpointService {
    * receiver may still know only the first after two quick rotations): at most
    * MAX_RETIRED_SECRETS of them, the newest.
    */
-  async rotateSecret(id: string, env: string): Promise<EndpointRecord> {
+  rotateSecret(id: string, env: string): Promise<EndpointRecord> {
+    return this.serial(() => this.rotateSecretNow(id, env));
+  }
+
+  private async rotateSecretNow(id: string, env: string): Promise<EndpointRecord> {
     const e = this.inEnvironment(id, env, 'endpoint_id');
     const { droppedEarly, ...next } = rotation(e, newSigningSecret(), this.clock.now());
     const r = await this.save(e, next);
@@ -303,7 +332,12 @@ export class EndpointService {
    * no answer and changes nothing; 410 starts or continues the run; any other
    * answer ends it. Returns true when this answer disabled the endpoint.
    */
-  async recordAnswer(id: string, status: number, now: number): Promise<boolean> {
+  recordAnswer(id: string, status: number, now: number): Promise<boolean> {
+    if (status === 0) return Promise.resolve(false);
+    return this.serial(() => this.recordAnswerNow(id, status, now));
+  }
+
+  private async recordAnswerNow(id: string, status: number, now: number): Promise<boolean> {
     const e = this.byId.get(id);
     if (!e || e.status !== 'enabled' || status === 0) return false;
     let next: EndpointRecord | null = null;
