@@ -310,6 +310,10 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const listen = async (
       beforeAnnounce?: () => void,
     ): Promise<{ port: number; opsPort: number; managementPort: number }> => {
+      // WAKEGATE_ADMIN_KEY (its secret is the operator's) is installed, and the key it
+      // replaces revoked, before anything listens: a replaced key, perhaps the leaked one
+      // the rotation is for, is never served by the start that revokes it.
+      const early = cfg.admin_key === null ? null : await keys.keys.bootstrap(cfg.admin_key);
       await listeners.internal(edges !== null);
       if (edge) ports.main = await edge.listen(cfg.server.port);
       else if (edges) {
@@ -337,9 +341,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       // The ops port passes from the start's probe to the ops listener.
       await probe?.close();
       const { opsPort, managementPort } = await listeners.listen();
-      // The bootstrap admin key is made only once the gateway listens: a start that
-      // fails (a port in use) leaves no key behind that was never shown.
-      const boot = await keys.keys.bootstrap(cfg.admin_key);
+      // A generated admin key is made only once the gateway listens: a start that fails
+      // (a port in use) leaves no key behind that was never shown.
+      const boot = early ?? (await keys.keys.bootstrap(cfg.admin_key));
       state.generatedAdminSecret = boot.secret;
       if (boot.replaced.length > 0) {
         // One line for a rotation (never the secret); the old key is revoked.
