@@ -91,6 +91,12 @@ export class KeyRing {
   apply(k: KeyRecord, fromPeer = false): void {
     const held = this.byId.get(k.id);
     if (held && held.updated_at > k.updated_at) return;
+    // A revocation is final, and a schedule only ever comes sooner: a newer version without
+    // them (written by another instance from a copy it read before) keeps them here.
+    if (held?.revoked_at != null && (k.revoked_at === null || k.revoked_at > held.revoked_at))
+      k = { ...k, revoked_at: held.revoked_at };
+    if (held?.revoke_at != null && (k.revoke_at === null || k.revoke_at > held.revoke_at))
+      k = { ...k, revoke_at: held.revoke_at };
     // A version older than an announced revocation (held before it, or brought by a read
     // that left before it was stored) is held revoked from when it was heard.
     const revoking = this.revoking.size === 0 ? undefined : this.revoking.get(k.id);

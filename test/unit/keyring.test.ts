@@ -150,3 +150,28 @@ describe('the key ring on the embedded store', () => {
     await ring.stop();
   });
 });
+
+/**
+ * Two instances of a fleet each order only their own writes: one revokes a key while the
+ * other stores a change built from the version before. The ring never lifts a revocation
+ * or puts a schedule back, whichever version is newer.
+ */
+describe('the key ring against a newer version written from a stale copy', () => {
+  it('keeps a revocation and the soonest revoke_at', () => {
+    const { ring } = slowReads();
+    const v1: KeyRecord = { ...keyRecord('key_b'), updated_at: 1000 };
+    ring.apply({ ...v1, revoked_at: 1500, updated_at: 1500 });
+    // Another instance's certificate change, from v1, stamped later.
+    ring.apply({ ...v1, tls_fingerprint: 'ab'.repeat(32), updated_at: 1600 });
+    expect(ring.get('key_b')).toMatchObject({ revoked_at: 1500, tls_fingerprint: 'ab'.repeat(32) });
+
+    ring.apply({ ...keyRecord('key_c'), revoke_at: 5000, updated_at: 1000 });
+    ring.apply({ ...keyRecord('key_c'), revoke_at: 9000, updated_at: 1100 });
+    expect(ring.get('key_c')?.revoke_at).toBe(5000);
+    ring.apply({ ...keyRecord('key_c'), revoke_at: null, updated_at: 1200 });
+    expect(ring.get('key_c')?.revoke_at).toBe(5000);
+    // Brought forward: taken.
+    ring.apply({ ...keyRecord('key_c'), revoke_at: 3000, updated_at: 1300 });
+    expect(ring.get('key_c')?.revoke_at).toBe(3000);
+  });
+});
