@@ -41,9 +41,18 @@ export function signStandard(
 }
 
 /**
+ * A signing secret as the gateway makes them: `whsec_` and base64 of 32 bytes (a
+ * secret of at least 16 characters after the prefix is taken). Anything else (an
+ * empty variable, "undefined", the bare prefix) is a key anyone can sign with.
+ */
+const SECRET = /^whsec_[A-Za-z0-9+/=_-]{16,}$/;
+
+/**
  * For receivers: true when `header` is a valid signature of `rawBody` (the bytes
  * as received, before any parsing) by `secret`, made within `toleranceSeconds` of
- * now. Any of several `v1=` values may match (secret rotation).
+ * now. Any of several `v1=` values may match (secret rotation). False, never an
+ * exception, for anything else: a secret that is not a `whsec_` secret, a body that
+ * is not the raw bytes (a parsed object), a tolerance or clock that is not a number.
  */
 export function verifySignature(
   rawBody: string | Buffer,
@@ -53,6 +62,9 @@ export function verifySignature(
   nowSeconds: number = Math.floor(Date.now() / 1000),
 ): boolean {
   if (typeof header !== 'string' || header.length > 4096) return false;
+  if (typeof secret !== 'string' || !SECRET.test(secret)) return false;
+  if (typeof rawBody !== 'string' && !ArrayBuffer.isView(rawBody)) return false;
+  if (!Number.isFinite(toleranceSeconds) || toleranceSeconds < 0 || !Number.isFinite(nowSeconds)) return false;
   let t: number | null = null;
   const sigs: string[] = [];
   for (const part of header.split(',')) {
@@ -64,7 +76,7 @@ export function verifySignature(
     else if (k === 'v1' && /^[0-9a-f]{64}$/.test(v)) sigs.push(v);
   }
   if (t === null || sigs.length === 0) return false;
-  if (Math.abs(nowSeconds - t) > toleranceSeconds) return false;
+  if (!(Math.abs(nowSeconds - t) <= toleranceSeconds)) return false;
   const expected = Buffer.from(createHmac('sha256', secret).update(`${t}.`).update(rawBody).digest('hex'));
   return sigs.some((s) => timingSafeEqual(Buffer.from(s), expected));
 }
