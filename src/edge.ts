@@ -94,38 +94,27 @@ export function shareOf(cfg: Readonly<Config>, threads: number): Readonly<Config
 export function captureShare(cfg: Readonly<Config>, threads: number, controlShare = false): Readonly<Config> {
   if (threads <= 1) return cfg;
   // The pipelines: one per edge thread, and the control thread's.
-  const pipelines = threads + 1;
-  const budget = (n: number) => Math.max(1, Math.ceil(n / pipelines));
-  const rate = (n: number | undefined) => (n === undefined || n === 0 ? n : Math.max(1, Math.ceil(n / threads)));
+  const budget = (n: number) => Math.max(1, Math.ceil(n / (threads + 1)));
+  const rate = (n: number) => (n === 0 ? 0 : Math.max(1, Math.ceil(n / threads)));
+  /** A detail block (the config's, or a route's narrowing of it) with its rates shared out. */
+  const rates = <D extends { max_per_second?: number; max_bytes_per_second?: number }>(d: D): D => ({
+    ...d,
+    ...(d.max_per_second === undefined ? {} : { max_per_second: rate(d.max_per_second) }),
+    ...(d.max_bytes_per_second === undefined ? {} : { max_bytes_per_second: rate(d.max_bytes_per_second) }),
+  });
   const c = cfg.capture;
-  const budgets = {
+  return {
     ...cfg,
     storage: { ...cfg.storage, spool_max_bytes: budget(cfg.storage.spool_max_bytes) },
     capture: {
       ...c,
       max_buffered_rows: budget(c.max_buffered_rows),
       detail_max_buffered_bytes: budget(c.detail_max_buffered_bytes),
+      detail: controlShare ? c.detail : rates(c.detail),
     },
-  };
-  if (controlShare) return budgets;
-  return {
-    ...budgets,
-    capture: {
-      ...budgets.capture,
-      detail: {
-        ...c.detail,
-        max_per_second: rate(c.detail.max_per_second) as number,
-        max_bytes_per_second: rate(c.detail.max_bytes_per_second) as number,
-      },
-    },
-    routes: cfg.routes.map((r) => {
-      const d = r.capture.detail;
-      if (d.max_per_second === undefined && d.max_bytes_per_second === undefined) return r;
-      const narrowed = { ...d };
-      if (d.max_per_second !== undefined) narrowed.max_per_second = rate(d.max_per_second) as number;
-      if (d.max_bytes_per_second !== undefined) narrowed.max_bytes_per_second = rate(d.max_bytes_per_second) as number;
-      return { ...r, capture: { ...r.capture, detail: narrowed } };
-    }),
+    routes: controlShare
+      ? cfg.routes
+      : cfg.routes.map((r) => ({ ...r, capture: { ...r.capture, detail: rates(r.capture.detail) } })),
   };
 }
 

@@ -3,6 +3,7 @@ import type { Config } from '../config/index.js';
 import { GatewayError, missing, unprocessable } from '../errors.js';
 import type { EventBus } from '../events/bus.js';
 import { newKeyId } from '../ids.js';
+import { InTurn } from '../in-turn.js';
 import type { Logger } from '../log.js';
 import { rateLimitProblem } from '../ratelimit/policy.js';
 import type { KeyTable } from '../store/keys.js';
@@ -63,14 +64,13 @@ export class KeyService {
   private readonly announced = new Set<string>();
   /** Tells the rest of a fleet of a key version this instance stored (coordination.redis_url). */
   private readonly announce: ((k: KeyRecord) => Promise<void>) | null;
-  /** The last create in line: creates run one at a time, so two cannot both reserve one consumer. */
   /**
    * Every write of a key waits for the one before it (this process): each reads the key
    * as the last write left it. Two at once each built a whole new version from what it
    * had read, so the later one undid the other (a revocation undone by a certificate
-   * change, a revoke_at pushed back, one certificate on two keys).
+   * change, a revoke_at pushed back, one certificate on two keys, one consumer reserved twice).
    */
-  private writing: Promise<unknown> = Promise.resolve();
+  private readonly writes = new InTurn();
   private readonly cfg: Pick<Config, 'environments' | 'routes' | 'rate_limits'>;
   private readonly table: KeyTable;
   private readonly ring: KeyRing;
@@ -175,13 +175,7 @@ export class KeyService {
   create(input: CreateKeyInput, callerEnv: string, caller?: KeyRecord): Promise<{ key: KeyRecord; secret: string }> {
     // The consumer check and the store that reserves it are one step: a create waits for
     // the one before it (this process; see docs for a fleet), else both could pass the check.
-    return this.serial(() => this.createNow(input, callerEnv, caller));
-  }
-
-  private serial<T>(write: () => Promise<T>): Promise<T> {
-    const run = this.writing.then(write, write);
-    this.writing = run.catch(() => {});
-    return run;
+    return this.writes.run(() => this.createNow(input, callerEnv, caller));
   }
 
   private async createNow(
@@ -360,7 +354,7 @@ export class KeyService {
    * again returns it unchanged, a later one is 409 conflict naming revoke_at.
    */
   revoke(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
-    return this.serial(() => this.revokeNow(id, env, revokeAt, caller));
+    return this.writes.run(() => this.revokeNow(id, env, revokeAt, caller));
   }
 
   private async revokeNow(id: string, env: string, revokeAt?: number, caller?: KeyRecord): Promise<KeyRecord> {
@@ -416,7 +410,7 @@ export class KeyService {
 
   private async markRaised(id: string): Promise<void> {
     await this.events.flush();
-    await this.serial(async () => {
+    await this.writes.run(async () => {
       const k = this.ring.get(id);
       if (k === undefined || k.revoked_at !== null || k.revoke_at === null) return;
       await this.save({ ...k, revoked_at: k.revoke_at, updated_at: Math.max(this.clock.now(), k.updated_at + 1) });
@@ -444,7 +438,7 @@ export class KeyService {
 
   /** Sets (or with null clears) the client certificate that names a key on auth: mtls routes. */
   setCertificate(id: string, env: string, fingerprint: string | null, caller?: KeyRecord): Promise<KeyRecord> {
-    return this.serial(() => this.setCertificateNow(id, env, fingerprint, caller));
+    return this.writes.run(() => this.setCertificateNow(id, env, fingerprint, caller));
   }
 
   private async setCertificateNow(
@@ -502,7 +496,7 @@ export class KeyService {
    * can print it once.
    */
   bootstrap(adminSecret: string | null): ReturnType<KeyService['bootstrapNow']> {
-    return this.serial(() => this.bootstrapNow(adminSecret));
+    return this.writes.run(() => this.bootstrapNow(adminSecret));
   }
 
   private async bootstrapNow(adminSecret: string | null): Promise<{

@@ -4,6 +4,7 @@ import type { Config } from '../config/index.js';
 import { GatewayError, missing, unprocessable } from '../errors.js';
 import { EVENT_TYPES, type EventBus } from '../events/bus.js';
 import { newEndpointId } from '../ids.js';
+import { InTurn } from '../in-turn.js';
 import type { Logger } from '../log.js';
 import { follow, type TableChanges } from '../store/changes.js';
 import type { EndpointTable } from '../store/webhooks.js';
@@ -179,12 +180,7 @@ export class EndpointService {
    * from what it had read, so the later undid the other (a delete undone by a PATCH or by
    * an attempt's 410, a rotated secret that never signed, a disable lost).
    */
-  private changing: Promise<unknown> = Promise.resolve();
-  private serial<T>(change: () => Promise<T>): Promise<T> {
-    const run = this.changing.then(change, change);
-    this.changing = run.catch(() => {});
-    return run;
-  }
+  private readonly changes = new InTurn();
 
   private async save(e: EndpointRecord, next: Partial<EndpointRecord>): Promise<EndpointRecord> {
     const now = this.clock.now();
@@ -204,7 +200,7 @@ export class EndpointService {
     env: string,
     patch: { events?: string[]; status?: 'enabled' | 'disabled' },
   ): Promise<EndpointRecord> {
-    return this.serial(() => this.updateNow(id, env, patch));
+    return this.changes.run(() => this.updateNow(id, env, patch));
   }
 
   private async updateNow(
@@ -228,7 +224,7 @@ export class EndpointService {
 
   /** Deletes the endpoint: it is gone from lists and lookups; the caller cancels its pending deliveries. */
   remove(id: string, env: string): Promise<EndpointRecord> {
-    return this.serial(async () => {
+    return this.changes.run(async () => {
       const e = this.inEnvironment(id, env, 'endpoint_id');
       const r = await this.save(e, { status: 'deleted', disabled_at: this.clock.now() });
       this.log.info('webhook endpoint deleted', { endpoint_id: id });
@@ -243,7 +239,7 @@ export class EndpointService {
    * MAX_RETIRED_SECRETS of them, the newest.
    */
   rotateSecret(id: string, env: string): Promise<EndpointRecord> {
-    return this.serial(() => this.rotateSecretNow(id, env));
+    return this.changes.run(() => this.rotateSecretNow(id, env));
   }
 
   private async rotateSecretNow(id: string, env: string): Promise<EndpointRecord> {
@@ -334,12 +330,12 @@ export class EndpointService {
    */
   recordAnswer(id: string, status: number, now: number): Promise<boolean> {
     if (status === 0) return Promise.resolve(false);
-    return this.serial(() => this.recordAnswerNow(id, status, now));
+    return this.changes.run(() => this.recordAnswerNow(id, status, now));
   }
 
   private async recordAnswerNow(id: string, status: number, now: number): Promise<boolean> {
     const e = this.byId.get(id);
-    if (!e || e.status !== 'enabled' || status === 0) return false;
+    if (e?.status !== 'enabled') return false;
     let next: EndpointRecord | null = null;
     let disabled = false;
     if (status === 410) {

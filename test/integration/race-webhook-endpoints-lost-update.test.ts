@@ -67,41 +67,28 @@ describe('concurrent writes of one webhook endpoint', () => {
     ).toBe(0);
   }, 60_000);
 
-  it('DELETE and PATCH events at once: a 200 DELETE must leave the endpoint gone (404)', async () => {
-    let back = 0;
-    const seen: string[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      const ep = await register();
-      const [del, patch] = await Promise.all([
-        api('DELETE', `/v2/webhooks/endpoints/${ep.id}`),
-        api('PATCH', `/v2/webhooks/endpoints/${ep.id}`, { events: ['*'] }),
-      ]);
-      expect(del.status).toBe(200);
-      expect(del.body.status).toBe('deleted');
-      const read = await api('GET', `/v2/webhooks/endpoints/${ep.id}`);
-      seen.push(`${patch.status}/${read.status}:${read.body.status ?? read.body.error?.type}`);
-      if (read.status !== 404) back++;
-    }
-    // docs/webhooks.md: "The endpoint is gone from the list and reads (404)"
-    expect(back, `rounds where the deleted endpoint came back (patch/read): ${seen.join(' ')}`).toBe(0);
-  }, 60_000);
-
-  it('DELETE and rotate-secret at once: a 200 DELETE must leave the endpoint gone (404)', async () => {
-    let back = 0;
-    const seen: string[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      const ep = await register();
-      const [del, rot] = await Promise.all([
-        api('DELETE', `/v2/webhooks/endpoints/${ep.id}`),
-        api('POST', `/v2/webhooks/endpoints/${ep.id}/rotate-secret`),
-      ]);
-      expect(del.status).toBe(200);
-      const read = await api('GET', `/v2/webhooks/endpoints/${ep.id}`);
-      seen.push(`${rot.status}/${read.status}:${read.body.status ?? read.body.error?.type}`);
-      if (read.status !== 404) back++;
-    }
-    expect(back, `rounds where the deleted endpoint came back (rotate/read): ${seen.join(' ')}`).toBe(0);
-  }, 60_000);
+  it.each([
+    ['PATCH events', 'patch', (id: string) => api('PATCH', `/v2/webhooks/endpoints/${id}`, { events: ['*'] })],
+    ['rotate-secret', 'rotate', (id: string) => api('POST', `/v2/webhooks/endpoints/${id}/rotate-secret`)],
+  ])(
+    'DELETE and %s at once: a 200 DELETE must leave the endpoint gone (404)',
+    async (_name, tag, other) => {
+      let back = 0;
+      const seen: string[] = [];
+      for (let i = 0; i < ROUNDS; i++) {
+        const ep = await register();
+        const [del, beside] = await Promise.all([api('DELETE', `/v2/webhooks/endpoints/${ep.id}`), other(ep.id)]);
+        expect(del.status).toBe(200);
+        expect(del.body.status).toBe('deleted');
+        const read = await api('GET', `/v2/webhooks/endpoints/${ep.id}`);
+        seen.push(`${beside.status}/${read.status}:${read.body.status ?? read.body.error?.type}`);
+        if (read.status !== 404) back++;
+      }
+      // docs/webhooks.md: "The endpoint is gone from the list and reads (404)"
+      expect(back, `rounds where the deleted endpoint came back (${tag}/read): ${seen.join(' ')}`).toBe(0);
+    },
+    60_000,
+  );
 
   it('PATCH status disabled and PATCH events at once: both answered 200, so both must hold', async () => {
     let lost = 0;
