@@ -45,11 +45,42 @@ const fromRow = (r: KeyRowOut): KeyRecord => ({
   ...(r.bucket ? { bucket: r.bucket } : {}),
 });
 
-/** Owns the api_keys and key_usage tables. Each change is a new row version (updated_at). */
+interface Revocation {
+  revoke_at: number | null;
+  revoked_at: number | null;
+  written_at: number;
+}
+
+const earliest = (a: number | null, b: number | null): number | null =>
+  a === null ? b : b === null ? a : Math.min(a, b);
+
+/**
+ * A key's newest version with the earliest revocation any of its versions carried: a
+ * revocation is never undone, whichever instance wrote the newest version from what it
+ * had read. Its updated_at is the latest of either, so a poll's cursor passes both.
+ */
+function withRevocation(k: KeyRecord, r: Revocation | undefined): KeyRecord {
+  if (r === undefined) return k;
+  const revoke_at = earliest(k.revoke_at, r.revoke_at);
+  const revoked_at = earliest(k.revoked_at, r.revoked_at);
+  const updated_at = Math.max(k.updated_at, r.written_at);
+  if (revoke_at === k.revoke_at && revoked_at === k.revoked_at && updated_at === k.updated_at) return k;
+  return { ...k, revoke_at, revoked_at, updated_at };
+}
+
+/** Owns the api_keys, key_revocations and key_usage tables. Each change is a new row version (updated_at). */
 export class KeyTable {
   constructor(private readonly store: Store) {}
 
   async put(k: KeyRecord): Promise<void> {
+    // The revocation first: a version stored without it (a crash between) is revoked all the same when read.
+    if (k.revoke_at !== null || k.revoked_at !== null) {
+      await this.store.client.insert({
+        table: `${this.store.db}.key_revocations`,
+        format: 'JSONEachRow',
+        values: [{ id: k.id, revoke_at: k.revoke_at, revoked_at: k.revoked_at, written_at: k.updated_at }],
+      });
+    }
     await this.store.client.insert({
       table: `${this.store.db}.api_keys`,
       format: 'JSONEachRow',
@@ -76,23 +107,77 @@ export class KeyTable {
     this.store.changes?.changed('api_keys');
   }
 
-  /** Every key version changed at or after `sinceMs` (all keys for 0), latest version each. */
+  /**
+   * Every key changed at or after `sinceMs` (all keys for 0): its latest version, with
+   * its revocations merged in, and keys another instance revoked since then.
+   */
   async changedSince(sinceMs: number): Promise<KeyRecord[]> {
-    const sql = `${SELECT} FROM ${this.store.db}.api_keys FINAL
-      WHERE updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`;
-    return (await queryRows<KeyRowOut>(this.store, sql, { since: sinceMs })).map(fromRow);
+    const db = this.store.db;
+    const changed = await queryRows<KeyRowOut>(
+      this.store,
+      `${SELECT} FROM ${db}.api_keys FINAL WHERE updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`,
+      { since: sinceMs },
+    );
+    const revoked = await this.revocations(sinceMs === 0 ? null : { since: sinceMs, ids: changed.map((r) => r.id) });
+    const seen = new Set(changed.map((r) => r.id));
+    const others = [...revoked.keys()].filter((id) => !seen.has(id));
+    const more =
+      others.length === 0
+        ? []
+        : await queryRows<KeyRowOut>(
+            this.store,
+            `${SELECT} FROM ${db}.api_keys FINAL WHERE id IN {ids:Array(String)}`,
+            {
+              ids: others,
+            },
+          );
+    return [...changed, ...more].map((r) => withRevocation(fromRow(r), revoked.get(r.id)));
   }
 
   async get(id: string): Promise<KeyRecord | null> {
     const sql = `${SELECT} FROM ${this.store.db}.api_keys FINAL WHERE id = {id:String}`;
     const [row] = await queryRows<KeyRowOut>(this.store, sql, { id });
-    return row ? fromRow(row) : null;
+    return row ? withRevocation(fromRow(row), (await this.revocations({ ids: [id] })).get(id)) : null;
   }
 
   async byHash(hash: string): Promise<KeyRecord | null> {
     const sql = `${SELECT} FROM ${this.store.db}.api_keys FINAL WHERE secret_hash = {h:String} LIMIT 1`;
     const [row] = await queryRows<KeyRowOut>(this.store, sql, { h: hash });
-    return row ? fromRow(row) : null;
+    return row ? withRevocation(fromRow(row), (await this.revocations({ ids: [row.id] })).get(row.id)) : null;
+  }
+
+  /**
+   * The earliest revoke_at and revoked_at stored for each key: of every key (null), or
+   * of these keys and of those whose revocations were written at or after `since`.
+   */
+  private async revocations(of: { ids: readonly string[]; since?: number } | null): Promise<Map<string, Revocation>> {
+    // HAVING, not a subquery: on a cluster both would be Distributed tables, which ClickHouse refuses to nest.
+    const filter =
+      of === null
+        ? 'GROUP BY id'
+        : of.since === undefined
+          ? 'WHERE id IN {ids:Array(String)} GROUP BY id'
+          : "GROUP BY id HAVING id IN {ids:Array(String)} OR max(written_at) >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')";
+    const rows = await queryRows<{
+      id: string;
+      revoke_ms: string | null;
+      revoked_ms: string | null;
+      written_ms: string;
+    }>(
+      this.store,
+      `SELECT id,
+        if(isNull(min(revoke_at)), NULL, toUnixTimestamp64Milli(assumeNotNull(min(revoke_at)))) AS revoke_ms,
+        if(isNull(min(revoked_at)), NULL, toUnixTimestamp64Milli(assumeNotNull(min(revoked_at)))) AS revoked_ms,
+        toUnixTimestamp64Milli(max(written_at)) AS written_ms
+        FROM ${this.store.db}.key_revocations ${filter}`,
+      of === null ? {} : { ids: [...of.ids], since: of.since ?? 0 },
+    );
+    return new Map(
+      rows.map((r) => [
+        r.id,
+        { revoke_at: num(r.revoke_ms), revoked_at: num(r.revoked_ms), written_at: Number(r.written_ms) },
+      ]),
+    );
   }
 
   async count(): Promise<number> {

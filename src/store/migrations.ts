@@ -5,6 +5,7 @@ import { type LockOptions, takeMigrationLock } from './migration-lock.js';
 import {
   API_KEYS,
   EVENTS,
+  KEY_REVOCATIONS,
   KEY_USAGE,
   SCHEMA_MIGRATIONS,
   WAKE_DETAILS,
@@ -189,6 +190,19 @@ export const MIGRATIONS: Migration[] = [
     name: 'api_keys_bucket',
     // A replacement key spends from the rate-limit bucket of the first key of its chain.
     statements: addColumnsSql(API_KEYS, 18),
+  },
+  {
+    version: 19,
+    name: 'key_revocations',
+    // Revocations kept apart from the key's versions, so a later version written from an
+    // older read cannot undo one. Every version stored so far that carries a revocation
+    // is copied (a run again after a kill copies some twice, which changes no minimum).
+    statements: [
+      createTableSql(KEY_REVOCATIONS, { asOf: 19 }),
+      `INSERT INTO {db}.key_revocations (id, revoke_at, revoked_at, written_at)
+        SELECT id, revoke_at, revoked_at, updated_at FROM {db}.api_keys
+        WHERE revoke_at IS NOT NULL OR revoked_at IS NOT NULL`,
+    ],
   },
 ];
 

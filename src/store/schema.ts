@@ -135,6 +135,26 @@ export const API_KEYS: TableSpec = {
   shardKey: 'cityHash64(id)',
 };
 
+/**
+ * Every revocation written, never replaced: api_keys keeps a key's newest version, and a
+ * version another instance wrote from an older read (its certificate set, a revocation
+ * scheduled) would otherwise replace a revocation. A key read from storage takes the
+ * earliest revoke_at and revoked_at of its rows here (revocation only moves earlier).
+ */
+export const KEY_REVOCATIONS: TableSpec = {
+  name: 'key_revocations',
+  columns: [
+    col('id', 'String'),
+    col('revoke_at', NULLABLE_TIME),
+    col('revoked_at', NULLABLE_TIME),
+    // The updated_at of the key version that carried it.
+    col('written_at', TIME),
+  ],
+  engine: 'MergeTree',
+  orderBy: 'id',
+  shardKey: 'cityHash64(id)',
+};
+
 export const KEY_USAGE: TableSpec = {
   name: 'key_usage',
   columns: [col('key_id', 'String'), col('last_used_at', TIME)],
@@ -254,6 +274,7 @@ export const SCHEMA_MIGRATIONS: TableSpec = {
 export const TABLES: readonly TableSpec[] = [
   WAKES,
   API_KEYS,
+  KEY_REVOCATIONS,
   KEY_USAGE,
   EVENTS,
   WEBHOOK_ENDPOINTS,

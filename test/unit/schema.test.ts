@@ -13,7 +13,7 @@ const body = (sql: string): string[] => {
 
 describe('the table descriptions', () => {
   it("make each table's single-server and cluster statements: the same body, the cluster's Replicated and ON CLUSTER", () => {
-    expect(TABLES.length).toBe(9);
+    expect(TABLES.length).toBe(10);
     for (const t of TABLES) {
       const single = createTableSql(t);
       const [local, front] = clusterTableSql(t, 'c1');
@@ -71,7 +71,10 @@ describe('the table descriptions', () => {
     expect(v16.find((q) => q.includes('wake_log (') && q.startsWith('CREATE TABLE'))).toContain('trace_id String');
     expect(steps(17)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS tls_fingerprint String DEFAULT ''"]);
     expect(steps(18)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS bucket String DEFAULT ''"]);
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
+    expect(steps(19)?.[1]).toContain('INSERT INTO {db}.key_revocations');
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+    ]);
   });
 
   it("give the log table a column for each field of capture's log line, in order", () => {

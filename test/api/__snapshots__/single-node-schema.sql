@@ -2,6 +2,8 @@ CREATE TABLE {db}.api_keys (`id` String, `environment` LowCardinality(String), `
 
 CREATE TABLE {db}.events (`id` String, `environment` LowCardinality(String), `type` LowCardinality(String), `created_at` DateTime64(3, 'UTC'), `data` String, `recorded_at` DateTime64(3, 'UTC') DEFAULT now64(3)) ENGINE = ReplacingMergeTree ORDER BY (recorded_at, id) TTL toDateTime(recorded_at) + toIntervalDay(30) SETTINGS non_replicated_deduplication_window = 10000, index_granularity = 8192;
 
+CREATE TABLE {db}.key_revocations (`id` String, `revoke_at` Nullable(DateTime64(3, 'UTC')), `revoked_at` Nullable(DateTime64(3, 'UTC')), `written_at` DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192;
+
 CREATE TABLE {db}.key_usage (`key_id` String, `last_used_at` DateTime64(3, 'UTC')) ENGINE = ReplacingMergeTree(last_used_at) ORDER BY key_id SETTINGS index_granularity = 8192;
 
 CREATE TABLE {db}.schema_migrations (`version` UInt32, `name` String, `applied_at` DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY version SETTINGS index_granularity = 8192;

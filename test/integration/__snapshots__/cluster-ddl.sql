@@ -64,6 +64,17 @@ CREATE TABLE IF NOT EXISTS {db}.api_keys_local ON CLUSTER wg_cluster (
 CREATE TABLE IF NOT EXISTS {db}.api_keys ON CLUSTER wg_cluster AS {db}.api_keys_local
   ENGINE = Distributed(wg_cluster, {db}, api_keys_local, cityHash64(id));
 
+CREATE TABLE IF NOT EXISTS {db}.key_revocations_local ON CLUSTER wg_cluster (
+  id String,
+  revoke_at Nullable(DateTime64(3, 'UTC')),
+  revoked_at Nullable(DateTime64(3, 'UTC')),
+  written_at DateTime64(3, 'UTC')
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/wakegate/key_revocations', '{replica}')
+  ORDER BY id;
+
+CREATE TABLE IF NOT EXISTS {db}.key_revocations ON CLUSTER wg_cluster AS {db}.key_revocations_local
+  ENGINE = Distributed(wg_cluster, {db}, key_revocations_local, cityHash64(id));
+
 CREATE TABLE IF NOT EXISTS {db}.key_usage_local ON CLUSTER wg_cluster (
   key_id String,
   last_used_at DateTime64(3, 'UTC')
