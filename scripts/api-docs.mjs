@@ -35,6 +35,8 @@ export function render(doc) {
     'unknown query parameters and body fields are 400 `invalid_request` naming `param`, and a',
     'known path called with another method is 405 with `Allow`. A live-class key may act in',
     'another environment with `environment` (a query parameter, or a field of a create body).',
+    'Every answer says `Cache-Control: no-store` and `X-Content-Type-Options: nosniff`: no browser or',
+    'proxy cache keeps what a key read (the console signed out leaves nothing readable without one).',
     '',
   ];
   /** The scope an operation needs: a named one, any valid key (security without a scope), or none. */

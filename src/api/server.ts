@@ -212,6 +212,11 @@ export async function buildApi(
   // Content-Type (fastify would parse the body of some first, and answer 400), once it
   // has passed admission as a call any live key may make (a refused key is told first).
   const wrapped = (req: IncomingMessage, res: ServerResponse) => {
+    // Every answer is the key's to read and nobody else's: no cache keeps one (a browser
+    // kept what the console read, readable without a key after Sign out), and none is
+    // sniffed as anything but what it says.
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('x-content-type-options', 'nosniff');
     if (STANDARD_METHODS.has(req.method ?? '')) return h(req, res);
     req.resume();
     const x = (req as WithExchange)[EXCHANGE] ?? null;
