@@ -109,7 +109,7 @@ export class ProxyHandler {
     // Before admission: an auth: mtls route's key is the certificate's.
     noteClientCert(req.socket, fw.x);
     fw.x.secure = (req.socket as { encrypted?: boolean }).encrypted === true;
-    this.d.trace.begin(fw.x, req.headers.traceparent, req.socket);
+    this.d.trace.begin(fw.x, req.headers.traceparent, req.socket, req.headers.tracestate);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).

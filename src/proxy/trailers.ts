@@ -7,8 +7,8 @@ import type { OriginHandler } from './origin-client.js';
 
 /**
  * Trailer fields never passed on: the header rules' hop-by-hop and proxy fields, plus
- * credentials, forwarding, and the fields that frame or route the message (RFC 9110
- * §6.5.1). The gateway's own and forwarding prefixes are dropped below, as in headers.
+ * credentials, forwarding, the trace context, and the fields that frame or route the
+ * message (RFC 9110 §6.5.1). The gateway's own and forwarding prefixes are dropped below, as in headers.
  */
 const DROPPED = new Set([
   ...HOP_BY_HOP,
@@ -18,6 +18,10 @@ const DROPPED = new Set([
   'content-length',
   'content-encoding',
   'content-type',
+  // The trace context is the gateway's to send, in the headers (an origin that reads
+  // trailers as headers would take the client's instead, which the headers' rules dropped).
+  'traceparent',
+  'tracestate',
 ]);
 
 /**

@@ -146,7 +146,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   }
   const x = d.recorder.begin();
   noteClientCert(req.socket, x);
-  d.trace.begin(x, req.headers.traceparent, req.socket);
+  d.trace.begin(x, req.headers.traceparent, req.socket, req.headers.tracestate);
   const ip = req.socket.remoteAddress ?? '';
   const full = d.tunnels.refusal(ip);
   // What the client sends after the handshake is held (not forwarded) until the

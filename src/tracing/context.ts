@@ -132,6 +132,31 @@ export interface Peer {
 /** Trace flags passed on when not recording, by their two defined bits (sampled 01, random 02). */
 const PASSED_FLAGS = ['00', '01', '02', '03'];
 
+const RV = /^[0-9a-f]{14}$/;
+
+/**
+ * The explicit randomness of OpenTelemetry's consistent sampling, `rv` in the `ot` member
+ * of a caller's tracestate (`ot=th:8;rv:<14 lowercase hex digits>`), which stands for the
+ * trace id's when present; null when there is none, or it is not 14 hex digits.
+ */
+export function explicitRandomness(tracestate: string | string[] | undefined): string | null {
+  if (tracestate === undefined) return null;
+  const all = typeof tracestate === 'string' ? tracestate : tracestate.join(',');
+  if (!all.includes('ot=')) return null;
+  for (const member of all.split(',')) {
+    const m = member.trim();
+    if (!m.startsWith('ot=')) continue;
+    for (const field of m.slice(3).split(';')) {
+      if (field.startsWith('rv:')) {
+        const rv = field.slice(3);
+        return RV.test(rv) ? rv : null;
+      }
+    }
+    return null;
+  }
+  return null;
+}
+
 /**
  * Starts a request's part in its trace. Head sampling is decided from the trace id
  * alone, by OpenTelemetry's consistent probability rule on the id's random rightmost
@@ -149,6 +174,7 @@ export class TraceStart {
   private readonly high: number;
   private readonly follow: TracingConfig['follow_sampled'];
   private readonly trusted: (ip: string) => boolean;
+  private readonly ratio: number;
 
   constructor(o: TraceStartOptions) {
     this.enabled = o.enabled;
@@ -156,6 +182,7 @@ export class TraceStart {
     this.trusted = o.trusted ?? (() => false);
     this.threshold = rejectionThreshold(o.sampleRatio);
     this.high = this.threshold === 'g' ? 0x10000 : Number.parseInt(this.threshold.slice(0, 4), 16);
+    this.ratio = o.sampleRatio;
   }
 
   /**
@@ -163,7 +190,12 @@ export class TraceStart {
    * `peer`: the client's connection, whose address decides whether its sampled flag is
    * followed with `follow: 'trusted'` (none: not followed then).
    */
-  begin(x: TraceFields, traceparent: string | string[] | undefined, peer?: Peer): void {
+  begin(
+    x: TraceFields,
+    traceparent: string | string[] | undefined,
+    peer?: Peer,
+    tracestate?: string | string[] | undefined,
+  ): void {
     const flags = typeof traceparent === 'string' ? readTraceparent(traceparent, x) : -1;
     if (flags < 0) {
       if (!this.enabled) return; // Off, and no (valid) trace came: nothing is minted or sent.
@@ -176,8 +208,17 @@ export class TraceStart {
     while (span === ZERO_SPAN) span = this.pool.take(16);
     x.spanId = span;
     if (this.enabled) {
-      x.traceSampled = (flags > 0 && (flags & 1) === 1 && this.follows(peer)) || this.sampled(x.traceId);
-      x.traceFlags = x.traceSampled ? '01' : '00';
+      x.traceSampled =
+        flags < 0
+          ? this.sampled(x.traceId)
+          : this.follows(peer)
+            ? (flags & 1) === 1 || this.sampledTrace(x.traceId, tracestate)
+            : // A caller whose decision is not followed does not choose its trace id's
+              // randomness either (an id ending in f's was sampled at any ratio): a draw of the
+              // gateway's own decides, request by request.
+              Math.random() < this.ratio;
+      // Level 2's random flag (02) passes as it came.
+      x.traceFlags = PASSED_FLAGS[(x.traceSampled ? 1 : 0) | (flags > 0 ? flags & 2 : 0)] as string;
     } else {
       // Not recording: the caller's decision passes through (sampled, and Level 2's random
       // bit), the bits W3C reserves as zero ("vendors MUST set those to zero"): the header
@@ -193,15 +234,24 @@ export class TraceStart {
     return this.trusted(peer.remoteAddress ?? '');
   }
 
-  /** The trace id's digits 18..31 at or above the threshold: the first 4 read by table, the rest compared only on a tie. */
-  private sampled(id: string): boolean {
+  /** A caller's trace by its randomness: an explicit `rv` of its tracestate, else its id's. */
+  private sampledTrace(id: string, tracestate: string | string[] | undefined): boolean {
+    const rv = explicitRandomness(tracestate);
+    return rv === null ? this.sampled(id) : this.sampled(rv, 0);
+  }
+
+  /**
+   * 14 hex digits from `at` (a trace id's digits 18..31, or an explicit rv's) at or above
+   * the threshold: the first 4 read by table, the rest compared only on a tie.
+   */
+  private sampled(id: string, at = 18): boolean {
     const h =
-      ((HEX[id.charCodeAt(18)] as number) << 12) |
-      ((HEX[id.charCodeAt(19)] as number) << 8) |
-      ((HEX[id.charCodeAt(20)] as number) << 4) |
-      (HEX[id.charCodeAt(21)] as number);
+      ((HEX[id.charCodeAt(at)] as number) << 12) |
+      ((HEX[id.charCodeAt(at + 1)] as number) << 8) |
+      ((HEX[id.charCodeAt(at + 2)] as number) << 4) |
+      (HEX[id.charCodeAt(at + 3)] as number);
     if (h !== this.high) return h > this.high;
-    return id.slice(18) >= this.threshold;
+    return id.slice(at, at + 14) >= this.threshold;
   }
 }
 

@@ -181,9 +181,12 @@ function otlpPost(url: string, headers: Record<string, string>, agent: Agent): P
     if (status >= 200 && status < 300) {
       const chunks: Buffer[] = [];
       let n = 0;
+      // Accepted: the answer is read as far as a partial success can be, never further (a
+      // collector streaming an endless body kept the export, and the process, reading it).
       for await (const c of res.body as AsyncIterable<Buffer>) {
-        if (n < ANSWER_BYTES) chunks.push(c);
+        chunks.push(c);
         n += c.length;
+        if (n > ANSWER_BYTES) break; // leaving the loop destroys the body, and its connection
       }
       if (n > 0 && n <= ANSWER_BYTES)
         ps = answerOf(Buffer.concat(chunks, n), String(res.headers['content-type'] ?? ''));

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { forwardRequestHeaders } from '../../src/proxy/headers.js';
 import {
+  explicitRandomness,
   HexPool,
   parseTraceparent,
   rejectionThreshold,
@@ -84,7 +85,11 @@ describe('TraceStart', () => {
       new TraceStart({ enabled: true, sampleRatio: 0, follow, trusted }).begin(x, header, peer);
       // The origin is told the gateway's own decision; the caller's trace is kept either way.
       expect(x.traceId).toBe(TRACE);
-      expect(traceparentOf(x)?.endsWith(x.traceSampled ? '-01' : '-00')).toBe(true);
+      // (Its sampled bit; the random bit 02 passes as it came.)
+      expect(Number.parseInt(traceparentOf(x)?.slice(-2) ?? '', 16) & 1).toBe(x.traceSampled ? 1 : 0);
+      expect(Number.parseInt(traceparentOf(x)?.slice(-2) ?? '', 16) & 2).toBe(
+        Number.parseInt(header.slice(-2), 16) & 2,
+      );
       return x.traceSampled;
     };
     expect(sampled('always', VALID, '192.0.2.9')).toBe(true);
@@ -96,6 +101,48 @@ describe('TraceStart', () => {
     // Flags other than sampled (a later version's bits) ask for nothing.
     expect(sampled('always', `00-${TRACE}-${PARENT}-02`, '10.0.0.1')).toBe(false);
     expect(sampled('always', `00-${TRACE}-${PARENT}-03`, '10.0.0.1')).toBe(true);
+  });
+
+  it('decides a caller’s trace by a draw of its own when it does not follow the caller: its id chooses nothing', () => {
+    // An id whose randomness is all f's is sampled at any ratio above 0 by R >= T.
+    const chosen = `00-${'4bf92f3577b34da6a3'}${'f'.repeat(14)}-${PARENT}-00`;
+    const count = (follow: 'always' | 'trusted' | 'never', ip?: string) => {
+      const t = new TraceStart({ enabled: true, sampleRatio: 0.01, follow, trusted: (a) => a === '10.0.0.1' });
+      let n = 0;
+      for (let i = 0; i < 2000; i++) {
+        const x = fields();
+        t.begin(x, chosen, ip === undefined ? undefined : { remoteAddress: ip });
+        if (x.traceSampled) n++;
+      }
+      return n;
+    };
+    expect(count('always', '192.0.2.9')).toBe(2000);
+    expect(count('trusted', '10.0.0.1')).toBe(2000);
+    // 1% of 2,000 is 20; 60 or more has a chance below 1e-13.
+    expect(count('trusted', '192.0.2.9')).toBeLessThan(60);
+    expect(count('never', '10.0.0.1')).toBeLessThan(60);
+  });
+
+  it('takes an explicit rv of the caller’s tracestate for its randomness (OpenTelemetry’s ot=rv:)', () => {
+    expect(explicitRandomness('ot=th:8;rv:ffffffffffffff')).toBe('ffffffffffffff');
+    expect(explicitRandomness(['vendor=1', ' ot=rv:0123456789abcd;th:0 , x=y'])).toBe('0123456789abcd');
+    for (const bad of [
+      'ot=rv:FFFFFFFFFFFFFF',
+      'ot=rv:fff',
+      'ot=rv:ffffffffffffff0',
+      'xot=rv:ffffffffffffff',
+      'ot=th:8',
+    ]) {
+      expect(explicitRandomness(bad), bad).toBeNull();
+    }
+    expect(explicitRandomness(undefined)).toBeNull();
+    const low = `00-${'4bf92f3577b34da6a3'}${'0'.repeat(14)}-${PARENT}-00`;
+    const decide = (tracestate?: string) => {
+      const x = fields();
+      new TraceStart({ enabled: true, sampleRatio: 0.5 }).begin(x, low, undefined, tracestate);
+      return x.traceSampled;
+    };
+    expect([decide(), decide('ot=rv:ffffffffffffff'), decide('ot=rv:00000000000000')]).toEqual([false, true, false]);
   });
 
   it('never takes an invalid traceparent’s flags as sampled', () => {
@@ -167,7 +214,8 @@ const otel = (ratio: number, traceId: string): boolean =>
 describe('head sampling: the same traces as OpenTelemetry at the same ratio', () => {
   const decide = (ratio: number, traceId: string): boolean => {
     const x = fields();
-    new TraceStart({ enabled: true, sampleRatio: ratio, follow: 'never' }).begin(x, `00-${traceId}-${PARENT}-00`);
+    // A caller that did not sample its trace, whose flag is followed: decided by its id.
+    new TraceStart({ enabled: true, sampleRatio: ratio }).begin(x, `00-${traceId}-${PARENT}-00`);
     return x.traceSampled;
   };
   const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString('hex'));
