@@ -12,6 +12,7 @@ import {
   WAKES,
   WEBHOOK_ATTEMPTS,
   WEBHOOK_DELIVERIES,
+  WEBHOOK_ENDPOINT_DELETIONS,
   WEBHOOK_ENDPOINTS,
   WEBHOOK_FANOUT_CURSOR,
 } from './schema.js';
@@ -202,6 +203,18 @@ export const MIGRATIONS: Migration[] = [
       `INSERT INTO {db}.key_revocations (id, revoke_at, revoked_at, written_at)
         SELECT id, revoke_at, revoked_at, updated_at FROM {db}.api_keys
         WHERE revoke_at IS NOT NULL OR revoked_at IS NOT NULL`,
+    ],
+  },
+  {
+    version: 20,
+    name: 'webhook_endpoint_deletions',
+    // Deletes kept apart from the endpoint's versions, as revocations in 19; every deleted
+    // version stored so far is copied.
+    statements: [
+      createTableSql(WEBHOOK_ENDPOINT_DELETIONS, { asOf: 20 }),
+      `INSERT INTO {db}.webhook_endpoint_deletions (id, deleted_at, written_at)
+        SELECT id, coalesce(disabled_at, updated_at), updated_at FROM {db}.webhook_endpoints
+        WHERE status = 'deleted'`,
     ],
   },
 ];

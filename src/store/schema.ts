@@ -252,6 +252,24 @@ export const WEBHOOK_ATTEMPTS: TableSpec = {
   shardKey: 'cityHash64(delivery_id)',
 };
 
+/**
+ * Every endpoint deletion written, never replaced (as key_revocations): a version another
+ * instance wrote from an older read (a PATCH, a rotation, a delivery's answer) would
+ * otherwise replace the delete in webhook_endpoints. An endpoint with a row here is deleted.
+ */
+export const WEBHOOK_ENDPOINT_DELETIONS: TableSpec = {
+  name: 'webhook_endpoint_deletions',
+  columns: [
+    col('id', 'String'),
+    col('deleted_at', TIME),
+    // The updated_at of the endpoint version that carried it.
+    col('written_at', TIME),
+  ],
+  engine: 'MergeTree',
+  orderBy: 'id',
+  shardKey: 'cityHash64(id)',
+};
+
 export const WEBHOOK_FANOUT_CURSOR: TableSpec = {
   name: 'webhook_fanout_cursor',
   columns: [col('instance', 'UInt16'), col('recorded_at', TIME), col('updated_at', TIME)],
@@ -278,6 +296,7 @@ export const TABLES: readonly TableSpec[] = [
   KEY_USAGE,
   EVENTS,
   WEBHOOK_ENDPOINTS,
+  WEBHOOK_ENDPOINT_DELETIONS,
   WEBHOOK_DELIVERIES,
   WEBHOOK_FANOUT_CURSOR,
   WEBHOOK_ATTEMPTS,

@@ -6,7 +6,7 @@ import { queryRows } from './store.js';
 const ms = (v: string | null): number | null => (v === null ? null : Number(v));
 const tsCol = (c: string) => `if(isNull(${c}), NULL, toUnixTimestamp64Milli(assumeNotNull(${c}))) AS ${c}_ms`;
 
-/** Owns the webhook_endpoints table. Signing secrets are stored sealed, never in clear. */
+/** Owns the webhook_endpoints and webhook_endpoint_deletions tables. Signing secrets are stored sealed, never in clear. */
 export class EndpointTable {
   constructor(
     private readonly store: Store,
@@ -16,6 +16,14 @@ export class EndpointTable {
   ) {}
 
   async put(e: EndpointRecord): Promise<void> {
+    // The delete first: a version stored without it (a crash between) is deleted all the same when read.
+    if (e.status === 'deleted') {
+      await this.store.client.insert({
+        table: `${this.store.db}.webhook_endpoint_deletions`,
+        format: 'JSONEachRow',
+        values: [{ id: e.id, deleted_at: e.disabled_at ?? e.updated_at, written_at: e.updated_at }],
+      });
+    }
     await this.store.client.insert({
       table: `${this.store.db}.webhook_endpoints`,
       format: 'JSONEachRow',
@@ -30,12 +38,50 @@ export class EndpointTable {
     this.store.changes?.changed('webhook_endpoints');
   }
 
+  /**
+   * Every endpoint changed at or after `sinceMs` (all for 0), its latest version, and
+   * those another instance deleted since: an endpoint with a stored delete reads deleted,
+   * whatever later version an instance wrote from an older read.
+   */
   async changedSince(sinceMs: number): Promise<EndpointRecord[]> {
+    const changed = await this.versions(`updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`, {
+      since: sinceMs,
+    });
+    const ids = changed.map((e) => e.id);
+    // HAVING, not a subquery: on a cluster both would be Distributed tables, which ClickHouse refuses to nest.
+    const deletes = await queryRows<{ id: string; deleted_ms: string; written_ms: string }>(
+      this.store,
+      `SELECT id, toUnixTimestamp64Milli(min(deleted_at)) AS deleted_ms, toUnixTimestamp64Milli(max(written_at)) AS written_ms
+        FROM ${this.store.db}.webhook_endpoint_deletions GROUP BY id
+        ${sinceMs === 0 ? '' : "HAVING id IN {ids:Array(String)} OR max(written_at) >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}`,
+      { ids, since: sinceMs },
+    );
+    const deleted = new Map(deletes.map((d) => [d.id, { at: Number(d.deleted_ms), written: Number(d.written_ms) }]));
+    const seen = new Set(ids);
+    const others = [...deleted.keys()].filter((id) => !seen.has(id));
+    const all =
+      others.length === 0
+        ? changed
+        : [...changed, ...(await this.versions('id IN {ids:Array(String)}', { ids: others }))];
+    return all.map((e) => {
+      const d = deleted.get(e.id);
+      if (d === undefined || (e.status === 'deleted' && e.updated_at >= d.written)) return e;
+      return {
+        ...e,
+        status: 'deleted' as const,
+        disabled_at: e.status === 'deleted' ? e.disabled_at : d.at,
+        updated_at: Math.max(e.updated_at, d.written),
+      };
+    });
+  }
+
+  /** The latest version of each endpoint `where` selects, its secrets opened (a row whose seal does not open is left out). */
+  private async versions(where: string, params: Record<string, unknown>): Promise<EndpointRecord[]> {
     const sql = `SELECT id, environment, url, events, secret, status, previous_secret, ${tsCol('previous_secret_until')},
         toUnixTimestamp64Milli(created_at) AS created_ms, ${tsCol('first_410_at')}, ${tsCol('disabled_at')},
         toUnixTimestamp64Milli(updated_at) AS updated_ms
       FROM ${this.store.db}.webhook_endpoints FINAL
-      WHERE updated_at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')`;
+      WHERE ${where}`;
     type Row = Omit<
       EndpointRecord,
       'created_at' | 'first_410_at' | 'disabled_at' | 'updated_at' | 'previous_secret_until'
@@ -47,7 +93,7 @@ export class EndpointTable {
       updated_ms: string;
     };
     const out: EndpointRecord[] = [];
-    for (const r of await queryRows<Row>(this.store, sql, { since: sinceMs })) {
+    for (const r of await queryRows<Row>(this.store, sql, params)) {
       let secret: string;
       let previous = '';
       try {

@@ -22,7 +22,7 @@ describe('the schema on a ClickHouse cluster', () => {
 
   it('makes every table Replicated on the cluster with a Keeper path, a Distributed table in front, no non-replicated setting', () => {
     const locals = statements.filter((s) => /CREATE TABLE IF NOT EXISTS \{db\}\.\w+_local /.test(s));
-    expect(locals.length).toBe(10);
+    expect(locals.length).toBe(11);
     for (const s of locals) {
       const table = /\{db\}\.(\w+)_local/.exec(s)?.[1] as string;
       expect(s).toContain(' ON CLUSTER wg_cluster (');
@@ -64,7 +64,7 @@ describe('the schema on a ClickHouse cluster', () => {
           { db },
         );
       const mine = await columns('cluster_check');
-      expect(new Set(mine.map((c) => c.table)).size).toBe(10);
+      expect(new Set(mine.map((c) => c.table)).size).toBe(11);
       expect(mine).toEqual(await columns(store.db));
     });
   });

@@ -29,6 +29,7 @@ const values = (pollMs: number) => ({
     encryption_key: encryptionKey,
     key_poll_interval_ms: pollMs,
   },
+  webhooks: { allow_insecure_http: true, allow_private_networks: true },
   routes: [
     {
       name: 'api',
@@ -128,6 +129,40 @@ describe('a revocation on one instance survives a stale write of the same key on
       expect(got.body.revoked_at).toBe(revoked.body.revoked_at);
       expect(await send(c, secret)).toEqual({ status: 401, type: 'key_revoked' });
       expect(await send(a, secret)).toEqual({ status: 401, type: 'key_revoked' });
+      await c.stop();
+    },
+    90_000,
+  );
+  it.each([
+    ['its events changed', { events: ['wake.error'] }],
+    ['disabled', { status: 'disabled' }],
+  ])(
+    'an endpoint deleted on A, then %s on B from before it: gone on every instance, after a restart too',
+    async (_, change) => {
+      const made = await call(b.url, admin, 'POST', '/v2/webhooks/endpoints', {
+        url: 'http://127.0.0.1:9/hook',
+        events: ['*'],
+      });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      const id = made.body.id as string;
+      await until(
+        async () => (await call(a.url, admin, 'GET', `/v2/webhooks/endpoints/${id}`)).status === 200,
+        'A to read the endpoint',
+      );
+      expect((await call(a.url, admin, 'DELETE', `/v2/webhooks/endpoints/${id}`)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 20));
+      // B has not read the delete: it writes its own version of the endpoint, stamped later.
+      const stale = await call(b.url, admin, 'PATCH', `/v2/webhooks/endpoints/${id}`, change);
+      expect(stale.status, JSON.stringify(stale.body)).toBe(200);
+
+      const c = await startGateway(values(200), { admin });
+      gws.push(c);
+      expect((await call(c.url, admin, 'GET', `/v2/webhooks/endpoints/${id}`)).status).toBe(404);
+      const listed = (await call(c.url, admin, 'GET', '/v2/webhooks/endpoints?limit=100')).body.data as {
+        id: string;
+      }[];
+      expect(listed.map((e) => e.id)).not.toContain(id);
+      expect((await call(a.url, admin, 'GET', `/v2/webhooks/endpoints/${id}`)).status).toBe(404);
       await c.stop();
     },
     90_000,

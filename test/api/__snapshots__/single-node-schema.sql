@@ -22,6 +22,8 @@ CREATE TABLE {db}.webhook_attempts (`environment` LowCardinality(String), `deliv
 
 CREATE TABLE {db}.webhook_deliveries (`id` String, `environment` LowCardinality(String), `endpoint_id` String, `event_id` String, `event_type` LowCardinality(String), `payload` String, `attempt` UInt8, `max_attempts` UInt8, `status` LowCardinality(String), `response_status` UInt16, `response_body` String, `duration_ms` UInt32, `is_replay` UInt8, `replay_of` String, `created_at` DateTime64(3, 'UTC'), `next_attempt_at` Nullable(DateTime64(3, 'UTC')), `updated_at` DateTime64(3, 'UTC'), INDEX idx_event event_id TYPE bloom_filter GRANULARITY 4) ENGINE = ReplacingMergeTree(updated_at) ORDER BY (environment, id) SETTINGS index_granularity = 8192;
 
+CREATE TABLE {db}.webhook_endpoint_deletions (`id` String, `deleted_at` DateTime64(3, 'UTC'), `written_at` DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192;
+
 CREATE TABLE {db}.webhook_endpoints (`id` String, `environment` LowCardinality(String), `url` String, `events` Array(String), `secret` String, `status` LowCardinality(String), `created_at` DateTime64(3, 'UTC'), `first_410_at` Nullable(DateTime64(3, 'UTC')), `disabled_at` Nullable(DateTime64(3, 'UTC')), `updated_at` DateTime64(3, 'UTC'), `previous_secret` String DEFAULT '', `previous_secret_until` Nullable(DateTime64(3, 'UTC'))) ENGINE = ReplacingMergeTree(updated_at) ORDER BY id SETTINGS index_granularity = 8192;
 
 CREATE TABLE {db}.webhook_fanout_cursor (`instance` UInt16, `recorded_at` DateTime64(3, 'UTC'), `updated_at` DateTime64(3, 'UTC')) ENGINE = ReplacingMergeTree(updated_at) ORDER BY instance SETTINGS index_granularity = 8192;

@@ -117,6 +117,16 @@ CREATE TABLE IF NOT EXISTS {db}.webhook_endpoints_local ON CLUSTER wg_cluster (
 CREATE TABLE IF NOT EXISTS {db}.webhook_endpoints ON CLUSTER wg_cluster AS {db}.webhook_endpoints_local
   ENGINE = Distributed(wg_cluster, {db}, webhook_endpoints_local, cityHash64(id));
 
+CREATE TABLE IF NOT EXISTS {db}.webhook_endpoint_deletions_local ON CLUSTER wg_cluster (
+  id String,
+  deleted_at DateTime64(3, 'UTC'),
+  written_at DateTime64(3, 'UTC')
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/wakegate/webhook_endpoint_deletions', '{replica}')
+  ORDER BY id;
+
+CREATE TABLE IF NOT EXISTS {db}.webhook_endpoint_deletions ON CLUSTER wg_cluster AS {db}.webhook_endpoint_deletions_local
+  ENGINE = Distributed(wg_cluster, {db}, webhook_endpoint_deletions_local, cityHash64(id));
+
 CREATE TABLE IF NOT EXISTS {db}.webhook_deliveries_local ON CLUSTER wg_cluster (
   id String,
   environment LowCardinality(String),

@@ -1,8 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
+import { SecretBox } from '../../src/seal.js';
 import { KeyTable } from '../../src/store/keys.js';
 import { MIGRATIONS, migrate } from '../../src/store/migrations.js';
 import type { Store } from '../../src/store/store.js';
+import { EndpointTable } from '../../src/store/webhooks.js';
+import type { EndpointRecord } from '../../src/webhooks/records.js';
 import { tempStore } from '../helpers/store.js';
 
 /**
@@ -94,5 +98,59 @@ describe('a revoked key read from storage', () => {
     await migrate(store);
     await store.client.command({ query: `OPTIMIZE TABLE ${store.db}.api_keys FINAL` });
     expect((await new KeyTable(store).get('key_raced'))?.revoked_at).toBe(T + 10);
+  });
+});
+
+const endpoint = (o: Partial<EndpointRecord>): EndpointRecord => ({
+  id: 'ep_raced',
+  environment: 'production',
+  url: 'https://hooks.example/in',
+  events: ['*'],
+  secret: `whsec_${'A'.repeat(32)}`,
+  previous_secret: '',
+  previous_secret_until: null,
+  status: 'enabled',
+  created_at: T,
+  first_410_at: null,
+  disabled_at: null,
+  updated_at: T,
+  ...o,
+});
+
+describe('a deleted webhook endpoint read from storage', () => {
+  const box = new SecretBox(randomBytes(32));
+
+  it('stays deleted under a later version that does not carry the delete, merged or not', async () => {
+    const store = await fresh('deletions_live');
+    const table = new EndpointTable(store, box);
+    await table.put(endpoint({ updated_at: T + 1 }));
+    await table.put(endpoint({ status: 'deleted', disabled_at: T + 10, updated_at: T + 10 }));
+    await table.put(endpoint({ status: 'disabled', events: ['wake.error'], disabled_at: T + 20, updated_at: T + 20 }));
+    const check = async () => {
+      const [all] = await table.changedSince(0);
+      expect(all?.status).toBe('deleted');
+      expect(all?.disabled_at).toBe(T + 10);
+      expect((await table.changedSince(T + 15)).map((e) => e.status)).toEqual(['deleted']);
+      expect(await table.changedSince(T + 21)).toEqual([]);
+    };
+    await check();
+    await store.client.command({ query: `OPTIMIZE TABLE ${store.db}.webhook_endpoints FINAL` });
+    await check();
+  });
+
+  it('migration 20 keeps the deletes of versions stored before it', async () => {
+    const store = await fresh('deletions_upgrade', 19);
+    const insert = (e: EndpointRecord) =>
+      store.client.insert({
+        table: `${store.db}.webhook_endpoints`,
+        format: 'JSONEachRow',
+        values: [{ ...e, secret: box.seal(e.secret, e.id) }],
+      });
+    // Both versions of the race, stored by the version before this one.
+    await insert(endpoint({ status: 'deleted', disabled_at: T + 10, updated_at: T + 10 }));
+    await insert(endpoint({ updated_at: T + 20 }));
+    await migrate(store);
+    await store.client.command({ query: `OPTIMIZE TABLE ${store.db}.webhook_endpoints FINAL` });
+    expect((await new EndpointTable(store, box).changedSince(0)).map((e) => e.status)).toEqual(['deleted']);
   });
 });
