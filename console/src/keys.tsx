@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, type Key, type List } from './api';
+import { useState } from 'preact/hooks';
+import { api, type Key } from './api';
+import { More, usePaged } from './paged';
 import { ErrorNote, Panel, SecretOnce, StateBadge, StatusFilter, when } from './ui';
 
 interface Draft {
@@ -30,21 +31,15 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
   const canWrite = scopes.includes('keys:write');
   /** The key whose "Revoke now" waits for a confirmation that names it. */
   const [confirming, setConfirming] = useState<Key | null>(null);
-  const [keys, setKeys] = useState<Key[]>([]);
-  const [err, setErr] = useState<unknown>(null);
   const [status, setStatus] = useState('');
   const [draft, setDraft] = useState<Draft>(BLANK);
   const [created, setCreated] = useState<Key | null>(null);
   const [actionErr, setActionErr] = useState<unknown>(null);
   const [revokeAt, setRevokeAt] = useState<Record<string, string>>({});
-  const load = () =>
-    api<List<Key>>('GET', '/v2/api-keys', { query: { status, limit: 100 } }).then((l) => {
-      setKeys(l.data);
-      setErr(null);
-    }, setErr);
-  useEffect(() => {
-    void load();
-  }, [env, status]);
+  // Newest first, 100 a page; older keys (the bootstrap admin's among them) a click away.
+  const list = usePaged<Key>('/v2/api-keys', { status, limit: 100 }, [env, status]);
+  const keys = list.rows;
+  const load = list.reload;
   const create = async (e: Event) => {
     e.preventDefault();
     setActionErr(null);
@@ -190,7 +185,7 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
         title="Keys"
         actions={<StatusFilter value={status} options={['active', 'scheduled', 'revoked']} onChange={setStatus} />}
       >
-        <ErrorNote error={err} />
+        <ErrorNote error={list.err} />
         <div class="scroll">
           <table class="keys">
             <thead>
@@ -273,6 +268,13 @@ export function Keys({ env, scopes, self }: { env: string; scopes: string[]; sel
             </tbody>
           </table>
         </div>
+        <More
+          shown={keys.length}
+          hasMore={list.hasMore}
+          loading={list.loading}
+          onMore={list.more}
+          note="newest keys shown; older ones follow."
+        />
       </Panel>
     </div>
   );

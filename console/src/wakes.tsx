@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Diff, type List, type Wake, type WakeDetail } from './api';
-import { curlOf, type Redacted, redactedValues } from './redacted';
+import { base64BodyMarkers, curlOf, notCopyable, type Redacted, redactedValues } from './redacted';
 import { BodyView, Copy, ErrorNote, Headers, Panel, RouteName, Status, when } from './ui';
 
 interface Filters {
@@ -296,12 +296,23 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
   // Redacted values a replay needs (a marker is never sent as if it were the value).
   const [asking, setAsking] = useState(false);
   const [values, setValues] = useState<Record<string, string>>({});
+  /** A body kept as base64, looked into for redaction markers before it is offered as a command (null: not yet). */
+  const [markers, setMarkers] = useState<'none' | 'marker' | 'unread' | null>(null);
   useEffect(() => {
     setW(null);
     setReplay(null);
     setAsking(false);
     setValues({});
-    api<WakeDetail>('GET', `/v2/wakes/${id}`).then(setW, setErr);
+    setMarkers(null);
+    let gone = false;
+    api<WakeDetail>('GET', `/v2/wakes/${id}`).then((d) => {
+      if (gone) return;
+      setW(d);
+      void base64BodyMarkers(d).then((m) => gone || setMarkers(m));
+    }, setErr);
+    return () => {
+      gone = true;
+    };
   }, [id, env]);
   const start = async (allowUnsafe: boolean) => {
     setReplayErr(null);
@@ -344,6 +355,10 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
   const redacted = uniqueNames(redactedValues(w));
   // Query and body values must be given; redacted headers alone are left out, as the API does.
   const needed = redacted.some((r) => r.where !== 'header');
+  // A request not kept whole is neither copied nor replayed (the API refuses that replay, 409):
+  // either would send another request than the client's, as if it were that one.
+  const notWhole = notCopyable(w);
+  const coding = w.request?.headers?.find(([k]) => k.toLowerCase() === 'content-encoding')?.[1] ?? '';
   return (
     <div>
       <p>
@@ -402,9 +417,16 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
       </dl>
       {w.request ? (
         <div class="toolbar">
-          <Copy text={curlOf(w, proxyOrigin())} label="Copy as curl" />
-          {/* A request body kept only as size and hash cannot be sent again: no Replay that could only be refused. */}
-          {!canReplay || w.request.body_encoding === 'omitted' ? null : (
+          {notWhole || markers === 'marker' ? null : markers === null ? (
+            <span class="muted small">Reading the body…</span>
+          ) : (
+            <Copy
+              text={curlOf(w, proxyOrigin(), markers === 'unread' ? { unread: coding.trim() } : {})}
+              label="Copy as curl"
+            />
+          )}
+          {/* A request not captured whole cannot be sent again: no Replay that could only be refused. */}
+          {!canReplay || notWhole ? null : (
             <>
               <label>
                 Ignore
@@ -424,6 +446,18 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
           )}
           {canReplay ? null : <span class="muted small">This key cannot replay (it lacks wakes:write).</span>}
         </div>
+      ) : null}
+      {w.request && notWhole ? (
+        <p class="note not-whole" role="note">
+          <strong>No Copy as curl{canReplay ? ' or Replay' : ''}:</strong> {notWhole}. Sent again, this request would
+          not be the one the client sent{canReplay ? ' (the replay API refuses it too, 409)' : ''}.
+        </p>
+      ) : w.request && markers === 'marker' ? (
+        <p class="note not-whole" role="note">
+          <strong>No Copy as curl:</strong> the request body holds redacted values inside its{' '}
+          {coding ? `${coding.trim()}-compressed ` : ''}bytes, which a pasted command cannot fill in: it would send the
+          redaction markers as if they were the values.
+        </p>
       ) : null}
       {asking ? (
         <form

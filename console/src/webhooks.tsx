@@ -1,36 +1,30 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type Delivery, type Endpoint, type List } from './api';
+import { api, type Delivery, type Endpoint } from './api';
+import { More, usePaged } from './paged';
 import { ErrorNote, Panel, SecretOnce, StateBadge, Status, StatusFilter, when } from './ui';
 
 export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
   /** Actions this key's scopes do not allow are not offered (the API would refuse them). */
   const canWrite = scopes.includes('webhooks:write');
-  const [eps, setEps] = useState<Endpoint[]>([]);
-  const [dl, setDl] = useState<Delivery[]>([]);
   const [status, setStatus] = useState('');
-  const [err, setErr] = useState<unknown>(null);
-  const [dErr, setDErr] = useState<unknown>(null);
   const [actionErr, setActionErr] = useState<unknown>(null);
   const [secret, setSecret] = useState<{ id: string; secret: string } | null>(null);
   const [open, setOpen] = useState<Delivery | null>(null);
   const [url, setUrl] = useState('');
   const [events, setEvents] = useState('*');
-  const loadEps = () =>
-    api<List<Endpoint>>('GET', '/v2/webhooks/endpoints', { query: { limit: 100 } }).then((l) => {
-      setEps(l.data);
-      setErr(null);
-    }, setErr);
-  const loadDl = () =>
-    api<List<Delivery>>('GET', '/v2/webhooks/deliveries', { query: { status, limit: 50 } }).then((l) => {
-      setDl(l.data);
-      setDErr(null);
-    }, setDErr);
+  // Both lists page as the Wakes page does: the newest first, "Older" for the rest.
+  const epList = usePaged<Endpoint>('/v2/webhooks/endpoints', { limit: 100 }, [env]);
+  const dlList = usePaged<Delivery>('/v2/webhooks/deliveries', { status, limit: 50 }, [env, status]);
+  const eps = epList.rows;
+  const dl = dlList.rows;
+  const err = epList.err;
+  const dErr = dlList.err;
+  const loadEps = epList.reload;
+  const loadDl = dlList.reload;
+  // Deliveries change by themselves (retries): the pages shown are asked again every 3 s.
+  const poll = dlList.poll;
   useEffect(() => {
-    void loadEps();
-  }, [env]);
-  useEffect(() => {
-    void loadDl();
-    const t = setInterval(loadDl, 3000);
+    const t = setInterval(() => void poll(), 3000);
     return () => clearInterval(t);
   }, [env, status]);
   const act = async (f: () => Promise<unknown>) => {
@@ -160,6 +154,14 @@ export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
             </tbody>
           </table>
         </div>
+        <More
+          shown={eps.length}
+          hasMore={epList.hasMore}
+          loading={epList.loading}
+          onMore={epList.more}
+          label="More"
+          note="endpoints shown (in id order); more follow."
+        />
       </Panel>
       <Panel
         title="Deliveries"
@@ -225,6 +227,13 @@ export function Webhooks({ env, scopes }: { env: string; scopes: string[] }) {
           </table>
         </div>
         {dl.length === 0 && !dErr ? <p class="muted">No deliveries.</p> : null}
+        <More
+          shown={dl.length}
+          hasMore={dlList.hasMore}
+          loading={dlList.loading}
+          onMore={dlList.more}
+          note="newest deliveries shown; older ones follow."
+        />
       </Panel>
       {open ? (
         <Panel

@@ -92,9 +92,15 @@ function run(shell: string, dir: string, texts: readonly string[]): string[][] {
     const files = readdirSync(join(root, `d${i}`));
     if (files.join() !== 'args')
       throw new Error(`${shell} left ${JSON.stringify(files)}, not curl's arguments alone:\n${text}`);
-    return readFileSync(join(root, `d${i}`, 'args'), 'utf8')
-      .split('\0')
-      .slice(0, -1);
+    // Each argument as its bytes in hex: a header's bytes are not always UTF-8 text.
+    const raw = readFileSync(join(root, `d${i}`, 'args'));
+    const args: string[] = [];
+    for (let at = 0; at < raw.length; ) {
+      const end = raw.indexOf(0, at);
+      args.push(raw.subarray(at, end).toString('hex'));
+      at = end + 1;
+    }
+    return args;
   });
 }
 
@@ -187,12 +193,21 @@ describe('Copy as curl is safe to paste, whatever the request held', () => {
           const redacted = text.startsWith('# Redacted values: ');
           // A NUL cannot be in a shell argument: left out (a comment line says so).
           const sent = (s: string) => (redacted ? s.replace(ENCODED, MARKER) : s).replace(/\0/g, '');
+          // Arguments as bytes: text as UTF-8; a header line as the bytes its characters stand
+          // for (the API gives header values one character per byte, latin1), unless it holds
+          // a character past U+00FF, which no byte is (then as UTF-8 text).
+          const hex = (t: string, enc: 'utf8' | 'latin1' = 'utf8') => Buffer.from(sent(t), enc).toString('hex');
+          const args = [hex(`${BASE}${r.path}${r.query}`)];
+          for (const [k, v] of r.headers) {
+            const line = `${k}: ${v}`;
+            if (/^(host|content-length|connection)$/i.test(k)) continue;
+            // biome-ignore lint/suspicious/noControlCharactersInRegex: any character past a byte's range
+            args.push(hex('-H'), hex(line, /[^\x00-\xff]/.test(line) ? 'utf8' : 'latin1'));
+          }
+          if (r.body) args.push(hex('--data-raw'), hex(r.body));
           // The method is quoted as it is (no marker is replaced in it).
-          const args = [`${BASE}${r.path}${r.query}`];
-          for (const [k, v] of r.headers)
-            if (!/^(host|content-length|connection)$/i.test(k)) args.push('-H', `${k}: ${v}`);
-          if (r.body) args.push('--data-raw', r.body);
-          return ['-g', '-X', r.method.replace(/\0/g, ''), ...args.map(sent)];
+          const method = Buffer.from(r.method.replace(/\0/g, '')).toString('hex');
+          return [hex('-g'), hex('-X'), method, ...args];
         });
         for (const shell of SHELLS) expect(run(shell, work, copied), copied.join('\n')).toEqual(expected);
       }),
