@@ -247,8 +247,16 @@ export const configSchema = z.strictObject({
     on_unavailable: z.enum(['local', 'open', 'closed']),
   }),
   ratelimit: z.strictObject({
-    /** Most token buckets held at once; past it the oldest are folded into a fixed-size sketch. */
-    max_buckets: positiveInt,
+    /**
+     * Most token buckets held at once; past it the oldest are folded into a fixed-size
+     * sketch. At least one probe window (16 slots, a lookup's bound); at most 16,777,216
+     * (64 bytes each: 1 GiB of shared memory).
+     */
+    max_buckets: z
+      .number()
+      .int()
+      .min(16, 'must be at least 16 (a lookup probes a window of 16 slots)')
+      .max(16_777_216, 'must be at most 16777216 (64 bytes a bucket: 1 GiB)'),
     /** Cells of that sketch (each 8 bytes). */
     sketch_cells: positiveInt.max(16_777_216),
   }),
