@@ -310,7 +310,7 @@ export class Admission {
     // The buckets: the caller's, and the route's or operation's own policy.
     const admitted: Admitted = { ask: a, route, origin, key, limitHeaders: null };
     const limiter = this.d.limiter;
-    if (limiter === null) return admitted;
+    if (limiter === null || gate.uncharged === true) return admitted;
     // A request with no key draws from its address's bucket, an IPv6 client's /64's (ratelimit/address.ts);
     // a keyed one never reads the address, so it is not worked out for it.
     const decision = limiter.check(caller, caller === null ? addressBucket(a.ip) : a.ip, gate.policy, a.now);

@@ -20,10 +20,15 @@ export interface Gate {
   readonly origins: ReadonlyMap<string, unknown> | null;
   /** The environment of a request no key places (null: left as the entry set it). */
   readonly defaultEnvironment: string | null;
+  /**
+   * True for a /v2 operation that charges the key once, in an admission of its own (a
+   * replay, charged as the request it sends): this one takes no token.
+   */
+  readonly uncharged?: boolean;
 }
 
 /** The gate of a /v2 operation: a live key holding `scope` ('' for any key), drawing from `policy` too. */
-export function apiGate(scope: string, policy: string | null): Gate {
+export function apiGate(scope: string, policy: string | null, uncharged = false): Gate {
   return {
     name: 'v2',
     auth: 'required',
@@ -31,6 +36,7 @@ export function apiGate(scope: string, policy: string | null): Gate {
     policy,
     origins: null,
     defaultEnvironment: null,
+    ...(uncharged ? { uncharged: true } : {}),
   };
 }
 

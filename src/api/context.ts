@@ -32,6 +32,11 @@ export interface RouteAuth {
   scope: string | null;
   /** A rate-limit policy drawn from in addition to the key's bucket. */
   policy?: string;
+  /**
+   * False: the call takes no token here; the operation charges the key once, in its own
+   * admission (a replay, as the request it sends: all or nothing, its headers on the answer).
+   */
+  charged?: false;
 }
 
 declare module 'fastify' {

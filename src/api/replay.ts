@@ -11,7 +11,13 @@ export interface ReplayService {
   start(
     env: string,
     wakeId: string,
-    o: { allowUnsafe: boolean; ignore: string[]; set?: Record<string, unknown> },
+    o: {
+      allowUnsafe: boolean;
+      ignore: string[];
+      set?: Record<string, unknown>;
+      /** Told the rate-limit headers of the replay's one charge (its own admission). */
+      limitHeaders?: (headers: readonly string[]) => void;
+    },
     caller: KeyRecord,
   ): Promise<{ wake: { id: string }; replayWakeId: string }>;
 }
@@ -41,7 +47,7 @@ function setAsSent(body: unknown): Record<string, unknown> {
 
 /** What docs/api.md says of a replay beyond its summary: routes, `set` and the refusals. */
 const REPLAY_DESCRIPTION = [
-  "The captured method, path, query, headers (redacted ones left out) and body are sent through the route that matches the path now, to its origin for the wake's environment, with `x-wakegate-replay-of` and `x-wakegate-replayed-by`. The replaying key needs that route's scope (read for GET, HEAD and OPTIONS, else write), as if it sent the request itself, and is charged to its own bucket. Refused: no route matching the path now, or no origin for the environment (409); the original key revoked, the path cut, the body not captured whole (409); a method other than GET, HEAD or OPTIONS without `allow_unsafe: true` (422, `param: \"allow_unsafe\"`); another environment's wake (404). Replays running at once (until the origin's answer is recorded) are bounded: 8 per calling key and 64 per gateway process; past either, 429 `rate_limit_exceeded` with `Retry-After` and `retry_after`, and nothing is charged or sent.",
+  "The captured method, path, query, headers (redacted ones left out) and body are sent through the route that matches the path now, to its origin for the wake's environment, with `x-wakegate-replay-of` and `x-wakegate-replayed-by`. The replaying key needs that route's scope (read for GET, HEAD and OPTIONS, else write), as if it sent the request itself, and is charged once, as that request: its own bucket and the route's policy, all or nothing, the answer's rate-limit headers telling that charge (a replay refused before it is admitted takes no token). Refused: no route matching the path now, or no origin for the environment (409); the original key revoked, the path cut, the body not captured whole (409); a method other than GET, HEAD or OPTIONS without `allow_unsafe: true` (422, `param: \"allow_unsafe\"`); another environment's wake (404). Replays running at once (until the origin's answer is recorded) are bounded: 8 per calling key and 64 per gateway process; past either, 429 `rate_limit_exceeded` with `Retry-After` and `retry_after`, and nothing is charged or sent.",
   '',
   '### Redacted values: `set`',
   '',
@@ -64,7 +70,8 @@ export function replayPlugin(replayer: ReplayService) {
       '/v2/wakes/:wake_id/replay',
       {
         config: {
-          auth: { scope: 'wakes:write' },
+          // Charged once, by the replay's own admission (the request it sends), not here too.
+          auth: { scope: 'wakes:write', charged: false },
           doc: {
             summary:
               'Re-send a captured request to the origin of its environment; the replay is a wake of its own, and replay.finished carries the diff',
@@ -89,6 +96,9 @@ export function replayPlugin(replayer: ReplayService) {
             allowUnsafe: body.allow_unsafe ?? false,
             ignore: body.ignore ?? [],
             ...(body.set ? { set: setAsSent(request.body) } : {}),
+            limitHeaders: (h) => {
+              for (let i = 0; i < h.length; i += 2) reply.header(h[i] as string, h[i + 1]);
+            },
           },
           request.key,
         );

@@ -166,7 +166,7 @@ export async function buildApi(
       if (!auth || auth.scope === null) return;
       gate = gates.get(auth);
       if (gate === undefined) {
-        gate = apiGate(auth.scope, auth.policy ?? null);
+        gate = apiGate(auth.scope, auth.policy ?? null, auth.charged === false);
         gates.set(auth, gate);
       }
     }

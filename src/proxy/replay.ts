@@ -69,6 +69,8 @@ export interface ReplayOptions {
   ignore: string[];
   /** Values for redacted query parameters, form fields, JSON values (`$.card.cvc`) or headers; scalars only. */
   set?: Record<string, unknown>;
+  /** Told the rate-limit headers of the replay's admission (its one charge), admitted or refused. */
+  limitHeaders?: (headers: readonly string[]) => void;
 }
 
 /**
@@ -188,6 +190,8 @@ export class Replayer {
     }
     // Admitted as any request is (src/admission), against the routes in force now.
     const v = await this.d.admission.replay(w, caller, detail.request_headers);
+    const limited = isRefusal(v) ? v.headers : v.limitHeaders;
+    if (limited !== null) o.limitHeaders?.(limited);
     if (isRefusal(v)) throw v.error;
     const { route, key: original } = v;
     // Only a caller that may send the request learns what set must give.
