@@ -73,7 +73,7 @@ describe('the table descriptions', () => {
     expect(steps(18)).toEqual(["ALTER TABLE {db}.api_keys ADD COLUMN IF NOT EXISTS bucket String DEFAULT ''"]);
     expect(steps(19)?.[1]).toContain('INSERT INTO {db}.key_revocations');
     expect(MIGRATIONS.map((m) => m.version)).toEqual([
-      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
     ]);
   });
 
