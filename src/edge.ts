@@ -233,7 +233,15 @@ export function createEdge(d: EdgeDeps): Edge {
     res.shouldKeepAlive = false;
     d.manage(req, res, NO_BODY);
   });
-  const upgradeDeps = { ...proxyDeps, routes, tunnels, holds: d.holds, idleTimeoutMs: s.tunnel_idle_timeout_ms };
+  // An upgrade's ordinary answer shares the proxy's answers' budgets and places.
+  const upgradeDeps = {
+    ...proxyDeps,
+    routes,
+    tunnels,
+    holds: d.holds,
+    idleTimeoutMs: s.tunnel_idle_timeout_ms,
+    answers: proxy.downloads,
+  };
   server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({

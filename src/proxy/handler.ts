@@ -9,6 +9,7 @@ import { errorBody, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { addressBucket } from '../ratelimit/address.js';
+import { onRequestTimeout, REQUEST_TIMED_OUT } from '../request-timeout.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
@@ -163,6 +164,8 @@ export class ProxyHandler {
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
       return this.dispatch(fw, null);
     }
+    // server.request_timeout_ms may cut this body (HTTP/1.1; HTTP/2 has its own per stream): the 408 is this wake's.
+    if (req.httpVersionMajor === 1) onRequestTimeout(fw.res, () => this.timedOut(fw));
     if (Number(req.headers['content-length']) > this.d.server.bufferBytes) return this.stream(fw, []);
     this.buffer(fw);
   }
@@ -229,8 +232,8 @@ export class ProxyHandler {
     };
     req.on('data', onData);
     req.on('end', onEnd);
-    // A client gone mid-body gives its share back.
-    res.once('close', release);
+    // A client gone mid-body gives its share back ('close' comes once: no once() wrapper).
+    res.on('close', release);
   }
 
   /**
@@ -258,7 +261,7 @@ export class ProxyHandler {
     const slots = this.upstreams.slotsOf(fw.a.origin);
     if (!slots.takeStream()) return this.fail(fw, STREAMS_FULL, RETRY_SHORTLY);
     this.streaming.set(ip, open + 1);
-    res.once('close', () => {
+    res.on('close', () => {
       slots.giveStream();
       const left = (this.streaming.get(ip) ?? 1) - 1;
       if (left <= 0) this.streaming.delete(ip);
@@ -326,6 +329,26 @@ export class ProxyHandler {
       if (x.tap?.res) x.tap.res.short = true;
     }
     this.d.recorder.finish(fw.req, x);
+  }
+
+  /**
+   * server.request_timeout_ms ran out while the body was still arriving (http-server.ts):
+   * answered 408 with this wake's id, or, its answer begun, cut off; the wake says 408.
+   */
+  private timedOut(fw: Forwarding): void {
+    const { req, res, x } = fw;
+    if (x.done || req.complete || res.destroyed) return;
+    // Not forwarded now (a body still being read, a wait for a connection); one in flight ends with the connection.
+    fw.gone = true;
+    if (!res.headersSent) {
+      res.shouldKeepAlive = false;
+      return this.fail(fw, REQUEST_TIMED_OUT);
+    }
+    x.status = REQUEST_TIMED_OUT.status;
+    x.errorType = REQUEST_TIMED_OUT.type;
+    if (x.tap?.res) x.tap.res.short = true;
+    this.d.recorder.finish(req, x);
+    res.destroy();
   }
 
   /** The origin could not be asked or broke off: the exchange ends here. */
@@ -462,9 +485,10 @@ class Forwarding {
       this.cancelWait?.();
       return;
     }
-    // The client went away mid-exchange: stop asking the origin (as soon as undici says how,
-    // when the request was handed over and not yet given a connection).
-    if (this.failed || this.res.writableFinished) return;
+    // The client went away mid-exchange, or request_timeout_ms cut its body (gone, answered 408):
+    // stop asking the origin (as soon as undici says how, when the request was handed over
+    // and not yet given a connection).
+    if (this.failed || (this.res.writableFinished && !this.gone)) return;
     if (this.abort !== null) this.abort(new Error('client closed'));
     else this.gone = true;
   };

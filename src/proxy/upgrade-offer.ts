@@ -2,6 +2,7 @@ import http, { type IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Route } from '../admission/routes.js';
+import { carriesGatewayKey } from './headers.js';
 
 /**
  * An HTTP/1.1 Upgrade offer (RFC 9110 §7.8) the route does not take. A server may
@@ -40,11 +41,34 @@ export const allowedOffer = (route: Route, v: string | undefined): string =>
     .join(', ');
 
 /** A request that has a body (RFC 9112 §6.3): Transfer-Encoding, or a Content-Length other than 0. */
-export const hasBody = (req: IncomingMessage): boolean => {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
+export const hasBody = (req: IncomingMessage): boolean => bodyField(req) !== null;
+
+/** The field that gives a request a body (RFC 9112 §6.3): `transfer-encoding`, `content-length` (other than 0), or null. */
+export const bodyField = (req: IncomingMessage): 'transfer-encoding' | 'content-length' | null => {
+  if (req.headers['transfer-encoding'] !== undefined) return 'transfer-encoding';
   const n = req.headers['content-length'];
-  return n !== undefined && Number(n) !== 0;
+  return n !== undefined && Number(n) !== 0 ? 'content-length' : null;
 };
+
+/** A token68 in base64url without padding: what HTTP2-Settings holds (RFC 7540 §3.2.1). */
+const BASE64URL = /^[A-Za-z0-9_-]*$/;
+
+/**
+ * The HTTP2-Settings value an h2c tunnel's origin is given (RFC 7540 §3.2.1: a server
+ * switches only on exactly one), or null to send none: none or more than one sent, a
+ * value that is no base64url, or one that holds a gateway key (never sent on in any
+ * field). Only for a tunnel to h2c: anywhere else the field is dropped as hop-by-hop.
+ */
+export function h2cSettings(raw: readonly string[]): string | null {
+  let value: string | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    if ((raw[i] as string).toLowerCase() !== 'http2-settings') continue;
+    if (value !== null) return null;
+    value = (raw[i + 1] as string).trim();
+  }
+  if (value === null || !BASE64URL.test(value) || carriesGatewayKey(value)) return null;
+  return value;
+}
 
 /**
  * Whether an Upgrade request is one for a tunnel: its route (as admission will match

@@ -4,16 +4,29 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { isRefusal, type Routed } from '../admission/admission.js';
+import { clientAddress } from '../admission/client-address.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { type Origin, type RouteTable, upstreamPath } from '../admission/routes.js';
 import type { KeyHolds } from '../auth/key-holds.js';
 import { errorBody, GatewayError } from '../errors.js';
+import { addressBucket } from '../ratelimit/address.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import { traceparentOf } from '../tracing/context.js';
+import { Downloads } from './downloads.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
-import { allowedOffer, declinedMessage, hasBody, serveDeclined, upgradeToken, wantsTunnel } from './upgrade-offer.js';
+import { relayAnswer } from './relayed-answer.js';
+import {
+  allowedOffer,
+  bodyField,
+  declinedMessage,
+  h2cSettings,
+  hasBody,
+  serveDeclined,
+  upgradeToken,
+  wantsTunnel,
+} from './upgrade-offer.js';
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -95,7 +108,25 @@ export interface UpgradeDeps extends ProxyDeps {
    * (upgrade-offer.ts): the edge's, the one admission holds.
    */
   routes: Pick<RouteTable, 'match'>;
+  /**
+   * The proxy's answers (ProxyHandler.downloads), so an origin's ordinary answer to an
+   * upgrade counts against the same budgets and per-client places as a plain request's.
+   * Absent, the upgrade path keeps its own, under the same limits (`downloads`).
+   */
+  answers?: Downloads;
 }
+
+/** The upgrade path's own answers' budgets and places, per edge, when it is not given the proxy's. */
+const ownAnswers = new WeakMap<UpgradeDeps, Downloads>();
+const answersOf = (d: UpgradeDeps): Downloads => {
+  if (d.answers !== undefined) return d.answers;
+  let a = ownAnswers.get(d);
+  if (a === undefined) {
+    a = new Downloads(d.downloads);
+    ownAnswers.set(d, a);
+  }
+  return a;
+};
 
 function connector(o: Origin) {
   // Half-open sockets, so a FIN from one side is passed on, not answered by closing.
@@ -113,6 +144,11 @@ function connector(o: Origin) {
 }
 
 const NO_UPGRADE = new GatewayError('invalid_request', 'an upgrade request needs an Upgrade header');
+/** RFC 9110 §15.2.2: a 101 names the protocol switched to; Node's parser takes one without it for no switch. */
+const SWITCHED_UNNAMED = new GatewayError(
+  'upstream_unavailable',
+  'the origin answered 101 Switching Protocols without naming the protocol it switched to (Upgrade, and Connection: upgrade)',
+);
 const UPSTREAM_TIMEOUT = new GatewayError('upstream_timeout');
 const REVOKED = new GatewayError('key_revoked');
 const RETRY_SHORTLY: readonly string[] = ['retry-after', '1'];
@@ -124,8 +160,14 @@ const MAX_EARLY = 64 * 1024;
  * Proxies an HTTP/1.1 Upgrade (RFC 9110 §7.8) through the same admission as any
  * request (src/admission). The origin's answer is parsed as HTTP: only a 101 whose
  * Upgrade matches the one asked for makes a tunnel. Any other answer is relayed as
- * a normal response and the client connection closed, so bytes the client sent
- * after the handshake can never reach the origin unchecked (request smuggling).
+ * a normal response (under the bounds of any proxied answer: relayed-answer.ts) and
+ * the client connection closed, so bytes the client sent after the handshake can never
+ * reach the origin unchecked (request smuggling); a 101 that names no protocol is a 502.
+ * The origin's answer head is due within the route's timeout_ms (504 past it). An
+ * upgrade request with a body is refused, 400, before the origin is asked: a handshake
+ * has none (RFC 6455 §4.1), and tunnel bytes are never searched for gateway keys.
+ * Tunnels are counted per client address as admission reads it (behind
+ * server.trusted_proxies, the one X-Forwarded-For names).
  * A tunnel passes half-closes both ways, closes after `idleTimeoutMs` without
  * traffic, is cut when the key that opened it is revoked (d.holds), and is recorded
  * as one wake when it ends.
@@ -147,8 +189,11 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   const x = d.recorder.begin();
   noteClientCert(req.socket, x);
   d.trace.begin(x, req.headers.traceparent, req.socket, req.headers.tracestate);
+  // The connection's address (a trusted proxy's, when one is in front: its chain is appended to).
   const ip = req.socket.remoteAddress ?? '';
-  const full = d.tunnels.refusal(ip);
+  // The client's, as admission reads it: tunnels are counted per client, not per proxy in front.
+  const client = clientAddress(ip, req.headers['x-forwarded-for'], d.trusted);
+  const full = d.tunnels.refusal(client);
   // What the client sends after the handshake is held (not forwarded) until the
   // origin has agreed to switch; past a small bound, reading stops.
   const early: Buffer[] = [];
@@ -161,12 +206,15 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
   socket.on('data', hold);
   socket.on('error', () => {});
   let upReq: http.ClientRequest | null = null;
+  /** Until the origin is connected (connect_timeout_ms), then until its answer head is whole (timeout_ms). */
+  let deadline: NodeJS.Timeout | null = null;
   let ended = false;
   /** Lets go of the hold under the tunnel's key (none before admission, or without a key). */
   let release: (() => void) | null = null;
   const finish = () => {
     if (ended) return;
     ended = true;
+    if (deadline !== null) clearTimeout(deadline);
     release?.();
     d.recorder.finish(req, x);
   };
@@ -178,7 +226,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
         socket.destroy();
         if (x.status === 0) x.status = 499;
         finish();
-      }, ip);
+      }, client);
   socket.once('close', untrack);
   /** Answers with the gateway's own error body and `headers` (a refusal's), and closes. */
   const fail = (e: GatewayError, headers: readonly string[] = NONE) => {
@@ -248,6 +296,13 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     if (!route.upgrades.has(token)) {
       return fail(new GatewayError('invalid_request', declinedMessage(route, token, req, head), 'upgrade'));
     }
+    // A handshake has no body (RFC 6455 §4.1): one sent would reach the origin as tunnel
+    // bytes after the 101, never searched for gateway keys as a request's body is.
+    const bodied = bodyField(req);
+    if (bodied !== null) {
+      const msg = `an upgrade request carries no body (RFC 6455 §4.1), and this one has ${bodied === 'content-length' ? 'a Content-Length' : 'a Transfer-Encoding'}: the gateway would pass it into the tunnel unchecked; send the body in a request without the Upgrade`;
+      return fail(new GatewayError('invalid_request', msg, bodied));
+    }
     if (full) return fail(new GatewayError('service_unavailable', full), RETRY_SHORTLY);
     let answered = false;
     // Held under its key from now until it ends: revoking the key refuses a handshake still
@@ -274,7 +329,11 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     });
     // Only the upgrade itself is hop-by-hop information the origin needs, and only the
     // protocols the route lists: the origin is never offered one it could switch to unchecked.
-    headers.push('Connection', 'upgrade', 'Upgrade', allowedOffer(route, req.headers.upgrade));
+    const offer = allowedOffer(route, req.headers.upgrade);
+    // An h2c tunnel's origin switches only given the client's HTTP2-Settings, named in Connection (RFC 7540 §3.2.1).
+    const settings = token === 'h2c' ? h2cSettings(req.rawHeaders) : null;
+    if (settings === null) headers.push('Connection', 'upgrade', 'Upgrade', offer);
+    else headers.push('Connection', 'upgrade, HTTP2-Settings', 'Upgrade', offer, 'HTTP2-Settings', settings);
     let outgoing: http.ClientRequest;
     try {
       outgoing = (origin.protocol === 'https:' ? https : http).request({
@@ -283,7 +342,6 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
         headers,
         // No agent: a connection of its own, made by createConnection (half-open).
         createConnection: connector(origin),
-        timeout: route.cfg.timeout_ms,
       });
     } catch (e) {
       // Thrown here, it would leave the upgrade handler and end the process (or the edge thread).
@@ -292,6 +350,22 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     }
     upReq = outgoing;
     x.tUp = performance.now();
+    // As a plain request's (origin-client.ts): connected within connect_timeout_ms, then the
+    // whole answer head within timeout_ms, however it trickles.
+    const late = (e: GatewayError) => () => {
+      if (answered || ended) return;
+      outgoing.destroy();
+      fail(e);
+    };
+    const connectMs = route.cfg.connect_timeout_ms;
+    const connectLate = `the origin did not accept a connection within routes[].connect_timeout_ms (${connectMs} ms) of route ${x.route}`;
+    deadline = setTimeout(late(new GatewayError('upstream_unavailable', connectLate)), connectMs);
+    outgoing.once('socket', (s: net.Socket) => {
+      s.once(origin.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+        if (deadline !== null) clearTimeout(deadline);
+        if (!answered && !ended) deadline = setTimeout(late(UPSTREAM_TIMEOUT), route.cfg.timeout_ms);
+      });
+    });
     // A client that ends or closes before the origin answers has gone away.
     socket.once('end', () => clientGone());
     const clientGone = () => {
@@ -303,11 +377,6 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       finish();
     };
     socket.once('close', clientGone);
-    outgoing.on('timeout', () => {
-      if (answered) return;
-      outgoing.destroy();
-      fail(UPSTREAM_TIMEOUT);
-    });
     outgoing.on('error', (err: NodeJS.ErrnoException) => {
       if (answered || ended) return;
       d.log.debug('upgrade upstream error', { route: x.route, code: err.code });
@@ -318,9 +387,17 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       // Not a switch: an ordinary answer, relayed, and this connection ends with it.
       // Whatever the client sent after its request is dropped, never forwarded.
       answered = true;
+      if (deadline !== null) clearTimeout(deadline);
       socket.off('close', clientGone);
       socket.off('data', hold);
       early.length = 0;
+      if ((res.statusCode ?? 0) < 200) {
+        // A 101 without Upgrade (Node passes other 1xx by): no switch, and no answer either.
+        res.on('error', () => {});
+        res.destroy();
+        outgoing.destroy();
+        return fail(SWITCHED_UNNAMED);
+      }
       socket.resume();
       x.status = res.statusCode ?? 502;
       const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
@@ -328,27 +405,32 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
       // The origin's fields are latin1 strings (one char a byte, as parsed): written back byte for byte.
       socket.write(`${text}\r\n`, 'latin1');
-      res.on('data', (c: Buffer) => {
-        x.resBytes += c.length;
-        if (!socket.write(c)) res.pause();
+      // The origin broke off mid-answer: recorded as such (a plain request's answer is too).
+      let broke = false;
+      res.once('error', () => {
+        broke = !res.complete;
       });
-      socket.on('drain', () => res.resume());
-      const done = () => {
-        socket.end(() => socket.destroy());
-        outgoing.destroy();
-        finish();
-      };
-      res.on('end', done);
-      res.on('error', done);
+      res.once('end', () => outgoing.destroy());
+      // Recorded once the client has it all (or is gone, or cut off: 499, as a plain request's answer).
       socket.once('close', () => {
-        if (!res.complete) x.status = 499;
+        if (broke) x.status = 502;
+        else if (!socket.writableFinished) x.status = 499;
         outgoing.destroy();
         finish();
+      });
+      // A request with a body never gets here, so the socket is the connection itself (upgrade-offer.ts).
+      relayAnswer(res, socket as net.Socket, {
+        answers: answersOf(d),
+        client: addressBucket(client),
+        count: (n) => {
+          x.resBytes += n;
+        },
       });
     });
 
     outgoing.on('upgrade', (res: IncomingMessage, up: net.Socket, upHead: Buffer) => {
       answered = true;
+      if (deadline !== null) clearTimeout(deadline);
       socket.off('close', clientGone);
       up.on('error', () => {});
       if (upgradeToken(res.headers.upgrade) !== token) {

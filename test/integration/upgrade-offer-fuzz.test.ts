@@ -154,4 +154,61 @@ describe('fuzzing upgrade offers', () => {
     expect(after.status).toBe(200);
     await expect.poll(() => t.gw.tunnels.size, { timeout: 3000 }).toBe(0);
   }, 180_000);
+
+  it('upgrade requests with a body (any framing, any route, a gateway key in it or not) never reach the origin: refused before it is asked', async () => {
+    const framing = fc.oneof(
+      fc.record({
+        kind: fc.constant('content-length' as const),
+        name: fc.constantFrom('Content-Length', 'content-length', 'CONTENT-LENGTH'),
+        value: fc.constant(''),
+      }),
+      fc.record({
+        kind: fc.constant('transfer-encoding' as const),
+        name: fc.constantFrom('Transfer-Encoding', 'transfer-encoding', 'TRANSFER-ENCODING'),
+        value: fc.constantFrom('chunked', 'Chunked', 'gzip, chunked'),
+      }),
+    );
+    const body = fc.oneof(
+      fc.constant(JSON.stringify({ token: key })),
+      fc.constant(`token=${key}`),
+      fc.string({ minLength: 1, maxLength: 60 }).map((v) => v.replace(/[\r\n]/g, ' ') || 'x'),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('GET', 'POST', 'PUT'),
+        fc.constantFrom('/open', '/pay', '/both', '/nows', '/none'),
+        fc.constantFrom('websocket', 'WebSocket', 'h2c', 'foo/1'),
+        framing,
+        body,
+        fc.boolean(),
+        async (method, prefix, up, f, b, keyed) => {
+          seen.length = 0;
+          const bytes = Buffer.from(b, 'utf8');
+          const framed =
+            f.kind === 'content-length'
+              ? `${f.name}: ${bytes.length}\r\n\r\n${b}`
+              : `${f.name}: ${f.value}\r\n\r\n${bytes.length.toString(16)}\r\n${b}\r\n0\r\n\r\n`;
+          const raw =
+            `${method} ${prefix}/f HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: ${up}\r\n` +
+            (keyed ? `Authorization: Bearer ${key}\r\n` : '') +
+            framed;
+          const r = await rawExchange(port, raw, 5000);
+          const status = statusOf(r.text);
+          // Refused by admission (no route, no key, no scope) or for the body: never the origin's answer.
+          expect([400, 401, 403, 404], raw).toContain(status);
+          expect(r.closed, raw).toBe(true);
+          expect(seen, raw).toEqual([]);
+          if (prefix !== '/pay' && prefix !== '/none') expect(status, raw).toBe(400);
+          if (status === 400) {
+            const takes = (ALLOWED[prefix] ?? []).includes(up.toLowerCase());
+            // A route that takes the offer names the field that gave it a body; one that does not, the offer.
+            expect(r.text, raw).toContain(`"param":"${takes ? f.kind : 'upgrade'}"`);
+            expect(r.text, raw).toContain('"type":"invalid_request"');
+          }
+        },
+      ),
+      { numRuns: Math.min(RUNS, 120), seed: 20_261_127 },
+    );
+    await expect.poll(() => t.gw.tunnels.size, { timeout: 3000 }).toBe(0);
+  }, 180_000);
 });
