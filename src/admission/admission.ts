@@ -355,6 +355,7 @@ export class Admission {
 
   private flood(x: Exchange | null, error: GatewayError, over: LimitDecision | null): Refusal {
     if (over === null) return keyRefusal(error);
+    if (over.allowed) return keyRefusal(error, over.headers);
     if (x !== null) x.sampledOut = ++this.floodSeq % FLOOD_SAMPLE !== 0;
     return this.limited(over);
   }

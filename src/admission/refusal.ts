@@ -18,9 +18,14 @@ const WWW_AUTHENTICATE: readonly string[] = ['www-authenticate', 'Bearer'];
 
 export const refusal = (error: GatewayError, headers: readonly string[] = NONE): Refusal => ({ error, headers });
 
-/** A key refused (missing, malformed, unknown, revoked): a 401 that names its scheme. */
-export const keyRefusal = (error: GatewayError): Refusal =>
-  refusal(error, error.status === 401 ? WWW_AUTHENTICATE : NONE);
+/**
+ * A key refused (missing, malformed, unknown, revoked): a 401 that names its scheme,
+ * with the headers of the per-address bucket it drew from (`limit`, when one did).
+ */
+export const keyRefusal = (error: GatewayError, limit: readonly string[] | null = null): Refusal => {
+  const scheme = error.status === 401 ? WWW_AUTHENTICATE : NONE;
+  return refusal(error, limit === null || limit.length === 0 ? scheme : [...scheme, ...limit]);
+};
 
 /** The refusal of a request with a gateway key in its URL (the management listener gives it too). */
 export const KEY_IN_URL = new GatewayError(

@@ -25,7 +25,7 @@ export class AuthorityLocal implements RequestLimiter {
     return this.fleet.check(key, clientIp, extraPolicy, now);
   }
 
-  refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null> {
+  refused(clientIp: string, now: number): LimitDecision | Promise<LimitDecision> {
     return this.fleet.refused(clientIp, now);
   }
 }

@@ -215,12 +215,10 @@ export class FleetLimiter implements RequestLimiter {
     return this.remote(l1, l2, key, c.p1, now);
   }
 
-  refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null> {
+  refused(clientIp: string, now: number): LimitDecision | Promise<LimitDecision> {
     const l = this.lease('r', clientIp, this.set.unauth);
     const d = this.local(l, null, null, null, now) ?? this.soon(l, now);
-    const pass = (x: LimitDecision) => (x.allowed ? null : x);
-    if (d) return pass(d);
-    return this.remote(l, null, null, null, now).then(pass);
+    return d ?? this.remote(l, null, null, null, now);
   }
 
   private lease(tag: string, id: string, p: Policy): Lease {

@@ -70,7 +70,7 @@ export class RateLimiter implements RequestLimiter {
     this.table = new SharedBuckets(this.layout);
   }
 
-  refused(clientIp: string, now: number): LimitDecision | null {
+  refused(clientIp: string, now: number): LimitDecision {
     const t = this.table;
     const p = this.set.unauth;
     const s = this.locked('r', clientIp, p, now);
@@ -78,7 +78,7 @@ export class RateLimiter implements RequestLimiter {
     if (tokens >= 1 - EPS) {
       t.setTokens(s, tokens - 1);
       t.unlock(s);
-      return null;
+      return { allowed: true, headers: headersFor(p, tokens - 1, null, 0, false), retryAfter: 0, policy: null };
     }
     t.unlock(s);
     const retryAfter = Math.max(1, Math.ceil(wait(p, tokens) / 1000));

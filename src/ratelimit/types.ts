@@ -30,8 +30,8 @@ export interface RequestLimiter {
   ): LimitDecision | Promise<LimitDecision>;
   /**
    * Draws a token for a request whose key is refused, per client address
-   * (`unauthenticated` policy; `clientIp` as addressBucket names it). Null: within the
-   * limit (answer 401); else the 429.
+   * (`unauthenticated` policy; `clientIp` as addressBucket names it). Allowed: within the
+   * limit (answer 401, with the bucket's headers); else the 429.
    */
-  refused(clientIp: string, now: number): LimitDecision | null | Promise<LimitDecision | null>;
+  refused(clientIp: string, now: number): LimitDecision | Promise<LimitDecision>;
 }

@@ -191,7 +191,13 @@ describe('admission of a proxied request', () => {
       expect(r.error.type, String(auth)).toBe(type);
       expect(r.error.status).toBe(401);
       expect(r.error.message).toMatch(message);
-      expect(r.headers).toEqual(['www-authenticate', 'Bearer']);
+      // Its scheme, then the unauthenticated bucket it drew from (limit, remaining, reset).
+      expect(r.headers.slice(0, 2)).toEqual(['www-authenticate', 'Bearer']);
+      expect(r.headers.filter((_, i) => i % 2 === 0).slice(1, 4)).toEqual([
+        'x-ratelimit-limit',
+        'x-ratelimit-remaining',
+        'x-ratelimit-reset',
+      ]);
       expect(x.route).toBe('api');
       expect(x.sampledOut).toBe(false);
     }
@@ -374,7 +380,13 @@ describe('admission of a /v2 call', () => {
     for (const auth of [undefined, 'Bearer x', bearer(`svc_live_${newSecret()}`), bearer(gone.secret)]) {
       const r = refused(v2(s, auth === undefined ? {} : { auth }).v);
       expect(r.error.status).toBe(401);
-      expect(r.headers).toEqual(['www-authenticate', 'Bearer']);
+      // Its scheme, then the unauthenticated bucket it drew from (limit, remaining, reset).
+      expect(r.headers.slice(0, 2)).toEqual(['www-authenticate', 'Bearer']);
+      expect(r.headers.filter((_, i) => i % 2 === 0).slice(1, 4)).toEqual([
+        'x-ratelimit-limit',
+        'x-ratelimit-remaining',
+        'x-ratelimit-reset',
+      ]);
     }
     const { x } = v2(s, { auth: bearer(gone.secret) });
     expect(x.key?.id).toBe(gone.record.id);
@@ -545,5 +557,6 @@ function unavailable(): RequestLimiter {
 
 /** A fleet limiter that decides after asking Redis. */
 function waiting(d: LimitDecision): RequestLimiter {
-  return { check: () => Promise.resolve(d), refused: () => Promise.resolve(null) };
+  const within: LimitDecision = { allowed: true, headers: [], retryAfter: 0, policy: null };
+  return { check: () => Promise.resolve(d), refused: () => Promise.resolve(within) };
 }
