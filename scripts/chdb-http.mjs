@@ -118,3 +118,11 @@ server.listen(Number(process.env.PORT ?? 8123), '127.0.0.1', () => {
 const stop = () => server.close(() => process.exit(0));
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
+// Started for a test (EXIT_WITH_PARENT=1): ends when the process that started it does,
+// however that one ended (a test process killed by a timeout left these running).
+if (process.env.EXIT_WITH_PARENT === '1') {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) process.exit(0);
+  }, 500).unref();
+}

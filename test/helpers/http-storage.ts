@@ -18,7 +18,7 @@ export interface HttpStorage {
 export async function startHttpStorage(timeoutMs = 30_000): Promise<HttpStorage> {
   const dir = mkdtempSync(join(tmpdir(), 'wakegate-http-storage-'));
   const proc = spawn(process.execPath, [SCRIPT], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', DATA: join(dir, 'data') },
+    env: { PATH: process.env.PATH ?? '', PORT: '0', DATA: join(dir, 'data'), EXIT_WITH_PARENT: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
