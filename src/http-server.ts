@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import type { Config } from './config/index.js';
+import { type ErrorType, errorBody } from './errors.js';
 import { serveDeclined } from './proxy/upgrade-offer.js';
 import { requestTimedOut } from './request-timeout.js';
 
@@ -121,8 +122,8 @@ export function answerMalformed(err: NodeJS.ErrnoException, socket: net.Socket, 
 }
 
 /** The gateway's error answer written on a socket with no request (no wake: `wake_id` null); the connection closes. */
-function refuse(socket: net.Socket, code: 400 | 408 | 431, type: string, message: string): void {
-  const body = JSON.stringify({ error: { type, message, param: null, retry_after: null, wake_id: null } });
+function refuse(socket: net.Socket, code: 400 | 408 | 431, type: ErrorType, message: string): void {
+  const body = JSON.stringify(errorBody(type, null, message));
   const text = code === 431 ? 'Request Header Fields Too Large' : code === 408 ? 'Request Timeout' : 'Bad Request';
   socket.end(
     `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
