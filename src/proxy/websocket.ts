@@ -13,7 +13,7 @@ import { addressBucket } from '../ratelimit/address.js';
 import { noteClientCert } from '../tls/client-cert.js';
 import { connectOptions } from '../tls/origin-trust.js';
 import { traceparentOf } from '../tracing/context.js';
-import { Downloads } from './downloads.js';
+import type { Downloads } from './downloads.js';
 import type { ProxyDeps } from './handler.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
 import { relayAnswer } from './relayed-answer.js';
@@ -111,22 +111,9 @@ export interface UpgradeDeps extends ProxyDeps {
   /**
    * The proxy's answers (ProxyHandler.downloads), so an origin's ordinary answer to an
    * upgrade counts against the same budgets and per-client places as a plain request's.
-   * Absent, the upgrade path keeps its own, under the same limits (`downloads`).
    */
-  answers?: Downloads;
+  answers: Downloads;
 }
-
-/** The upgrade path's own answers' budgets and places, per edge, when it is not given the proxy's. */
-const ownAnswers = new WeakMap<UpgradeDeps, Downloads>();
-const answersOf = (d: UpgradeDeps): Downloads => {
-  if (d.answers !== undefined) return d.answers;
-  let a = ownAnswers.get(d);
-  if (a === undefined) {
-    a = new Downloads(d.downloads);
-    ownAnswers.set(d, a);
-  }
-  return a;
-};
 
 function connector(o: Origin) {
   // Half-open sockets, so a FIN from one side is passed on, not answered by closing.
@@ -420,7 +407,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       });
       // A request with a body never gets here, so the socket is the connection itself (upgrade-offer.ts).
       relayAnswer(res, socket as net.Socket, {
-        answers: answersOf(d),
+        answers: d.answers,
         client: addressBucket(client),
         count: (n) => {
           x.resBytes += n;
