@@ -113,7 +113,9 @@ export class ProxyHandler {
     this.d.trace.begin(fw.x, req.headers.traceparent, req.socket, req.headers.tracestate);
     const v = this.d.admission.request(req, fw.x);
     if (v instanceof Promise) {
-      // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms).
+      // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms):
+      // server.request_timeout_ms may run out meanwhile, and the 408 is this wake's.
+      if (req.httpVersionMajor === 1 && hasBody(req)) onRequestTimeout(fw.res, () => this.timedOut(fw));
       v.then(
         (r) => this.decided(fw, r, expectsContinue),
         (e: Error) => this.fail(fw, new GatewayError('internal_error', e.message, null, 0)),
@@ -124,6 +126,8 @@ export class ProxyHandler {
   }
 
   private decided(fw: Forwarding, v: Routed | Refusal, expectsContinue: boolean): void {
+    // Answered while the decision waited on Redis (request_timeout_ms): its wake is recorded.
+    if (fw.x.done) return;
     if (isRefusal(v)) {
       // The body was never invited: do not wait for it on this connection.
       if (expectsContinue) fw.res.shouldKeepAlive = false;
@@ -160,11 +164,9 @@ export class ProxyHandler {
     }
     x.tAdmit = performance.now();
     h.observe((x.tAdmit - x.t0) / 1000);
-    // No body (RFC 9112 §6.3: neither Content-Length nor Transfer-Encoding).
-    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) {
-      return this.dispatch(fw, null);
-    }
-    // server.request_timeout_ms may cut this body (HTTP/1.1; HTTP/2 has its own per stream): the 408 is this wake's.
+    if (!hasBody(req)) return this.dispatch(fw, null);
+    // server.request_timeout_ms may cut this body (HTTP/1.1; HTTP/2 has its own per stream): the
+    // 408 is this wake's (timedOut is once per exchange, if also taken while the decision waited).
     if (req.httpVersionMajor === 1) onRequestTimeout(fw.res, () => this.timedOut(fw));
     if (Number(req.headers['content-length']) > this.d.server.bufferBytes) return this.stream(fw, []);
     this.buffer(fw);
@@ -430,6 +432,9 @@ export class ProxyHandler {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** The request has a body (RFC 9112 §6.3: Content-Length or Transfer-Encoding). */
+const hasBody = (req: ClientRequest): boolean =>
+  req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
 /**
  * Sends the head of an answer still waiting for its first body bytes (and not ended,
  * nor failed: its slot is held). An empty write, not flushHeaders(): that one writes the
