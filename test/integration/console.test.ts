@@ -257,6 +257,34 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await shot('wake-omitted-body');
   });
 
+  it('fits a path cut at 2,048 characters on the page: the title wraps, nothing runs off the side', async () => {
+    // One word of 2,100 characters: no hyphen or slash a line could break at.
+    const long = `/api/long/${'segment'.repeat(300)}`;
+    const r = await fetch(`${t.url}${long}`, { headers: bearer(appKey) });
+    await r.arrayBuffer();
+    await flushed(t.gw);
+    await page.getByRole('link', { name: 'Wakes', exact: true }).click();
+    await page.locator('a', { hasText: '/api/long/segmentsegment' }).first().click();
+    await page.locator('p.note', { hasText: 'its path was cut at 2,048 characters' }).waitFor();
+    const overflow = await page.evaluate(() => ({
+      page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      title: (document.querySelector('h1') as HTMLElement).getBoundingClientRect().right - window.innerWidth,
+    }));
+    expect(overflow.page, 'the page is wider than the window').toBeLessThanOrEqual(0);
+    expect(overflow.title, 'the title runs past the window').toBeLessThanOrEqual(0);
+    await shot('wake-long-path');
+    await page.getByRole('link', { name: 'Wakes', exact: true }).click();
+    await page.locator('a', { hasText: '/api/long/segmentsegment' }).first().waitFor();
+    const listOverflow = await page.evaluate(
+      () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    );
+    expect(listOverflow, 'the list is wider than the window').toBeLessThanOrEqual(0);
+    // Its row shows the path's first lines, not all 2,048 characters.
+    const row = page.locator('tr', { hasText: '/api/long/segmentsegment' }).first();
+    expect((await row.boundingBox())?.height ?? 0).toBeLessThan(80);
+    await shot('wakes-long-path');
+  });
+
   it('creates a key and shows its secret once; its last use appears; it can be revoked', async () => {
     await page.getByRole('link', { name: 'Keys' }).click();
     await page.getByLabel('Label').fill('console-made');
