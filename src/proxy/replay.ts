@@ -56,13 +56,22 @@ export interface ReplayLimits {
 /**
  * Replays running at once (checked, being sent, or waiting for the origin's answer):
  * a bucket with a big burst would otherwise let one `wakes:write` key hold hundreds of
- * origin requests open. Past either bound a replay is refused with 429, as a limit is.
+ * origin requests open. `running` bounds each environment's callers apart (a sandbox's
+ * keys, which may issue more of themselves, never take production's places), `perKey`
+ * one caller key. Past either bound a replay is refused with 429, as a limit is.
  */
 export const REPLAY_LIMITS: ReplayLimits = { running: 64, perKey: 8 };
 /** Retry-After of a replay refused for the bound: a place frees when a running replay's answer is in. */
 const REPLAY_RETRY_AFTER_S = 1;
 
 const NO_TRACE = new TraceStart({ enabled: false, sampleRatio: 0 });
+
+/** One place fewer under `k` (the entry goes at none). */
+const less = (m: Map<string, number>, k: string): void => {
+  const n = (m.get(k) ?? 1) - 1;
+  if (n > 0) m.set(k, n);
+  else m.delete(k);
+};
 
 export interface ReplayOptions {
   allowUnsafe: boolean;
@@ -84,8 +93,8 @@ export interface ReplayOptions {
 export class Replayer {
   private readonly upstreams = new Upstreams();
   private readonly running = new Set<Promise<void>>();
-  /** Places taken, from the first check to the answer recorded: in all and per caller key. */
-  private taken = 0;
+  /** Places taken, from the first check to the answer recorded: per caller's environment and per caller key. */
+  private readonly takenIn = new Map<string, number>();
   private readonly takenBy = new Map<string, number>();
   private readonly limits: ReplayLimits;
 
@@ -93,25 +102,24 @@ export class Replayer {
     this.limits = d.limits ?? REPLAY_LIMITS;
   }
 
-  /** Takes a running place for `keyId`, or refuses (429) when the process or the key has none left. */
-  private take(keyId: string): void {
-    const mine = this.takenBy.get(keyId) ?? 0;
+  /** Takes a running place for `caller`, or refuses (429) when its environment or the key has none left. */
+  private take(caller: KeyRecord): void {
+    const mine = this.takenBy.get(caller.id) ?? 0;
+    const env = this.takenIn.get(caller.environment) ?? 0;
     const full =
       mine >= this.limits.perKey
         ? `this key already has ${this.limits.perKey} replays running; wait for one to finish`
-        : this.taken >= this.limits.running
-          ? `the gateway already has ${this.limits.running} replays running; wait for one to finish`
+        : env >= this.limits.running
+          ? `the keys of ${caller.environment} already have ${this.limits.running} replays running on this gateway; wait for one to finish`
           : null;
     if (full !== null) throw new GatewayError('rate_limit_exceeded', full, null, REPLAY_RETRY_AFTER_S);
-    this.taken++;
-    this.takenBy.set(keyId, mine + 1);
+    this.takenIn.set(caller.environment, env + 1);
+    this.takenBy.set(caller.id, mine + 1);
   }
 
-  private give(keyId: string): void {
-    this.taken--;
-    const mine = (this.takenBy.get(keyId) ?? 1) - 1;
-    if (mine > 0) this.takenBy.set(keyId, mine);
-    else this.takenBy.delete(keyId);
+  private give(caller: KeyRecord): void {
+    less(this.takenIn, caller.environment);
+    less(this.takenBy, caller.id);
   }
 
   /**
@@ -131,14 +139,14 @@ export class Replayer {
     caller: KeyRecord,
   ): Promise<{ wake: Wake; replayWakeId: string }> {
     // Taken before the first await, so concurrent calls cannot all pass the check.
-    this.take(caller.id);
+    this.take(caller);
     let started = false;
     try {
       const r = await this.check(env, wakeId, o, caller);
       started = true;
       return r;
     } finally {
-      if (!started) this.give(caller.id);
+      if (!started) this.give(caller);
     }
   }
 
@@ -211,7 +219,7 @@ export class Replayer {
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => {
         this.running.delete(p);
-        this.give(caller.id);
+        this.give(caller);
       });
     this.running.add(p);
     return { wake: w, replayWakeId: x.id };
@@ -259,8 +267,9 @@ export class Replayer {
         method: w.method as 'GET',
         headers,
         body,
-        headersTimeout: 30_000,
-        bodyTimeout: 30_000,
+        // The route's timeout_ms, as for the request it replays: for the answer's head, and between its body's parts.
+        headersTimeout: route.cfg.timeout_ms,
+        bodyTimeout: route.cfg.timeout_ms,
       });
       x.status = res.statusCode;
       const flat: string[] = [];
@@ -275,8 +284,12 @@ export class Replayer {
       answer = { status: x.status, headers: built.response_headers, body: storedBody(built.response_body) };
       x.prebuilt = built;
     } catch (e) {
-      x.status = 502;
-      answer = { status: 502, headers: null, body: null };
+      // No answer within the route's timeout_ms is 504 upstream_timeout, as it is for a proxied request.
+      const code = (e as { code?: string }).code;
+      const late = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      x.status = late ? 504 : 502;
+      x.errorType = late ? 'upstream_timeout' : 'upstream_unavailable';
+      answer = { status: x.status, headers: null, body: null };
       x.prebuilt = { ...buildDetail(tap, this.d.redactor, o.salts), response_headers: null, response_body: null };
       this.d.log.warn('replay could not reach the origin', { wake_id: w.id, err: e as Error });
     }

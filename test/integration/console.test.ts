@@ -266,18 +266,18 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     await page.getByRole('link', { name: 'Wakes', exact: true }).click();
     await page.locator('a', { hasText: '/api/long/segmentsegment' }).first().click();
     await page.locator('p.note', { hasText: 'its path was cut at 2,048 characters' }).waitFor();
-    const overflow = await page.evaluate(() => ({
+    const overflow = (await page.evaluate(`({
       page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-      title: (document.querySelector('h1') as HTMLElement).getBoundingClientRect().right - window.innerWidth,
-    }));
+      title: document.querySelector('h1').getBoundingClientRect().right - window.innerWidth,
+    })`)) as { page: number; title: number };
     expect(overflow.page, 'the page is wider than the window').toBeLessThanOrEqual(0);
     expect(overflow.title, 'the title runs past the window').toBeLessThanOrEqual(0);
     await shot('wake-long-path');
     await page.getByRole('link', { name: 'Wakes', exact: true }).click();
     await page.locator('a', { hasText: '/api/long/segmentsegment' }).first().waitFor();
-    const listOverflow = await page.evaluate(
-      () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
-    );
+    const listOverflow = (await page.evaluate(
+      'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+    )) as number;
     expect(listOverflow, 'the list is wider than the window').toBeLessThanOrEqual(0);
     // Its row shows the path's first lines, not all 2,048 characters.
     const row = page.locator('tr', { hasText: '/api/long/segmentsegment' }).first();
