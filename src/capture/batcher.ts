@@ -218,7 +218,10 @@ export class Batcher<T> {
   private async drain(): Promise<void> {
     await this.replayBacklog();
     const n = this.waiting();
-    if (n === 0) return;
+    if (n === 0) {
+      this.refreshLogStats();
+      return;
+    }
     let rows: readonly T[] = this.buffer;
     this.buffer = [];
     this.held = 0;
@@ -228,17 +231,19 @@ export class Batcher<T> {
     if (this.rowsInLog) this.tellEnd();
     else this.tell(rows);
     if (this.wal && sealed) {
-      if (sealed.file === null) {
-        // Its rows as the log kept them (read back, and in memory since the failure), detail included.
-        if (sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length)) rows = sealed.rows;
-        this.log.error('the write-ahead log could not write this batch whole: it is inserted from memory', {
-          rows: rows.length,
-        });
-      }
-      // Behind a backlog, a batch waits its turn on disk, so order holds.
-      if (this.wal.length > 0) this.wal.keep(token, sealed.file === null ? rows : null);
-      else if (await this.write(rows, n, token, sealed.file)) this.wal.acknowledge(token);
-      else this.wal.keep(token, sealed.file === null ? rows : null);
+      // A batch the log could not write whole: its rows as the log kept them (read back, and
+      // in memory since the failure), detail included, inserted from memory (the log says
+      // once when its disk begins to refuse).
+      if (sealed.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
+        rows = sealed.rows;
+      // Behind a backlog, a batch waits its turn on disk (or in memory, the disk refusing), so order holds.
+      if (this.wal.length > 0 || !(await this.write(rows, n, token, sealed.file))) {
+        const lost = this.wal.keep(token, sealed.file === null ? rows : null);
+        if (lost > 0) {
+          this.stats.dropped += lost;
+          this.onDrop(lost, 'wal_full');
+        }
+      } else this.wal.acknowledge(token);
     } else if (!(await this.write(rows, n, token, null))) {
       this.stats.dropped += n;
       this.onDrop(n, 'storage_failed');

@@ -24,7 +24,13 @@ export function openLog<T>(
   const wal = new Wal<T>(
     join(cfg.storage.data_dir, 'wal', name),
     cfg.storage.spool_max_bytes,
-    { syncIntervalMs: cfg.wal.sync_interval_ms, fsyncIntervalMs: cfg.wal.fsync_interval_ms, ...(tag ? { tag } : {}) },
+    {
+      syncIntervalMs: cfg.wal.sync_interval_ms,
+      fsyncIntervalMs: cfg.wal.fsync_interval_ms,
+      // Rows the disk will not take wait in memory as rows waiting for a batch do.
+      maxHeldRows: cfg.capture.max_buffered_rows,
+      ...(tag ? { tag } : {}),
+    },
     log,
     codec,
   );

@@ -46,6 +46,12 @@ export interface WalOptions {
   fsyncIntervalMs: number;
   /** Goes into the names of the segments this log writes (`….<tag>.wal`), so a reader can tell them from older ones. */
   tag?: string;
+  /**
+   * Rows of backlog segments the disk would not take (full, out of descriptors), kept in
+   * memory to be written or inserted later: at most this many (past it they are dropped,
+   * and the caller counts them). Default: none kept.
+   */
+  maxHeldRows?: number;
 }
 
 /** The active segment, sealed: what a batch's sink needs of it. */
@@ -64,11 +70,18 @@ export interface Sealed<T> {
 export interface Segment<T> {
   token: string;
   rows: T[];
-  /** The segment's file: exactly these rows, one whole line each (what an insert may read). */
-  file: string;
+  /**
+   * The segment's file: exactly these rows, one whole line each (what an insert may read);
+   * null while the disk will not take it (its rows are held in memory).
+   */
+  file: string | null;
 }
 
 const SUFFIX = '.wal';
+/** A disk that keeps refusing the log's writes is said at most this often. */
+const FAILURE_LOG_MS = 60_000;
+/** Writes taken this long after the last failure: the disk is said to take them again. */
+const RECOVERED_MS = 10_000;
 /** Buffers one writev takes (below IOV_MAX). */
 const IOV = 512;
 
@@ -146,6 +159,19 @@ export class Wal<T> {
   torn = 0;
   /** Segments an earlier run left (a crash): their batches were perhaps never seen by anyone. */
   private readonly inherited = new Set<string>();
+  /** Rows of backlog segments whose files the disk would not take, by token (see WalOptions.maxHeldRows). */
+  private readonly held = new Map<string, readonly T[]>();
+  private heldRows = 0;
+  private readonly maxHeldRows: number;
+  /**
+   * The log's disk refuses writes (full, gone, out of descriptors). Said at most once a
+   * minute while it lasts (a nearly full disk takes one write and refuses the next), and
+   * once when writes have been taken for 10 s again.
+   */
+  private failing = false;
+  private lastFailureAt = 0;
+  private failLoggedAt = Number.NEGATIVE_INFINITY;
+  private failuresUnsaid = 0;
 
   constructor(
     private readonly dir: string,
@@ -180,6 +206,7 @@ export class Wal<T> {
     }
     this.syncMs = opts.syncIntervalMs;
     this.tag = opts.tag ? `.${opts.tag}` : '';
+    this.maxHeldRows = opts.maxHeldRows ?? 0;
     const fsync = setInterval(() => this.fsync(), opts.fsyncIntervalMs);
     fsync.unref();
     this.timers.push(fsync);
@@ -250,11 +277,48 @@ export class Wal<T> {
   private open(): number {
     if (this.fd === null) {
       this.activeName = `${String(Date.now()).padStart(14, '0')}-${this.prefix}-${this.seq++}${this.tag}${SUFFIX}`;
-      this.fd = openSync(join(this.dir, this.activeName), 'a', 0o600);
+      const path = join(this.dir, this.activeName);
+      this.fd = this.inDir(() => openSync(path, 'a', 0o600));
       // The segment's name survives a power loss too, not only the bytes its fdatasync makes durable.
       syncDirLater(this.dir);
     }
     return this.fd;
+  }
+
+  /** Runs `f`, which makes a file in the log's folder; a folder removed while running is made again first. */
+  private inDir<R>(f: () => R): R {
+    try {
+      return f();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || existsSync(this.dir)) throw e;
+      privateDir(this.dir);
+      this.log.error('write-ahead log: its folder was gone and has been made again', { dir: this.dir });
+      return f();
+    }
+  }
+
+  /** A write of the log failed: said when the disk begins to refuse, then at most once a minute. */
+  private writeFailed(what: string, e: Error): void {
+    const now = Date.now();
+    this.failing = true;
+    this.lastFailureAt = now;
+    this.failuresUnsaid++;
+    if (now - this.failLoggedAt < FAILURE_LOG_MS) return;
+    this.failLoggedAt = now;
+    this.log.error(
+      `write-ahead log: ${what}; rows are kept in memory (within capture.max_buffered_rows) until the disk takes them`,
+      { dir: this.dir, failed_writes: this.failuresUnsaid, err: e },
+    );
+    this.failuresUnsaid = 0;
+  }
+
+  /** A write of the log was taken: once none has failed for a while, that is said. */
+  private writeTaken(): void {
+    if (!this.failing || Date.now() - this.lastFailureAt < RECOVERED_MS) return;
+    this.failing = false;
+    this.failLoggedAt = Number.NEGATIVE_INFINITY;
+    this.failuresUnsaid = 0;
+    this.log.info('write-ahead log: the disk takes writes again', { dir: this.dir });
   }
 
   /** Group commit: everything appended since the last write, in one write. */
@@ -271,10 +335,11 @@ export class Wal<T> {
       writeAll(this.open(), lines);
       for (const l of lines) this.activeWritten += l.length;
       this.dirty = true;
+      this.writeTaken();
     } catch (e) {
       this.activeBroken = true;
       for (const l of lines) this.unwritten.push(l);
-      this.log.error('write-ahead log write failed', { dir: this.dir, err: e as Error });
+      this.writeFailed('a write failed', e as Error);
     }
   }
 
@@ -366,32 +431,73 @@ export class Wal<T> {
   /**
    * Storage did not take the segment: it joins the backlog, to be inserted again in
    * order. `rows` are those of a segment a write failed for: its file is written
-   * again whole with them (if the disk takes it now), so none is lost.
+   * again whole with them, or, while the disk will not take it, they are held in
+   * memory (up to maxHeldRows) until it does or storage takes them. Returns how many
+   * rows had to be let go (none held past the bound): the caller counts them dropped.
    */
-  keep(token: string, rows: readonly T[] | null = null): void {
+  keep(token: string, rows: readonly T[] | null = null): number {
     this.backlog.push(token);
-    if (rows === null) return;
-    const path = join(this.dir, token);
+    if (rows === null || this.rewrite(token, rows)) return 0;
+    if (this.heldRows + rows.length <= this.maxHeldRows) {
+      this.held.set(token, rows);
+      this.heldRows += rows.length;
+      return 0;
+    }
+    this.backlog.pop();
+    this.acknowledge(token);
+    this.log.error(
+      'write-ahead log: rows the disk would not take were let go (past capture.max_buffered_rows held in memory)',
+      {
+        segment: token,
+        rows: rows.length,
+      },
+    );
+    return rows.length;
+  }
+
+  /** Writes a segment's file again whole from its rows; false when the disk will not take it. */
+  private rewrite(token: string, rows: readonly T[]): boolean {
     try {
       const lines = Buffer.concat(rows.map((r) => this.line(r)));
-      replaceFile(path, lines);
+      this.inDir(() => replaceFile(join(this.dir, token), lines));
       this.bytes += lines.length - (this.sizes.get(token) ?? 0);
       this.sizes.set(token, lines.length);
+      this.writeTaken();
+      return true;
     } catch (e) {
-      this.log.error('write-ahead log: a segment a write failed for could not be written again', {
-        segment: token,
-        err: e as Error,
-      });
+      this.writeFailed('a segment could not be written', e as Error);
+      return false;
     }
   }
 
-  /** The oldest segment of the backlog, read back from disk (torn lines skipped), or null. */
+  /** Rows held in memory for segments the disk would not take. */
+  get heldInMemory(): number {
+    return this.heldRows;
+  }
+
+  /**
+   * The oldest segment of the backlog, read back from disk (torn lines skipped), or
+   * null. One held in memory is written to disk first if the disk takes it now, else
+   * given with its rows and no file.
+   */
   peek(): Segment<T> | null {
     const name = this.backlog[0];
     if (name === undefined) return null;
+    const held = this.held.get(name);
+    if (held !== undefined) {
+      if (!this.rewrite(name, held)) return { token: name, rows: held as T[], file: null };
+      this.unhold(name);
+    }
     const path = join(this.dir, name);
     if (!existsSync(path)) {
+      // Removed from the disk by someone else: its rows cannot be had; what it counted goes.
       this.backlog.shift();
+      this.inherited.delete(name);
+      this.bytes -= this.sizes.get(name) ?? 0;
+      this.sizes.delete(name);
+      this.log.error('write-ahead log: a segment of the backlog is gone from the disk; its rows are not stored', {
+        segment: name,
+      });
       return this.peek();
     }
     let text: string;
@@ -454,7 +560,15 @@ export class Wal<T> {
   shift(token: string): void {
     if (this.backlog[0] === token) this.backlog.shift();
     this.inherited.delete(token);
+    this.unhold(token);
     this.acknowledge(token);
+  }
+
+  private unhold(token: string): void {
+    const rows = this.held.get(token);
+    if (rows === undefined) return;
+    this.held.delete(token);
+    this.heldRows -= rows.length;
   }
 
   /**

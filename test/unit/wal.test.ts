@@ -38,6 +38,65 @@ describe('write-ahead log', () => {
     wal.close();
   });
 
+  it('holds the rows of a segment the disk will not take in memory, up to maxHeldRows, and writes them once it does', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    const dir = join(parent, 'wakes');
+    const wal = new Wal<{ n: number }>(dir, 1_000_000, { ...OPTS, maxHeldRows: 3 }, silentLogger);
+    // The log's folder replaced by a file: no write of the log can succeed (as a full disk).
+    rmSync(dir, { recursive: true });
+    writeFileSync(dir, '');
+    for (let n = 0; n < 3; n++) wal.append({ n });
+    const a = wal.seal();
+    expect(a?.file).toBeNull();
+    expect(wal.keep(a?.token as string, a?.rows)).toBe(0);
+    expect(wal.heldInMemory).toBe(3);
+    // While the disk refuses, the backlog's segment is given from memory, with no file.
+    expect(wal.peek()).toMatchObject({ token: a?.token, file: null, rows: [{ n: 0 }, { n: 1 }, { n: 2 }] });
+    // Past the bound the rows are let go, and said to be (the caller counts them dropped).
+    wal.append({ n: 3 });
+    const b = wal.seal();
+    expect(wal.keep(b?.token as string, b?.rows)).toBe(1);
+    expect(wal.length).toBe(1);
+    // The disk takes writes again: the held segment is written whole and read back from its file.
+    rmSync(dir);
+    mkdirSync(dir);
+    const seg = wal.peek();
+    expect(seg?.file).toBe(join(dir, a?.token as string));
+    expect(readFileSync(seg?.file as string, 'utf8')).toBe('{"n":0}\n{"n":1}\n{"n":2}\n');
+    expect(wal.heldInMemory).toBe(0);
+    wal.shift(a?.token as string);
+    expect(wal.length).toBe(0);
+    expect(wal.size).toBe(0);
+    wal.close();
+  });
+
+  it('makes its folder again when it was removed while running, and loses nothing', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    const dir = join(parent, 'wakes');
+    const wal = new Wal<{ n: number }>(dir, 1_000_000, OPTS, silentLogger);
+    rmSync(dir, { recursive: true });
+    wal.append({ n: 1 });
+    wal.writePending();
+    const s = wal.seal();
+    expect(s?.file).toBe(join(dir, s?.token as string));
+    expect(readFileSync(s?.file as string, 'utf8')).toBe('{"n":1}\n');
+    wal.close();
+  });
+
+  it('forgets what a segment removed from the disk by someone else counted', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    const wal = new Wal<{ n: number }>(dir, 1_000_000, OPTS, silentLogger);
+    wal.append({ n: 1 });
+    const s = wal.seal();
+    wal.keep(s?.token as string);
+    expect(wal.size).toBeGreaterThan(0);
+    rmSync(s?.file as string);
+    expect(wal.peek()).toBeNull();
+    expect(wal.length).toBe(0);
+    expect(wal.size).toBe(0);
+    wal.close();
+  });
+
   it('sets a timer only while rows wait to be written: an idle log wakes nobody', () => {
     vi.useFakeTimers();
     try {
