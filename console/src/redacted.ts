@@ -36,18 +36,24 @@ function json(v: unknown, path: string, out: Redacted[]): void {
   } else if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) json(x, pathOf(path, k), out);
 }
 
-/** Every redacted value of a wake's request, in the order the request holds them. */
-export function redactedValues(w: WakeDetail): Redacted[] {
+/**
+ * Every redacted value of a wake's request, in the order the request holds them.
+ * `bodyText`: a body kept as base64 (sent compressed), as the text it decodes to
+ * (base64BodyMarkers), so the values inside it are asked for too, as the replay API
+ * fills them there.
+ */
+export function redactedValues(w: WakeDetail, bodyText: string | null = null): Redacted[] {
   const out: Redacted[] = [];
   const r = w.request;
   if (!r) return out;
   params(r.query ?? '', 'query', out);
-  if (r.body && r.body_encoding === 'utf8' && MARKER.test(r.body)) {
+  const body = r.body_encoding === 'utf8' ? r.body : r.body_encoding === 'base64' ? bodyText : null;
+  if (body && MARKER.test(body)) {
     const type = r.headers?.find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
-    if (type.includes('application/x-www-form-urlencoded')) params(r.body, 'body', out);
+    if (type.includes('application/x-www-form-urlencoded')) params(body, 'body', out);
     else {
       try {
-        json(JSON.parse(r.body), '$', out);
+        json(JSON.parse(body), '$', out);
       } catch {
         // Not JSON: the replay API names what it cannot fill in its answer.
       }
@@ -256,14 +262,14 @@ async function inflate(bytes: Uint8Array<ArrayBuffer>, format: CompressionFormat
  * Markers are looked for as the replay API does: in the bytes decoded, read as latin1
  * with NULs left out (a UTF-16 body's).
  */
-export async function base64BodyMarkers(w: WakeDetail): Promise<'none' | 'marker' | 'unread'> {
+export async function base64BodyMarkers(w: WakeDetail): Promise<Base64Body> {
   const r = w.request;
-  if (!r?.body || r.body_encoding !== 'base64') return 'none';
+  if (!r?.body || r.body_encoding !== 'base64') return NONE;
   let bytes = base64Bytes(r.body);
   const coding = (r.headers?.find(([k]) => k.toLowerCase() === 'content-encoding')?.[1] ?? '').trim().toLowerCase();
   if (coding && coding !== 'identity') {
     const formats = READABLE[coding];
-    if (!formats) return 'unread';
+    if (!formats) return UNREAD;
     let read: Uint8Array<ArrayBuffer> | null = null;
     for (const f of formats) {
       try {
@@ -273,13 +279,22 @@ export async function base64BodyMarkers(w: WakeDetail): Promise<'none' | 'marker
         // Not this format: the next one, if any.
       }
     }
-    if (!read) return 'unread';
+    if (!read) return UNREAD;
     bytes = read;
   }
   let text = '';
   for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return ANY_MARKER.test(text.replace(/\0/g, '')) ? 'marker' : 'none';
+  if (!ANY_MARKER.test(text.replace(/\0/g, ''))) return NONE;
+  return { markers: 'marker', text: new TextDecoder().decode(bytes) };
 }
+
+/** What base64BodyMarkers found: with markers, the body's bytes decoded as UTF-8 text (the replay API reads them so). */
+export interface Base64Body {
+  markers: 'none' | 'marker' | 'unread';
+  text: string | null;
+}
+const NONE: Base64Body = { markers: 'none', text: null };
+const UNREAD: Base64Body = { markers: 'unread', text: null };
 
 /**
  * A curl command for the captured request, safe to paste into a POSIX shell whatever

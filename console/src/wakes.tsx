@@ -298,17 +298,24 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
   const [values, setValues] = useState<Record<string, string>>({});
   /** A body kept as base64, looked into for redaction markers before it is offered as a command (null: not yet). */
   const [markers, setMarkers] = useState<'none' | 'marker' | 'unread' | null>(null);
+  /** That body as text, when it holds markers: the values a replay must be given are read from it. */
+  const [bodyText, setBodyText] = useState<string | null>(null);
   useEffect(() => {
     setW(null);
     setReplay(null);
     setAsking(false);
     setValues({});
     setMarkers(null);
+    setBodyText(null);
     let gone = false;
     api<WakeDetail>('GET', `/v2/wakes/${id}`).then((d) => {
       if (gone) return;
       setW(d);
-      void base64BodyMarkers(d).then((m) => gone || setMarkers(m));
+      void base64BodyMarkers(d).then((m) => {
+        if (gone) return;
+        setBodyText(m.text);
+        setMarkers(m.markers);
+      });
     }, setErr);
     return () => {
       gone = true;
@@ -352,7 +359,7 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
   };
   if (err) return <ErrorNote error={err} />;
   if (!w) return <p class="muted">Loading…</p>;
-  const redacted = uniqueNames(redactedValues(w));
+  const redacted = uniqueNames(redactedValues(w, bodyText));
   // Query and body values must be given; redacted headers alone are left out, as the API does.
   const needed = redacted.some((r) => r.where !== 'header');
   // A request not kept whole is neither copied nor replayed (the API refuses that replay, 409):
@@ -426,7 +433,8 @@ export function WakePage({ id, env, scopes }: { id: string; env: string; scopes:
             />
           )}
           {/* A request not captured whole cannot be sent again: no Replay that could only be refused. */}
-          {!canReplay || notWhole ? null : (
+          {/* Nor before its body has been looked into: the values a replay needs are read from it. */}
+          {!canReplay || notWhole || markers === null ? null : (
             <>
               <label>
                 Ignore

@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -22,6 +23,8 @@ describe('the console, in a real headless Chromium against a real gateway', () =
   let price = 10;
   /** What the origin was sent: URL and body. */
   const seen: { url: string; body: string }[] = [];
+  /** The bodies the origin was sent, as bytes. */
+  const seenRaw: Buffer[] = [];
 
   beforeAll(async () => {
     origin = await startServer((req, res) => {
@@ -29,6 +32,7 @@ describe('the console, in a real headless Chromium against a real gateway', () =
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         seen.push({ url: req.url ?? '', body: Buffer.concat(chunks).toString() });
+        seenRaw.push(Buffer.concat(chunks));
         const fail = req.url?.includes('fail');
         if (req.url?.includes('slow')) {
           setTimeout(() => {
@@ -196,6 +200,31 @@ describe('the console, in a real headless Chromium against a real gateway', () =
     // The value typed was sent in place of the marker; the header left empty was left out.
     expect(sent).toEqual(['/api/orders?password=hunter2&page=2']);
     await shot('wake-replayed-with-values');
+  });
+
+  it('asks for the redacted values inside a gzip-compressed body before a replay, and sends them compressed', async () => {
+    const r = await fetch(`${t.url}/api/orders/gz`, {
+      method: 'POST',
+      headers: { ...bearer(appKey), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ password: 'hunter2', qty: 1 })),
+    });
+    await r.arrayBuffer();
+    const id = r.headers.get('x-wake-id') as string;
+    await flushed(t.gw);
+    await page.goto(`${t.managementUrl}/console/#/wakes/${id}`);
+    await page.getByRole('heading', { name: 'Request' }).waitFor();
+    await page.getByRole('button', { name: 'Replay' }).click();
+    // The marker is inside the compressed bytes: the form asks for it, by its JSON path.
+    const form = page.getByRole('form', { name: 'Redacted values for the replay' });
+    await form.waitFor();
+    await form.getByLabel(/body\s*\$\.password/).fill('hunter3');
+    const before = seenRaw.length;
+    await form.getByRole('button', { name: 'Replay with these values' }).click();
+    await page.getByRole('button', { name: 'Replay anyway' }).click();
+    await page.getByText(/Identical answer|The answer changed/).waitFor({ timeout: 15_000 });
+    const sent = seenRaw.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(JSON.parse(gunzipSync(sent[0] as Buffer).toString())).toEqual({ password: 'hunter3', qty: 1 });
   });
 
   it('names a request no route matched as such, and the p95 axis label fits its chart', async () => {
