@@ -12,11 +12,12 @@
  * long as the data directory: a secret in a file only the gateway's user can read,
  * like the rest of `DATA_DIR`.
  */
-import { readFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
+import { readBounded } from '../tls/material.js';
 import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
@@ -123,19 +124,46 @@ export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
   replaceFile(join(dir, name), bytes);
 }
 
-/** The table saved in `storage.data_dir`, or undefined (none, or unreadable: logged, and a fresh table). */
+/** The largest file a table of `slots` and `sketchCells` writes: every slot a live bucket, every cell a debt. */
+const largestFile = (slots: number, sketchCells: number): number => HEAD + slots * ENTRY + sketchCells * CELL;
+
+/** Nothing at all at `file` (not even a dangling symlink): a first start. */
+function absent(file: string): boolean {
+  try {
+    return lstatSync(file, { throwIfNoEntry: false }) === undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The table saved in `storage.data_dir`, or undefined (none; or unreadable, damaged, no
+ * regular file, or larger than this table's largest save: logged once, and a fresh table).
+ * Read through readBounded (non-blocking open, fstat): a FIFO or a device at that path,
+ * or a symlink to one, is refused at once instead of holding up the start or being read
+ * for ever. A file written by a larger table (`max_buckets` or `sketch_cells` lowered
+ * since) and holding more than this one could is ignored too.
+ */
 export function restoredBuckets(
   cfg: Pick<Config, 'storage' | 'ratelimit'>,
   now: number,
   log: Logger,
 ): SharedBucketsLayout | undefined {
+  const { max_buckets: slots, sketch_cells: sketchCells } = cfg.ratelimit;
+  const file = join(cfg.storage.data_dir, BUCKETS_FILE);
   let bytes: Buffer;
   try {
-    bytes = readFileSync(join(cfg.storage.data_dir, BUCKETS_FILE));
-  } catch {
+    bytes = readBounded(file, BUCKETS_FILE, largestFile(slots, sketchCells));
+  } catch (e) {
+    // No file (a first start): nothing to restore, nothing to say.
+    if (absent(file)) return undefined;
+    log.warn('rate-limit buckets file unreadable: starting with fresh buckets', {
+      file: BUCKETS_FILE,
+      err: e as Error,
+    });
     return undefined;
   }
-  const layout = decodeBuckets(bytes, cfg.ratelimit.max_buckets, cfg.ratelimit.sketch_cells, now);
+  const layout = decodeBuckets(bytes, slots, sketchCells, now);
   if (!layout) log.warn('rate-limit buckets file unreadable: starting with fresh buckets', { file: BUCKETS_FILE });
   return layout ?? undefined;
 }
@@ -164,6 +192,8 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
   let writing: Promise<boolean> | null = null;
   // What the file holds as this saver last wrote it (null: not written yet, or the write failed).
   let written: Buffer | null = null;
+  // The last save failed (and that was said).
+  let failing = false;
   const saveSoon = (): Promise<boolean> => {
     if (writing) return writing.then(() => false);
     // Encoded every time (it goes through the slots in use only: microseconds for an idle
@@ -177,10 +207,14 @@ export function bucketsSaver(o: { layout: SharedBucketsLayout; dir: string; now:
     writing = replaceFileLater(join(o.dir, BUCKETS_FILE), bytes)
       .then(() => {
         written = bytes;
+        if (failing) o.log.info('rate-limit buckets saved again');
+        failing = false;
         return true;
       })
       .catch((e: Error) => {
-        o.log.warn('rate-limit buckets not saved', { err: e });
+        // Said when saves begin to fail (a full disk), not at every save every 5 s after.
+        if (!failing) o.log.warn('rate-limit buckets not saved; retried every 5 s, said again when saved', { err: e });
+        failing = true;
         return false;
       })
       .finally(() => {

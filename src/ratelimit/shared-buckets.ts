@@ -294,13 +294,14 @@ export class SharedBuckets {
     this.lock(s);
     try {
       // Read again under the slot's lock: a thread may have drawn from this bucket since
-      // the scan, and its debt, not the scan's, is what the sketch must keep.
-      if (Atomics.load(i, x + H2) !== 0) {
-        const fullAt = this.fullAt(s);
-        if (fullAt > now) {
-          this.foldIntoSketch(Atomics.load(i, x + H2), fullAt);
-          tableStats.evictions++;
-        }
+      // the scan, and its debt, not the scan's, is what the sketch must keep. The debt is
+      // when its tokens are full again, not when its quota window ends: the window only
+      // counts uses for quota warnings, and folding it in would have the key come back
+      // owing the rest of its window (a day's quota: its whole burst).
+      if (Atomics.load(i, x + H2) !== 0 && this.fullAt(s) > now) {
+        const refilledAt = this.refilledAt(s);
+        if (refilledAt > now) this.foldIntoSketch(Atomics.load(i, x + H2), refilledAt);
+        tableStats.evictions++;
       }
       const owed = this.sketch[this.cell(b)] as number;
       // Marked in use before it holds the bucket: a reader of the bits never misses it.
@@ -336,11 +337,14 @@ export class SharedBuckets {
 
   /** When slot `s`'s bucket is full again (and its quota window over): until then it is not free. */
   fullAt(s: number): number {
+    return Math.max(this.refilledAt(s), this.f64[this.f(s, Q_WIN)] as number);
+  }
+
+  /** When slot `s`'s bucket holds its burst again: its debt, what an eviction folds into the sketch. */
+  private refilledAt(s: number): number {
     const f = this.f64;
     const rate = f[this.f(s, RATE)] as number;
-    const full =
-      (f[this.f(s, T)] as number) + ((f[this.f(s, BURST)] as number) - (f[this.f(s, TOKENS)] as number)) / rate;
-    return Math.max(full, f[this.f(s, Q_WIN)] as number);
+    return (f[this.f(s, T)] as number) + ((f[this.f(s, BURST)] as number) - (f[this.f(s, TOKENS)] as number)) / rate;
   }
 
   lock(s: number): void {
