@@ -27,8 +27,10 @@ export function openLog<T>(
     {
       syncIntervalMs: cfg.wal.sync_interval_ms,
       fsyncIntervalMs: cfg.wal.fsync_interval_ms,
-      // Rows the disk will not take wait in memory as rows waiting for a batch do.
+      // Rows the disk will not take wait in memory as rows waiting for a batch do, and
+      // their lines (detail included) within what detail waiting in memory may take.
       maxHeldRows: cfg.capture.max_buffered_rows,
+      maxHeldBytes: cfg.capture.detail_max_buffered_bytes,
       ...(tag ? { tag } : {}),
     },
     log,

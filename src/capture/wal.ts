@@ -52,6 +52,8 @@ export interface WalOptions {
    * and the caller counts them). Default: none kept.
    */
   maxHeldRows?: number;
+  /** And at most this many bytes of their lines (a wake's detail may be tens of KB). Default: no bound but the rows'. */
+  maxHeldBytes?: number;
 }
 
 /** The active segment, sealed: what a batch's sink needs of it. */
@@ -160,9 +162,11 @@ export class Wal<T> {
   /** Segments an earlier run left (a crash): their batches were perhaps never seen by anyone. */
   private readonly inherited = new Set<string>();
   /** Rows of backlog segments whose files the disk would not take, by token (see WalOptions.maxHeldRows). */
-  private readonly held = new Map<string, readonly T[]>();
+  private readonly held = new Map<string, { rows: readonly T[]; bytes: number }>();
   private heldRows = 0;
+  private heldBytes = 0;
   private readonly maxHeldRows: number;
+  private readonly maxHeldBytes: number;
   /**
    * The log's disk refuses writes (full, gone, out of descriptors). Said at most once a
    * minute while it lasts (a nearly full disk takes one write and refuses the next), and
@@ -207,6 +211,7 @@ export class Wal<T> {
     this.syncMs = opts.syncIntervalMs;
     this.tag = opts.tag ? `.${opts.tag}` : '';
     this.maxHeldRows = opts.maxHeldRows ?? 0;
+    this.maxHeldBytes = opts.maxHeldBytes ?? Number.POSITIVE_INFINITY;
     const fsync = setInterval(() => this.fsync(), opts.fsyncIntervalMs);
     fsync.unref();
     this.timers.push(fsync);
@@ -438,20 +443,19 @@ export class Wal<T> {
   keep(token: string, rows: readonly T[] | null = null): number {
     this.backlog.push(token);
     if (rows === null || this.rewrite(token, rows)) return 0;
-    if (this.heldRows + rows.length <= this.maxHeldRows) {
-      this.held.set(token, rows);
+    const bytes = this.sizes.get(token) ?? 0;
+    if (this.heldRows + rows.length <= this.maxHeldRows && this.heldBytes + bytes <= this.maxHeldBytes) {
+      this.held.set(token, { rows, bytes });
       this.heldRows += rows.length;
+      this.heldBytes += bytes;
       return 0;
     }
     this.backlog.pop();
     this.acknowledge(token);
-    this.log.error(
-      'write-ahead log: rows the disk would not take were let go (past capture.max_buffered_rows held in memory)',
-      {
-        segment: token,
-        rows: rows.length,
-      },
-    );
+    this.log.error('write-ahead log: rows the disk would not take were let go (past what may be held in memory)', {
+      segment: token,
+      rows: rows.length,
+    });
     return rows.length;
   }
 
@@ -485,7 +489,7 @@ export class Wal<T> {
     if (name === undefined) return null;
     const held = this.held.get(name);
     if (held !== undefined) {
-      if (!this.rewrite(name, held)) return { token: name, rows: held as T[], file: null };
+      if (!this.rewrite(name, held.rows)) return { token: name, rows: held.rows as T[], file: null };
       this.unhold(name);
     }
     const path = join(this.dir, name);
@@ -565,10 +569,11 @@ export class Wal<T> {
   }
 
   private unhold(token: string): void {
-    const rows = this.held.get(token);
-    if (rows === undefined) return;
+    const held = this.held.get(token);
+    if (held === undefined) return;
     this.held.delete(token);
-    this.heldRows -= rows.length;
+    this.heldRows -= held.rows.length;
+    this.heldBytes -= held.bytes;
   }
 
   /**

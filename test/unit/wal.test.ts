@@ -70,6 +70,24 @@ describe('write-ahead log', () => {
     wal.close();
   });
 
+  it('holds no more bytes of such rows than maxHeldBytes', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    const dir = join(parent, 'wakes');
+    const wal = new Wal<{ s: string }>(dir, 1_000_000, { ...OPTS, maxHeldRows: 100, maxHeldBytes: 3000 }, silentLogger);
+    rmSync(dir, { recursive: true });
+    writeFileSync(dir, '');
+    const big = { s: 'x'.repeat(2000) };
+    wal.append(big);
+    const a = wal.seal();
+    expect(wal.keep(a?.token as string, a?.rows)).toBe(0);
+    wal.append(big);
+    const b = wal.seal();
+    // Two lines of 2 KB are more than 3,000 bytes: the second is let go (counted by the caller).
+    expect(wal.keep(b?.token as string, b?.rows)).toBe(1);
+    expect(wal.heldInMemory).toBe(1);
+    wal.close();
+  });
+
   it('makes its folder again when it was removed while running, and loses nothing', () => {
     const parent = mkdtempSync(join(tmpdir(), 'wg-wal-'));
     const dir = join(parent, 'wakes');
