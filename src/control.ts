@@ -4,7 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import { Admission } from './admission/admission.js';
 import { keyedPathsExposed } from './admission/exposure.js';
 import { RouteTable } from './admission/routes.js';
+import type { OpenApiServer } from './api/context.js';
 import { Cursors, cursorKey } from './api/cursor.js';
+import { type ListenerAddress, listenerServer } from './api/openapi.js';
 import { replayPlugin } from './api/replay.js';
 import { type ApiPlugin, buildApi } from './api/server.js';
 import { webhooksPlugin } from './api/webhooks.js';
@@ -15,7 +17,7 @@ import { KeyService } from './auth/keys-service.js';
 import type { Sink } from './capture/batcher.js';
 import { storeOrphanLogs } from './capture/orphans.js';
 import { createCapture, openLog, redactionKey, retentionOf } from './capture/pipeline.js';
-import { EXCHANGE, type Recorder, type WithExchange } from './capture/recorder.js';
+import { EXCHANGE, PEER, type Recorder, type WithExchange, type WithPeer } from './capture/recorder.js';
 import type { Wake } from './capture/wake.js';
 import { wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
@@ -33,10 +35,11 @@ import type { Coordinator } from './fleet/redis.js';
 import { gatewayServer } from './http-server.js';
 import { listenersPart } from './listeners.js';
 import { createLogger, type Logger } from './log.js';
-import { withBody } from './management-body.js';
+import { apiBodyLimits, bodyRefusal, withBody } from './management-body.js';
 import { createMetrics, type Metrics, primeSeries } from './metrics/index.js';
 import { descriptorWarning } from './proxy/descriptors.js';
 import { Replayer } from './proxy/replay.js';
+import { trustedProxies } from './proxy/trust.js';
 import { bucketsSaver, restoredBuckets } from './ratelimit/persist.js';
 import { readiness, withCoordination } from './readiness.js';
 import { type Part, Parts } from './root.js';
@@ -198,7 +201,9 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const wakes = new WakeQuerier(store);
     const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
     // The one admission of this thread's /v2 calls and replays (each edge has its own, of the same rules).
-    const admission = new Admission({ routes, ring, limiter: limiter.limiter, metrics, clock });
+    // Behind server.trusted_proxies a /v2 call is its X-Forwarded-For client's, on every listener, as a proxied request is.
+    const trusted = trustedProxies(cfg.server.trusted_proxies);
+    const admission = new Admission({ routes, ring, limiter: limiter.limiter, metrics, clock, trusted });
     const replay = parts.add(
       replayPart(
         new Replayer({
@@ -214,23 +219,35 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     );
     // The main listener's limits and answers to malformed heads, on this listener too.
     const management = gatewayServer(cfg.server);
+    // The ports listened on (the main one's, and the management listener's: the ops one's unless separate).
+    const ports = { main: cfg.server.port, management: 0 };
     const api = parts.add(
       await apiPart(
         cfg,
-        { clock, log, ring, keys: keys.keys, wakes, admission, metrics, cursors: new Cursors(cursorKey(sealingKey)) },
+        {
+          clock,
+          log,
+          ring,
+          keys: keys.keys,
+          wakes,
+          admission,
+          metrics,
+          cursors: new Cursors(cursorKey(sealingKey)),
+          servedFrom: servedFrom(cfg, ports, trusted),
+        },
         management,
         [webhooks.plugin, replayPlugin(replay.replayer)],
         capture.recorder,
         routes.fallbackEnvironment,
       ),
     );
-    const ports = { main: cfg.server.port };
     const listeners = parts.add(
       listenersPart({
         cfg,
         metrics,
         management,
         api,
+        clientOf: (req, x) => admission.clientOf(req, x),
         recorder: capture.recorder,
         fallbackEnv: routes.fallbackEnvironment,
         mainPort: () => ports.main,
@@ -259,10 +276,14 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               holds,
               limiter: limiter.limiter,
               capture,
-              manage: (req, res, body) => {
+              manage: (req, res, body, refused) => {
                 // A client that takes no byte of its /v2 answer for send_timeout_ms is cut.
                 cutWhenStalled(res, cfg.server.send_timeout_ms);
-                api.manage(withBody(req, body), res);
+                api.manage(
+                  withBody(req, body, refused ? bodyRefusal(refused, apiBodyLimits(cfg.server)) : null),
+                  res,
+                  'main',
+                );
               },
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
@@ -341,6 +362,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       // The ops port passes from the start's probe to the ops listener.
       await probe?.close();
       const { opsPort, managementPort } = await listeners.listen();
+      ports.management = managementPort;
       // A generated admin key is made only once the gateway listens: a start that fails
       // (a port in use) leaves no key behind that was never shown.
       const boot = early ?? (await keys.keys.bootstrap(cfg.admin_key));
@@ -631,6 +653,45 @@ function replayPart(replayer: Replayer) {
   return { name: 'replay', replayer, close: () => replayer.close() };
 }
 
+/** Which listener a /v2 call came on: the main one (on this thread's edge, or handed over by an edge thread), or the management one. */
+type CalledOn = 'main' | 'management';
+const CALLED_ON: unique symbol = Symbol('wakegate.called-on');
+type WithCalledOn = { [CALLED_ON]?: CalledOn };
+
+/**
+ * The server a /v2 call was served from, as `/v2/openapi.json` names it (openapi.ts
+ * listenerServer): the listener it came on (apiPart's manage says which), at its
+ * configured host and the port it listens on; `/` through a trusted proxy.
+ */
+function servedFrom(
+  cfg: Readonly<Config>,
+  ports: { readonly main: number; readonly management: number },
+  trusted: (ip: string) => boolean,
+): (req: IncomingMessage) => OpenApiServer | null {
+  const separate = cfg.management.listener === 'separate';
+  const address = (on: CalledOn): ListenerAddress =>
+    on === 'main'
+      ? { name: 'main', tls: cfg.server.tls !== null, host: cfg.server.host, port: ports.main }
+      : separate
+        ? { name: 'management', tls: cfg.management.tls !== null, host: cfg.management.host, port: ports.management }
+        : { name: 'ops', tls: cfg.server.ops_tls !== null, host: cfg.server.ops_host, port: ports.management };
+  // Made once per listener and way in (directly, or through a trusted proxy), once it listens.
+  const made = new Map<string, OpenApiServer>();
+  return (req) => {
+    const on = (req as WithCalledOn)[CALLED_ON];
+    if (on === undefined) return null;
+    const viaProxy = trusted((req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '');
+    const l = address(on);
+    const key = `${on} ${viaProxy} ${l.port}`;
+    let server = made.get(key);
+    if (server === undefined) {
+      server = listenerServer(l, viaProxy);
+      made.set(key, server);
+    }
+    return server;
+  };
+}
+
 /** The /v2 API, and `manage`: a /v2 call from whichever listener, recorded as a wake like any other (route v2). */
 async function apiPart(
   cfg: Readonly<Config>,
@@ -641,10 +702,13 @@ async function apiPart(
   fallbackEnv: string,
 ) {
   const { app, handler } = await buildApi({ config: cfg, ...deps }, server, plugins);
-  const manage = (req: IncomingMessage, res: ServerResponse) => {
+  const manage = (req: IncomingMessage, res: ServerResponse, on: CalledOn) => {
     const x = recorder.begin();
     x.route = 'v2';
     x.environment = fallbackEnv;
+    (req as WithCalledOn)[CALLED_ON] = on;
+    // Behind a trusted proxy the wake's client_ip is X-Forwarded-For's client, whether or not the call is admitted.
+    deps.admission.clientOf(req, x);
     // Over HTTP/2 on the ops or management listener (the console in a browser).
     if (req.httpVersionMajor === 2) x.protocol = 'h2';
     (req as WithExchange)[EXCHANGE] = x;

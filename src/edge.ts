@@ -13,7 +13,7 @@ import { createH2Edge, type H2Edge } from './h2/edge.js';
 import { choosePerConnection } from './h2/preface.js';
 import { gatewayServer } from './http-server.js';
 import type { Logger } from './log.js';
-import { type RecordRefusal, readWhole } from './management-body.js';
+import { apiBodyLimits, type BodyRefusalKind, readWhole } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
 import { tunnelBound } from './proxy/descriptors.js';
 import { ProxyHandler } from './proxy/handler.js';
@@ -129,8 +129,11 @@ export interface EdgeDeps {
   holds: KeyHolds;
   limiter: RequestLimiter;
   capture: Capture;
-  /** Answers a /v2 call that reached the main listener, its body read whole (the control thread, here or across threads). */
-  manage: (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void;
+  /**
+   * Answers a /v2 call that reached the main listener (the control thread, here or across
+   * threads), its body read whole; or, when the edge refused the body (`refused`), without it.
+   */
+  manage: (req: IncomingMessage, res: ServerResponse, body: Buffer | null, refused?: BodyRefusalKind) => void;
   /** Listen with SO_REUSEPORT, beside the other edge threads. */
   reusePort: boolean;
   /** Tests only: every answer says which edge thread served it (x-wakegate-thread). */
@@ -192,20 +195,23 @@ export function createEdge(d: EdgeDeps): Edge {
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;
   // A /v2 body is read whole here before it is handed on: slow clients hold no handover.
-  const apiBody = { maxBytes: s.api_body_limit_bytes, timeoutMs: s.api_body_timeout_ms };
-  // A /v2 body refused here (too large, too slow) is a wake of route v2 as every call is.
-  const recordRefusal: RecordRefusal = (req, res, status, errorType) => {
-    const x = d.capture.recorder.begin();
-    x.route = 'v2';
-    x.environment = routes.fallbackEnvironment;
-    x.status = status;
-    x.errorType = errorType;
-    res.once('close', () => {
-      x.resBytes = Number(res.getHeader('content-length') ?? 0) || 0;
-      d.capture.recorder.finish(req, x);
+  const apiBody = apiBodyLimits(s);
+  /**
+   * A /v2 call: its body read whole, then handed on. A body past the limits is not read
+   * on: the call is handed on without it, saying why, and the API answers it (413, 408)
+   * only once the call has passed admission, as on the management listener (a refused
+   * key is 401 or 429 whatever its body; an admitted call is charged). The rest of the
+   * body is never read: the connection closes after the answer.
+   */
+  const v2 = (req: IncomingMessage, res: ServerResponse, invite?: () => void) =>
+    readWhole(req, res, apiBody, (body) => d.manage(req, res, body), {
+      refused: (why) => {
+        res.shouldKeepAlive = false;
+        res.once('finish', () => req.socket.destroy());
+        d.manage(req, res, null, why);
+      },
+      ...(invite ? { invite } : {}),
     });
-    return x.id;
-  };
   const label = d.threadLabel;
   let draining = false;
   // The main listener proxies; /v2 is answered there too unless management.on_main is
@@ -216,7 +222,7 @@ export function createEdge(d: EdgeDeps): Edge {
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     const url = req.url ?? '/';
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res);
-    readWhole(req, res, apiBody, (body) => d.manage(req, res, body), recordRefusal);
+    v2(req, res);
   });
   // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
   // request would be accepted, so a refused key never gets a 100 Continue.
@@ -224,11 +230,8 @@ export function createEdge(d: EdgeDeps): Edge {
     const url = req.url ?? '/';
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
-    // /v2: continue only for a key that is known and live; the API answers the rest.
-    if (proxyDeps.admission.identifies(req.headers.authorization)) {
-      res.writeContinue();
-      return readWhole(req, res, apiBody, (body) => d.manage(req, res, body), recordRefusal);
-    }
+    // /v2: continue only for a key that is known and live (and a body within the limit); the API answers the rest.
+    if (proxyDeps.admission.identifies(req.headers.authorization)) return v2(req, res, () => res.writeContinue());
     // The body was never invited: the API refuses the key without it, and the connection closes.
     res.shouldKeepAlive = false;
     d.manage(req, res, NO_BODY);

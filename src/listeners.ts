@@ -4,7 +4,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KEY_IN_URL } from './admission/refusal.js';
-import { PEER, type Recorder, type WithPeer } from './capture/recorder.js';
+import { type Exchange, PEER, type Recorder, type WithPeer } from './capture/recorder.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Config } from './config/index.js';
 import type { ListenerTls } from './config/tls-schema.js';
@@ -12,6 +12,7 @@ import { consoleHandler } from './console/serve.js';
 import { isManagementPath } from './edge.js';
 import { errorBody } from './errors.js';
 import { consoleH2 } from './h2/console.js';
+import { apiBodyLimits, BODY_REFUSED, bodyRefusal, type WithBodyRefused } from './management-body.js';
 import type { Metrics } from './metrics/index.js';
 import { createOpsServer } from './ops.js';
 import type { Part } from './root.js';
@@ -26,7 +27,10 @@ export interface ListenerDeps {
   cfg: Readonly<Config>;
   metrics: Metrics;
   management: http.Server;
-  api: { manage: (req: IncomingMessage, res: ServerResponse) => void };
+  /** Answers a /v2 call, saying which listener it came on (a call an edge thread handed over came on the main one). */
+  api: { manage: (req: IncomingMessage, res: ServerResponse, on: 'main' | 'management') => void };
+  /** The client's address of a request (behind server.trusted_proxies, X-Forwarded-For's), kept on its wake (admission.ts clientOf). */
+  clientOf: (req: IncomingMessage, x: Exchange) => string;
   recorder: Recorder;
   fallbackEnv: string;
   mainPort: () => number;
@@ -102,9 +106,11 @@ export function listenersPart(d: ListenerDeps): Part & {
   const internal = internalListener({
     token,
     threads: d.threads,
-    serve: (req, res, peer) => {
+    serve: (req, res, peer, refused) => {
       (req as WithPeer)[PEER] = peer;
-      d.api.manage(req, res);
+      // The edge did not read the body (too large, too slow): the API answers so once the call is admitted.
+      if (refused !== null) (req as WithBodyRefused)[BODY_REFUSED] = bodyRefusal(refused, apiBodyLimits(cfg.server));
+      d.api.manage(req, res, 'main');
     },
   });
   const listen = (server: http.Server, port: number, host: string, name: string, setting: string) =>
@@ -176,6 +182,7 @@ function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerR
       x.route = 'console';
       if (req.httpVersionMajor === 2) x.protocol = 'h2';
       x.environment = d.fallbackEnv;
+      d.clientOf(req, x);
       x.status = consoleApp.handle(req, res, x.id);
       req.resume();
       return d.recorder.finish(req, x);
@@ -187,7 +194,7 @@ function managementHandler(d: ListenerDeps): (req: IncomingMessage, res: ServerR
       return;
     }
     const keyInUrl = holdsGatewayKey(url);
-    if (isManagementPath(url) && !keyInUrl) return d.api.manage(req, res);
+    if (isManagementPath(url) && !keyInUrl) return d.api.manage(req, res, 'management');
     const body = JSON.stringify(
       keyInUrl
         ? errorBody(KEY_IN_URL.type, null, KEY_IN_URL.message, KEY_IN_URL.param)

@@ -37,8 +37,9 @@ export interface AdmissionDeps {
   /** The time of a /v2 call or a replay (a proxied request's is its exchange's start). */
   clock: Clock;
   /**
-   * `server.trusted_proxies`: a proxied request from one is the client's that its
-   * X-Forwarded-For names (client-address.ts), for the per-address limits and the wake.
+   * `server.trusted_proxies`: a request (proxied, or a /v2 call on any listener) from one
+   * is the client's that its X-Forwarded-For names (client-address.ts), for the
+   * per-address limits and the wake.
    */
   trusted?: (ip: string) => boolean;
 }
@@ -166,10 +167,11 @@ export class Admission {
   }
 
   /**
-   * A /v2 call its router matched to an operation asking `gate` (a call an edge thread
-   * handed over keeps its client's address); `x` is its exchange, when it is recorded.
+   * A /v2 call its router matched to an operation asking `gate`; `x` is its exchange,
+   * when it is recorded. Its client is worked out as a proxied request's is (clientOf).
    */
   call(req: IncomingMessage, gate: Gate, x: Exchange | null): Verdict {
+    const ip = this.clientOf(req, x);
     const ask: Ask = {
       kind: 'api',
       method: req.method ?? '',
@@ -180,7 +182,7 @@ export class Admission {
       authorization: req.headers.authorization,
       fingerprint: '',
       consumer: undefined,
-      ip: (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '',
+      ip,
       now: this.d.clock.now(),
       gate,
       keyId: '',
@@ -188,6 +190,21 @@ export class Admission {
       environment: '',
     };
     return this.admit(ask, x);
+  }
+
+  /**
+   * The client's address of a /v2 call, read as a proxied request's is (client-address.ts),
+   * on whichever listener it came: its connection's peer (for a call an edge thread handed
+   * over, the peer that edge's connection has, PEER), or, when that is a trusted proxy, the
+   * address X-Forwarded-For names. The per-address buckets draw from it; `x`, when given,
+   * keeps it as the wake's client_ip when it is not the peer.
+   */
+  clientOf(req: Pick<IncomingMessage, 'headers' | 'socket'>, x: Exchange | null): string {
+    const peer = (req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? '';
+    if (this.d.trusted === undefined) return peer;
+    const ip = clientAddress(peer, req.headers['x-forwarded-for'], this.d.trusted);
+    if (ip !== peer && x !== null) x.clientIp = ip;
+    return ip;
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Admission } from '../admission/admission.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
@@ -8,6 +9,12 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { WakeQuerier } from '../store/wakes.js';
 import type { Cursors } from './cursor.js';
+
+/** An OpenAPI Server Object: where the document's operations are called (openapi.ts listenerServer). */
+export interface OpenApiServer {
+  readonly url: string;
+  readonly description: string;
+}
 
 /** What the /v2 API is handed; each plugin takes what it needs from here. */
 export interface ApiDeps {
@@ -22,6 +29,11 @@ export interface ApiDeps {
   metrics: Metrics;
   /** Makes and reads this installation's signed list cursors. */
   cursors: Cursors;
+  /**
+   * The server a call was served from (the listener it came on), which `/v2/openapi.json`
+   * names in `servers`; absent or null: none is named.
+   */
+  servedFrom?: (req: IncomingMessage) => OpenApiServer | null;
   /** Optional services added by later layers (webhooks, replay). */
   extra?: Record<string, unknown>;
 }

@@ -1,6 +1,8 @@
+import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ERROR_TYPES } from '../errors.js';
+import type { ApiDeps, OpenApiServer } from './context.js';
 import type { RouteDoc } from './docs.js';
 
 const errorSchema = {
@@ -49,6 +51,48 @@ function statusesOf(d: RouteDoc, hasEnvironment: boolean): number[] {
   if (hasEnvironment) for (const c of [404, 422]) s.add(c);
   s.delete(d.success);
   return [...s].sort((a, b) => a - b);
+}
+
+/** A listener as `/v2/openapi.json` names it: its name, whether it speaks TLS, and its configured host and bound port. */
+export interface ListenerAddress {
+  readonly name: 'main' | 'ops' | 'management';
+  readonly tls: boolean;
+  readonly host: string;
+  readonly port: number;
+}
+
+/** 0.0.0.0, ::, or no host: every address of the machine, none of which names it. */
+function anyAddress(host: string): boolean {
+  const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  return h === '' || h === '0.0.0.0' || (net.isIPv6(h) && /^[0:]+$/.test(h));
+}
+
+/**
+ * The server a `/v2/openapi.json` names (DESIGN: "names the server it was served
+ * from"): the listener the request came on, at its configured address (`http` or
+ * `https` by its TLS, the host it is bound to, the port it listens on). No request
+ * header is ever written into it (Host, X-Forwarded-Host): the document names the
+ * gateway's own listener, never what a client says. Where the listener's address
+ * names nothing a client could call (bound to every address, 0.0.0.0 or ::), or the
+ * request came through a trusted proxy (`server.trusted_proxies`, whose public address
+ * the gateway does not know), the URL is `/`: relative, the address the document was
+ * fetched from (OpenAPI 3.1, Server Object), which is the one that client can reach.
+ */
+export function listenerServer(l: ListenerAddress, viaProxy: boolean): OpenApiServer {
+  const name = `the ${l.name} listener`;
+  if (viaProxy)
+    return { url: '/', description: `${name}, through a trusted proxy: the address this document was fetched from` };
+  if (anyAddress(l.host))
+    return {
+      url: '/',
+      description: `${name} (every address, port ${l.port}): the address this document was fetched from`,
+    };
+  const host = net.isIPv6(l.host) ? `[${l.host}]` : l.host;
+  try {
+    return { url: new URL(`${l.tls ? 'https' : 'http'}://${host}:${l.port}`).origin, description: name };
+  } catch {
+    return { url: '/', description: `${name}: the address this document was fetched from` };
+  }
 }
 
 /** OpenAPI 3.1 for the /v2 API, built from the same zod schemas that validate requests. */
@@ -113,12 +157,28 @@ export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown>
   };
 }
 
+/**
+ * `GET /v2/openapi.json`: the document, naming the server it was served from
+ * (`servedFrom`, the listener the call came on). One document is kept per server named
+ * (a listener has one or two: directly, and through a trusted proxy), built once.
+ */
 export function openapiPlugin(docs: readonly RouteDoc[]) {
-  return (app: FastifyInstance): void => {
-    let cached: Record<string, unknown> | null = null;
-    app.get('/v2/openapi.json', { config: { auth: { scope: null } } }, async () => {
-      cached ??= buildOpenApi(docs);
-      return cached;
+  return (app: FastifyInstance, deps: ApiDeps): void => {
+    let base: Record<string, unknown> | null = null;
+    const cached = new Map<string, Record<string, unknown>>();
+    app.get('/v2/openapi.json', { config: { auth: { scope: null } } }, async (request) => {
+      const server = deps.servedFrom?.(request.raw) ?? null;
+      const key = server === null ? '' : `${server.url} ${server.description}`;
+      let doc = cached.get(key);
+      if (doc === undefined) {
+        // The operations once; each server's document shares them.
+        base ??= buildOpenApi(docs);
+        const { openapi, info, ...rest } = base;
+        doc = { openapi, info, ...(server === null ? {} : { servers: [server] }), ...rest };
+        // A bound that cannot bite (servers come from the config's listeners), kept anyway.
+        if (cached.size < 16) cached.set(key, doc);
+      }
+      return doc;
     });
   };
 }

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Admitted, isRefusal } from '../admission/admission.js';
 import { apiGate, type Gate } from '../admission/gate.js';
@@ -8,6 +8,7 @@ import { type Refusal, refusal } from '../admission/refusal.js';
 import type { KeyRecord } from '../auth/key.js';
 import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
+import { apiBodyLimits, BODY_REFUSED, bodyRefusal, type WithBodyRefused } from '../management-body.js';
 import type { ApiDeps, RouteAuth } from './context.js';
 import type { RouteDoc } from './docs.js';
 import { environmentsPlugin } from './environments.js';
@@ -25,14 +26,17 @@ const STANDARD_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE
 
 export type ApiPlugin = (app: FastifyInstance, deps: ApiDeps) => Promise<void> | void;
 
-/** Maps every error to DESIGN.md's body; unknown errors become 500 internal_error. */
-function toGatewayError(err: unknown): GatewayError {
+/**
+ * Maps every error to DESIGN.md's body; unknown errors become 500 internal_error. A body
+ * past the limit is `tooLarge`: the words the main listener's edge uses (management-body.ts).
+ */
+function toGatewayError(err: unknown, tooLarge: GatewayError): GatewayError {
   if (err instanceof GatewayError) return err;
   if (!(err instanceof Error)) return new GatewayError('internal_error');
   const code = (err as FastifyError).code;
   switch (code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new GatewayError('payload_too_large', 'the request body is larger than the limit');
+      return tooLarge;
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new GatewayError(
         'invalid_request',
@@ -129,8 +133,10 @@ export async function buildApi(
     }
   });
 
+  const tooLarge = bodyRefusal('too-large', apiBodyLimits(deps.config.server));
+  const bodyTooLarge = new GatewayError(tooLarge.type, tooLarge.message, 'body');
   app.setErrorHandler((err, request, reply) => {
-    const g = toGatewayError(err);
+    const g = toGatewayError(err, bodyTooLarge);
     if (g.type === 'internal_error') deps.log.error('unhandled API error', { err, url: request.url });
     const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
     if (g.status === 401) reply.header('www-authenticate', 'Bearer');
@@ -156,14 +162,28 @@ export async function buildApi(
   // So does a call no operation takes (SPEC Authentication: every call carries a key),
   // as one any live key may make: no key is 401 and draws the unauthenticated bucket,
   // before the path is answered 404 or 405 (and before a body is read).
+  // A body the main listener's edge refused (past server.api_body_limit_bytes, or not whole
+  // within server.api_body_timeout_ms: management-body.ts) is answered here, once the call
+  // has passed admission, as a body past the limit is on the management listener: a refused
+  // key is told first (401, or 429 past its address's bucket), an admitted call is charged.
   app.decorateRequest('key', null as never);
   const gates = new WeakMap<RouteAuth, Gate>();
+  const refuseBody = (request: FastifyRequest, reply: FastifyReply) => {
+    const r = (request.raw as WithBodyRefused)[BODY_REFUSED];
+    if (r === undefined) return;
+    const x = (request.raw as WithExchange)[EXCHANGE];
+    if (x !== undefined) x.errorType = r.type;
+    return reply
+      .code(r.status)
+      .type('application/json; charset=utf-8')
+      .send(errorBody(r.type, x?.id ?? null, r.message, 'body'));
+  };
   app.addHook('onRequest', async (request, reply) => {
     let gate: Gate | undefined;
     if (request.is404) gate = ANY_KEY;
     else {
       const auth = request.routeOptions.config.auth;
-      if (!auth || auth.scope === null) return;
+      if (!auth || auth.scope === null) return refuseBody(request, reply);
       gate = gates.get(auth);
       if (gate === undefined) {
         gate = apiGate(auth.scope, auth.policy ?? null, auth.charged === false);
@@ -177,6 +197,7 @@ export async function buildApi(
       for (let i = 0; i < headers.length; i += 2) reply.header(headers[i] as string, headers[i + 1]);
     if (isRefusal(v)) throw v.error;
     request.key = v.key as KeyRecord;
+    return refuseBody(request, reply);
   });
 
   // An operation that takes no query parameters, or no body, says so as every other

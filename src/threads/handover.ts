@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { errorBody } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { BodyRefusalKind } from '../management-body.js';
 import { AnswerBudget, type AnswerLimits, HANDOVER_BUFFER_BYTES, relay } from './answer-relay.js';
 
 /**
@@ -11,18 +12,36 @@ import { AnswerBudget, type AnswerLimits, HANDOVER_BUFFER_BYTES, relay } from '.
  */
 export const HANDOVER_SOCKETS = 16;
 
-/** Hands a /v2 call over; held(): the answer bytes this edge holds for clients not reading them yet. */
-export type HandOver = ((req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void) & {
+/**
+ * Hands a /v2 call over, its body read whole (or, `refused`, not read: why); held(): the
+ * answer bytes this edge holds for clients not reading them yet.
+ */
+export type HandOver = ((
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Buffer | null,
+  refused?: BodyRefusalKind,
+) => void) & {
   held: () => number;
 };
+
+/**
+ * The headers of the handover (internal-listener.ts reads them once the token is shown):
+ * set by the edge, whatever the client sent under their names. The peer is the edge's
+ * connection's (the control thread reads X-Forwarded-For behind it as the edge would,
+ * admission.ts clientOf); a refused body says why.
+ */
+export const HANDOVER_TOKEN = 'x-wakegate-internal';
+export const HANDOVER_PEER = 'x-wakegate-peer';
+export const HANDOVER_REFUSED = 'x-wakegate-body-refused';
 
 /** The internal listener's connection limit for `threads` edge threads (with room for a thread started again). */
 export const internalConnectionLimit = (threads: number): number => (threads + 1) * HANDOVER_SOCKETS;
 
 /**
  * A /v2 call on the main listener, handed to the control thread on loopback with
- * the client's address and its body (read whole on this edge); the control thread
- * answers it (and records its wake).
+ * its peer's address and its body (read whole on this edge, or refused: why); the
+ * control thread answers it (and records its wake).
  */
 export function handOver(
   internal: { port: number; token: string },
@@ -31,7 +50,7 @@ export function handOver(
 ): HandOver {
   const agent = new http.Agent({ keepAlive: true, maxSockets: HANDOVER_SOCKETS, maxFreeSockets: HANDOVER_SOCKETS });
   const budget = new AnswerBudget(limits.budgetBytes);
-  const hand = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => {
+  const hand = (req: IncomingMessage, res: ServerResponse, body: Buffer | null, refused?: BodyRefusalKind) => {
     const headers: http.OutgoingHttpHeaders = { ...req.headers };
     // This edge already answered Expect (checkContinue); the connection's own headers stay on its hop.
     delete headers.expect;
@@ -40,8 +59,10 @@ export function handOver(
     delete headers['transfer-encoding'];
     if (body === null) delete headers['content-length'];
     else headers['content-length'] = String(body.length);
-    headers['x-wakegate-internal'] = internal.token;
-    headers['x-wakegate-peer'] = req.socket.remoteAddress ?? '';
+    headers[HANDOVER_TOKEN] = internal.token;
+    headers[HANDOVER_PEER] = req.socket.remoteAddress ?? '';
+    if (refused === undefined) delete headers[HANDOVER_REFUSED];
+    else headers[HANDOVER_REFUSED] = refused;
     const up = http.request(
       { host: '127.0.0.1', port: internal.port, method: req.method, path: req.url, headers, agent },
       (r) => {

@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { internalConnectionLimit } from './handover.js';
+import { type BodyRefusalKind, refusalKind } from '../management-body.js';
+import { HANDOVER_PEER, HANDOVER_REFUSED, HANDOVER_TOKEN, internalConnectionLimit } from './handover.js';
 
 /** Connections that have not yet shown the token, at most; past it the oldest is closed. */
 export const UNPROVEN_CONNECTIONS = 32;
@@ -20,7 +21,8 @@ export const UNPROVEN_IDLE_MS = 1_000;
 export function internalListener(o: {
   token: string;
   threads: number;
-  serve: (req: IncomingMessage, res: ServerResponse, peer: string) => void;
+  /** `peer`: the edge's client connection's address; `refused`: why the edge did not read the body, or null. */
+  serve: (req: IncomingMessage, res: ServerResponse, peer: string, refused: BodyRefusalKind | null) => void;
   unprovenLimit?: number;
   unprovenIdleMs?: number;
 }): http.Server {
@@ -39,17 +41,19 @@ export function internalListener(o: {
     },
     (req, res) => {
       const socket = req.socket;
-      const given = Buffer.from(String(req.headers['x-wakegate-internal'] ?? ''));
+      const given = Buffer.from(String(req.headers[HANDOVER_TOKEN] ?? ''));
       if (given.length !== want.length || !timingSafeEqual(given, want)) return void socket.destroy();
       if (unproven.delete(socket)) {
         if (proven.size >= provenLimit) return void socket.destroy();
         proven.add(socket);
         socket.setTimeout(0);
       }
-      const peer = String(req.headers['x-wakegate-peer'] ?? '');
-      delete req.headers['x-wakegate-internal'];
-      delete req.headers['x-wakegate-peer'];
-      o.serve(req, res, peer);
+      const peer = String(req.headers[HANDOVER_PEER] ?? '');
+      const refused = refusalKind(req.headers[HANDOVER_REFUSED]);
+      delete req.headers[HANDOVER_TOKEN];
+      delete req.headers[HANDOVER_PEER];
+      delete req.headers[HANDOVER_REFUSED];
+      o.serve(req, res, peer, refused);
     },
   );
   server.on('connection', (socket: Socket) => {

@@ -483,7 +483,11 @@ describe('fuzzing the edge rules (smuggling, path parameters, spoofed headers)',
           origins: { production: origin.url },
         },
       ],
-      rate_limits: { default: { limit: 1_000_000, burst: 1_000_000, window: 'minute' } },
+      rate_limits: {
+        default: { limit: 1_000_000, burst: 1_000_000, window: 'minute' },
+        // Refused keys: a bucket per address that never refills within a run, so each draw shows.
+        unauthenticated: { limit: 1, burst: 1_000_000, window: 'day' },
+      },
     });
     port = Number(new URL(t.url).port);
     key = (await t.gw.keys.create({ label: 'r', environment: 'production', scopes: ['payments:read'] }, 'production'))
@@ -606,6 +610,61 @@ describe('fuzzing the edge rules (smuggling, path parameters, spoofed headers)',
         expect(holdsGatewayKey(got), h).toBe(false);
       }),
       { numRuns: Math.min(RUNS, 60) },
+    );
+  }, 120_000);
+
+  it("a /v2 call with a refused key is 401 from its connection's bucket, whatever handover or forwarding headers it sends and whatever its body", async () => {
+    // No trusted proxy here: X-Forwarded-For is not read, and the handover's own headers
+    // (an edge thread's peer, a body it refused) are the edge's to write, never a client's.
+    const name = fc
+      .constantFrom(
+        'x-wakegate-peer',
+        'x-wakegate-body-refused',
+        'x-wakegate-internal',
+        'x-forwarded-for',
+        'forwarded',
+        'x-real-ip',
+      )
+      .chain((n) =>
+        fc
+          .array(fc.constantFrom('as is', 'upper', 'underscore'), { minLength: n.length, maxLength: n.length })
+          .map((how) =>
+            [...n]
+              .map((c, i) => (how[i] === 'upper' ? c.toUpperCase() : how[i] === 'underscore' && c === '-' ? '_' : c))
+              .join(''),
+          ),
+      );
+    const value = fc.constantFrom(
+      '203.0.113.9',
+      '10.0.0.1, 203.0.113.9',
+      'for=203.0.113.9',
+      '::1',
+      'too-large',
+      'too-slow',
+    );
+    const body = fc.constantFrom('none', 'small', 'announced past the limit');
+    let last: number | null = null;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(name, value), { minLength: 1, maxLength: 4 }), body, async (headers, b) => {
+        const lines = headers.map(([k, v]) => `${k}: ${v}\r\n`).join('');
+        const framing =
+          b === 'none'
+            ? ''
+            : b === 'small'
+              ? 'Content-Type: application/json\r\nContent-Length: 2\r\n'
+              : 'Content-Type: application/json\r\nContent-Length: 5000000\r\n';
+        const r = await rawExchange(
+          port,
+          `POST /v2/api-keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer svc_live_${'z'.repeat(43)}\r\n${lines}${framing}Connection: close\r\n\r\n${b === 'none' ? '' : '{}'}`,
+          3000,
+        );
+        expect(statusOf(r.text), `${lines}${b}`).toBe(401);
+        const remaining = Number(/\r\nx-ratelimit-remaining: (\d+)/i.exec(r.text)?.[1] ?? Number.NaN);
+        // One bucket, the connection's (127.0.0.1): each call takes the next token of it.
+        if (last !== null) expect(remaining, `${lines}${b}`).toBe(last - 1);
+        last = remaining;
+      }),
+      { numRuns: Math.min(RUNS, 100) },
     );
   }, 120_000);
 
