@@ -515,7 +515,12 @@ export class Wal<T> {
     }
     const rows: T[] = [];
     let rewrite = !text.endsWith('\n');
-    for (const line of text.split('\n')) {
+    const lines = text.split('\n');
+    // Lines that do not decode; those of them a newline ends (whole, not torn by a kill mid-write).
+    let bad = 0;
+    let wholeBad = 0;
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i] as string;
       if (line === '') continue;
       try {
         rows.push(this.codec.decode(line));
@@ -523,8 +528,16 @@ export class Wal<T> {
       } catch {
         rewrite = true;
         this.torn++;
-        this.log.warn('write-ahead log: a torn or unreadable line was skipped', { segment: name });
+        bad++;
+        if (i < lines.length - 1) wholeBad++;
       }
+    }
+    if (bad > 0) this.log.warn('write-ahead log: torn or unreadable lines were skipped', { segment: name, lines: bad });
+    // Whole lines and not one this version reads: a later version's log (rolled back after
+    // a kill), never deleted: set aside, to be renamed back once that version runs again.
+    if (rows.length === 0 && wholeBad > 0) {
+      this.setAside(name, new Error(`none of its ${wholeBad} lines can be read by this version (a later version's?)`));
+      return this.peek();
     }
     // An insert reads the file as it is: it must hold only whole lines of the current form.
     if (rewrite && rows.length > 0) {

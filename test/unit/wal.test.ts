@@ -88,6 +88,25 @@ describe('write-ahead log', () => {
     wal.close();
   });
 
+  it("sets aside a segment none of whose whole lines it can read (a later version's), never deleting it", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wg-wal-'));
+    // A later version's lines (this codec cannot decode them), and a segment torn by a kill in its first line.
+    writeFileSync(join(dir, '00000000000001-later-0.wal'), 'v9\tnot\tours\nv9\tnor\tthis\n');
+    writeFileSync(join(dir, '00000000000002-torn-0.wal'), '{"n":');
+    writeFileSync(join(dir, '00000000000003-ok-0.wal'), '{"n":3}\n');
+    const wal = new Wal<{ n: number }>(dir, 1_000_000, OPTS, silentLogger);
+    const seg = wal.peek();
+    expect(seg?.rows).toEqual([]);
+    expect(seg?.token).toBe('00000000000002-torn-0.wal');
+    wal.shift(seg?.token as string);
+    expect(wal.peek()?.rows).toEqual([{ n: 3 }]);
+    expect(readdirSync(dir)).toContain('00000000000001-later-0.wal.unreadable');
+    expect(readFileSync(join(dir, '00000000000001-later-0.wal.unreadable'), 'utf8')).toBe(
+      'v9\tnot\tours\nv9\tnor\tthis\n',
+    );
+    wal.close();
+  });
+
   it('makes its folder again when it was removed while running, and loses nothing', () => {
     const parent = mkdtempSync(join(tmpdir(), 'wg-wal-'));
     const dir = join(parent, 'wakes');
