@@ -127,7 +127,8 @@ export function sloRules(
       }
       b.total++;
       if (w.status >= 500) b.errors++;
-      if (r.latency_objective_ms !== null && w.latency_ms > r.latency_objective_ms) b.slow++;
+      // A tunnel (101) is held open for as long as its client likes: never a slow answer.
+      if (r.latency_objective_ms !== null && w.latency_ms > r.latency_objective_ms && w.status !== 101) b.slow++;
       if (st.newest === -Infinity) touched.push(st);
       if (w.captured_at > st.newest) st.newest = w.captured_at;
     },

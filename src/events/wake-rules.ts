@@ -6,7 +6,7 @@ import type { EventSink } from './bus.js';
 
 /**
  * Raises wake.error for every 5xx wake and wake.slow for every wake slower than
- * its route's latency objective, as each wake is captured (a status and a lookup;
+ * its route's latency objective (a tunnel's excepted: its latency is its lifetime), as each wake is captured (a status and a lookup;
  * the rare event is built only when it is raised).
  */
 export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowListener<Wake> {
@@ -18,7 +18,8 @@ export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowLi
       if (w.status >= 500 && w.status < 600)
         events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);
       const objective = objectives.get(w.route);
-      if (objective !== undefined && w.latency_ms > objective) {
+      // A tunnel's wake (101) lasts as long as its connection is held open: not a slow answer.
+      if (objective !== undefined && w.latency_ms > objective && w.status !== 101) {
         events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at, w.id);
       }
     },
