@@ -22,6 +22,7 @@ import type { Wake } from './capture/wake.js';
 import { wakeLogCodec } from './capture/wake-log.js';
 import { type Clock, systemClock } from './clock.js';
 import type { Config } from './config/index.js';
+import { markKey } from './delivery-mark.js';
 import { captureShare, createEdge, routesUnderManagement } from './edge.js';
 import { EventBus } from './events/bus.js';
 import { type EventRecord, eventLogCodec } from './events/event.js';
@@ -559,6 +560,8 @@ interface WebhooksDeps {
 
 /** Endpoints, deliveries, fan-out from the events table, and dispatch. */
 async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, co, tracing, resolver }: WebhooksDeps) {
+  // Deliveries carry a mark the gateway knows them by, should one come back to it (delivery-mark.ts).
+  const marks = markKey(redactionKey(sealingKey));
   const endpointTable = new EndpointTable(store, new SecretBox(sealingKey), (id) =>
     log.warn('webhook endpoint skipped: its signing secret does not open (wrong sealing key, or altered)', {
       endpoint_id: id,
@@ -597,8 +600,8 @@ async function webhooksPart({ cfg, store, sealingKey, bus, clock, log, metrics, 
     endpoints,
     send:
       tracing.hook === null
-        ? endpointSender(cfg, endpoints, resolver)
-        : tracedSend(endpointSender(cfg, endpoints, resolver), endpoints, tracing.webhook),
+        ? endpointSender(cfg, endpoints, resolver, marks)
+        : tracedSend(endpointSender(cfg, endpoints, resolver, marks), endpoints, tracing.webhook),
     clock,
     log,
     metrics,

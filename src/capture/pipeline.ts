@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
+import { markKey } from '../delivery-mark.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import { accessLog } from './access-log.js';
@@ -118,6 +119,7 @@ export function createCapture(d: CaptureDeps): Capture {
   const redactor = new Redactor(d.redactionKey, cfg.capture.redact_headers, cfg.capture.redact_fields);
   const access = cfg.log.access ? accessLog() : null;
   const recorder = new Recorder({
+    markKey: markKey(d.redactionKey),
     clock: d.clock,
     metrics,
     region: cfg.server.region,

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { KeyRecord } from '../auth/key.js';
 import type { Clock } from '../clock.js';
+import { recordedAgent } from '../delivery-mark.js';
 import { newWakeId } from '../ids.js';
 import type { HotCounterChild, HotHistogramChild } from '../metrics/hot.js';
 import {
@@ -114,6 +115,7 @@ export class Recorder {
   private readonly capture: (w: Wake) => void;
   private readonly detail: DetailDeps | null;
   private readonly trace: ((x: Exchange, w: Wake, end: number) => void) | null;
+  private readonly markKey: Buffer | null;
 
   /**
    * `capture` takes each finished wake; `detail` null: no route keeps detail; `trace`
@@ -126,6 +128,8 @@ export class Recorder {
     capture: (w: Wake) => void;
     detail?: DetailDeps | null;
     trace?: ((x: Exchange, w: Wake, end: number) => void) | null;
+    /** The key of the gateway's own deliveries' mark (delivery-mark.ts): their wakes say so. */
+    markKey?: Buffer | null;
   }) {
     this.clock = o.clock;
     this.metrics = o.metrics;
@@ -133,6 +137,7 @@ export class Recorder {
     this.capture = o.capture;
     this.detail = o.detail ?? null;
     this.trace = o.trace ?? null;
+    this.markKey = o.markKey ?? null;
   }
 
   /** Exchanges begun and not yet finished (requests in flight, tunnels open): a drain waits for them. */
@@ -250,7 +255,15 @@ export class Recorder {
       request_bytes: x.reqBytes,
       response_bytes: x.resBytes,
       client_ip: x.clientIp || ((req as WithPeer)[PEER] ?? req.socket.remoteAddress ?? ''),
-      user_agent: ua === undefined ? '' : withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
+      user_agent:
+        ua === undefined
+          ? ''
+          : recordedAgent(
+              withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
+              this.markKey,
+              req.headers,
+              x.start,
+            ),
     };
     if (x.replayOf) w.replay_of = x.replayOf;
     if (x.protocol !== 'http/1.1') w.protocol = x.protocol;

@@ -2,6 +2,7 @@ import type { RowListener } from '../capture/batcher.js';
 import { wakeView } from '../capture/view.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
+import { OWN_DELIVERY_AGENT } from '../delivery-mark.js';
 import type { EventSink } from './bus.js';
 
 /**
@@ -14,6 +15,9 @@ export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowLi
   for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
   return {
     row(w) {
+      // The gateway's own delivery come back to it (an endpoint on one of its routes): no event
+      // of it, or each failed delivery would raise the next one without end (delivery-mark.ts).
+      if (w.user_agent === OWN_DELIVERY_AGENT) return;
       // Ids come from the wake's: a wake heard again after a crash raises the same events, not new ones.
       if (w.status >= 500 && w.status < 600)
         events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);

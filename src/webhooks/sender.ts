@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import type { Config } from '../config/index.js';
+import { DELIVERY_AGENT, deliveryMark, MARK_HEADER } from '../delivery-mark.js';
 import { headerValue } from '../proxy/header-value.js';
 import { filteredLookup, isPublicAddress, type Resolver, systemResolver } from './address.js';
 import { parseRetryAfter } from './backoff.js';
@@ -23,6 +24,8 @@ export interface SendOptions {
   nowMs: number;
   /** How the host is resolved for this attempt (the system's, bounded at DNS_TIMEOUT_MS, unless given). */
   resolver?: Resolver;
+  /** The key of the mark that tells the gateway its own deliveries apart (delivery-mark.ts), when it comes back to it. */
+  markKey?: Buffer;
 }
 
 export interface AttemptOutcome {
@@ -76,7 +79,7 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(body)),
-    'user-agent': 'wakegate-webhooks/1',
+    'user-agent': DELIVERY_AGENT,
     'x-service-signature': sign(body, ep.secret, t, previous),
     // Standard Webhooks: receivers can verify with the standardwebhooks or svix libraries.
     // Ids and types as stored, through the one header encoder: no stored value can fail the request.
@@ -89,6 +92,7 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
     'x-service-attempt': `${o.attempt}/${d.max_attempts}`,
   };
   if (d.is_replay) headers['x-service-replay'] = 'true';
+  if (o.markKey) headers[MARK_HEADER] = deliveryMark(o.markKey, d.id, t);
   return new Promise((resolve) => {
     let settled = false;
     const done = (r: AttemptOutcome) => {
@@ -162,6 +166,7 @@ export function endpointSender(
   cfg: Pick<Config, 'webhooks'>,
   endpoints: Pick<EndpointService, 'get'>,
   resolver: Resolver = systemResolver,
+  markKey?: Buffer,
 ): Send {
   const w = cfg.webhooks;
   return (d, attempt, nowMs) => {
@@ -182,6 +187,7 @@ export function endpointSender(
       allowInsecure: w.allow_insecure_http,
       nowMs,
       resolver,
+      ...(markKey ? { markKey } : {}),
     });
   };
 }

@@ -24,9 +24,16 @@ describe('health and readiness while the gateway starts', () => {
     dir = mkdtempSync(join(tmpdir(), 'wakegate-review-ready-'));
     // A ClickHouse server that is slow to answer (a server starting, or under load): the
     // gateway's start waits on it (its /ping, then migrations), up to 5 s.
+    // Its /ping answers, then every query waits (the client's 10 s request timeout): a window
+    // of about 10 s, wide enough for a start that is slow to import on a loaded host.
     stall = net.createServer((socket) => {
       held.add(socket);
       socket.on('close', () => held.delete(socket));
+      socket.on('error', () => {});
+      socket.once('data', (c: Buffer) => {
+        if (c.toString('latin1').startsWith('GET /ping'))
+          socket.end('HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nOk.');
+      });
     });
     await new Promise<void>((r) => stall.listen(0, '127.0.0.1', r));
     stallPort = (stall.address() as net.AddressInfo).port;
@@ -68,7 +75,7 @@ describe('health and readiness while the gateway starts', () => {
     let health: number | null = null;
     let ready: number | null = null;
     const t0 = Date.now();
-    while (running && Date.now() - t0 < 4500) {
+    while (running && Date.now() - t0 < 12_000) {
       await new Promise((r) => setTimeout(r, 250));
       const probe = async (path: string) => {
         try {
