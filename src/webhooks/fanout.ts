@@ -11,6 +11,11 @@ import type { Dispatcher } from './dispatcher.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryRecord } from './records.js';
 
+/** The events traffic makes: as many as requests fail or are slow, whoever sends them. */
+const TRAFFIC_EVENTS: ReadonlySet<string> = new Set(['wake.error', 'wake.slow']);
+/** How many deliveries may wait when a traffic event is fanned out: a tenth of the queue is kept for the others. */
+export const trafficBound = (max: number): number => Math.max(1, max - Math.ceil(max / 10));
+
 /** How far back each poll rereads, for inserts that became visible late. */
 const OVERLAP_MS = 3_000;
 /**
@@ -172,9 +177,15 @@ export class FanOut {
       const targets = this.o.endpoints.subscribers(e.environment, e.type, except);
       if (targets.length === 0) continue;
       const body = envelope(e);
+      // Events that traffic makes (a flood of failing or slow requests, anyone's) may fill
+      // the queue only to its traffic bound: the rest is kept for those of keys, endpoints,
+      // quotas, SLOs and replays, so a storm never sheds a key's revocation.
+      const bound = TRAFFIC_EVENTS.has(e.type)
+        ? trafficBound(this.o.cfg.webhooks.max_queued_events)
+        : this.o.cfg.webhooks.max_queued_events;
       for (const ep of targets) {
         if (done.has(`${e.id}|${ep.id}`)) continue;
-        if (this.o.dispatcher.queued + rows.length >= this.o.cfg.webhooks.max_queued_events) {
+        if (this.o.dispatcher.queued + rows.length >= bound) {
           shedNow++;
           this.o.metrics.eventsShed.labels(e.type).inc();
           continue;
