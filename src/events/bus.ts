@@ -27,7 +27,14 @@ export type EventType = (typeof EVENT_TYPES)[number];
  */
 /** Where rules raise events: the bus itself, or (in an edge thread) a message to the control thread's bus. */
 export interface EventSink {
-  emit(type: EventType, environment: string, data: Record<string, unknown>, at?: number, dedupeKey?: string): unknown;
+  emit(
+    type: EventType,
+    environment: string,
+    data: Record<string, unknown>,
+    at?: number,
+    dedupeKey?: string,
+    idAt?: number,
+  ): unknown;
 }
 
 export class EventBus implements EventSink {
@@ -68,7 +75,9 @@ export class EventBus implements EventSink {
 
   /**
    * Raises one event. `dedupeKey` makes the id deterministic, so the same fact
-   * raised twice (two instances noticing one scheduled revocation) is one event.
+   * raised twice (two instances noticing one scheduled revocation) is one event; the
+   * id's time part is `idAt` when given (a fact raised again later, after a restart,
+   * keeps its id: a quota window's start), else the event's time.
    */
   emit(
     type: EventType,
@@ -76,10 +85,11 @@ export class EventBus implements EventSink {
     data: Record<string, unknown>,
     at?: number,
     dedupeKey?: string,
+    idAt?: number,
   ): EventRecord {
     const created = at ?? this.clock.now();
     const id = dedupeKey
-      ? `evt_${timePart(created)}${createHash('sha256').update(`${type}:${dedupeKey}`).digest('hex').slice(0, 14)}`
+      ? `evt_${timePart(idAt ?? created)}${createHash('sha256').update(`${type}:${dedupeKey}`).digest('hex').slice(0, 14)}`
       : newEventId(created);
     const ev: EventRecord = { id, type, environment, created_at: created, data: JSON.stringify(data) };
     this.batcher.push(ev);

@@ -87,6 +87,11 @@ export function sloRules(
             window: '5m',
           },
           now,
+          // Its id from the route, environment, kind and clock hour: raised again within the
+          // hour by a gateway started again (its quiet hour is kept in memory), it is the same
+          // event, delivered once.
+          `${name}:${env}:${kind}:${now - (now % QUIET_MS)}`,
+          now - (now % QUIET_MS),
         );
       if (once === null) emit();
       else void once(`slo:${name}:${env}:${kind}`, QUIET_MS).then((first) => first && emit());

@@ -750,6 +750,7 @@ export class FleetLimiter implements RequestLimiter {
             limit: u.p.limit,
             used: total,
             window: WINDOW_NAME[u.p.windowMs] ?? `${u.p.windowMs}ms`,
+            windowStart: u.window,
           });
       }
     });

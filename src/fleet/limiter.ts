@@ -1,3 +1,4 @@
+import { bucketOf } from '../auth/key.js';
 import type { Config } from '../config/index.js';
 import type { EventSink } from '../events/bus.js';
 import type { Logger } from '../log.js';
@@ -78,7 +79,17 @@ export function limiterPart(
     remember?: (instances: number) => void;
   },
 ): LimiterPart {
-  const warn = (w: QuotaWarning) => o.events.emit('consumer.quota.warning', w.key.environment, quotaWarningData(w));
+  // Its id from the key's bucket, threshold and window: raised again (after a kill, before
+  // the buckets file said it was), it is the same event, delivered once.
+  const warn = (w: QuotaWarning) =>
+    o.events.emit(
+      'consumer.quota.warning',
+      w.key.environment,
+      quotaWarningData(w),
+      undefined,
+      `${bucketOf(w.key)}:${w.threshold}:${w.windowStart}`,
+      w.windowStart,
+    );
   if (o.co) {
     const co = o.co;
     const alive = new Heartbeat(

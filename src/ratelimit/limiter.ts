@@ -10,6 +10,8 @@ export interface QuotaWarning {
   limit: number;
   used: number;
   window: string;
+  /** When the quota window the warning is of began (ms): the warning's identity, with the bucket and threshold. */
+  windowStart: number;
 }
 
 /** The data of the consumer.quota.warning event a warning raises. */
@@ -194,6 +196,7 @@ export class RateLimiter implements RequestLimiter {
         limit: p.limit,
         used: this.used,
         window: WINDOW_NAME[p.windowMs] ?? `${p.windowMs}ms`,
+        windowStart: now - (now % p.windowMs),
       });
     }
   }

@@ -174,8 +174,8 @@ export async function startEdgeThread(
 function eventsToControl(send: (m: FromEdge) => void): EventSink {
   let raised: EmittedEvent[] = [];
   return {
-    emit(type, environment, eventData, at, dedupeKey) {
-      raised.push({ type, environment, data: eventData, at, dedupeKey });
+    emit(type, environment, eventData, at, dedupeKey, idAt) {
+      raised.push({ type, environment, data: eventData, at, dedupeKey, idAt });
       if (raised.length === 1)
         queueMicrotask(() => {
           send({ type: 'events', events: raised });

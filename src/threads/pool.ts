@@ -177,7 +177,7 @@ export class EdgePool {
         );
         return;
       case 'events':
-        for (const e of m.events) d.events.emit(e.type, e.environment, e.data, e.at, e.dedupeKey);
+        for (const e of m.events) d.events.emit(e.type, e.environment, e.data, e.at, e.dedupeKey, e.idAt);
         return;
       case 'slo':
         for (const [route, environment, captured_at, status, latency_ms] of m.rows)

@@ -44,6 +44,7 @@ export interface EmittedEvent {
   data: Record<string, unknown>;
   at: number | undefined;
   dedupeKey: string | undefined;
+  idAt: number | undefined;
 }
 
 export type ToEdge =

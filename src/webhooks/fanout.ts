@@ -11,6 +11,8 @@ import type { Dispatcher } from './dispatcher.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryRecord } from './records.js';
 
+/** Events a gateway started again may raise again, under the same id: looked up before they are fanned out. */
+const RAISED_AGAIN: ReadonlySet<string> = new Set(['slo.burn', 'consumer.quota.warning']);
 /** The events traffic makes: as many as requests fail or are slow, whoever sends them. */
 const TRAFFIC_EVENTS: ReadonlySet<string> = new Set(['wake.error', 'wake.slow']);
 /** How many deliveries may wait when a traffic event is fanned out: a tenth of the queue is kept for the others. */
@@ -137,10 +139,15 @@ export class FanOut {
         // out already. So may this one have, for an event recorded well after it was raised:
         // its first row may be older than `seen` remembers (raised again by a restart's
         // replayed segment, on any instance of a fleet).
+        // So may a gateway started again within an hour have, for an SLO burn or a quota
+        // warning its rules raised again under the same id (their memory is not kept).
         const early = fresh
           .filter(
             (e) =>
-              e.recorded_at < this.startedAt || e.created_at < this.startedAt || e.recorded_at - e.created_at > LATE_MS,
+              e.recorded_at < this.startedAt ||
+              e.created_at < this.startedAt ||
+              e.recorded_at - e.created_at > LATE_MS ||
+              RAISED_AGAIN.has(e.type),
           )
           .map((e) => e.id);
         const done = early.length ? await this.o.deliveries.existingPairs(early) : new Set<string>();
