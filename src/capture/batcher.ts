@@ -358,6 +358,12 @@ export class Batcher<T> {
     await this.telling;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    // Rows the disk would not take, held in memory, end with the process unless it takes them now.
+    const lost = this.wal?.releaseHeld() ?? 0;
+    if (lost > 0) {
+      this.stats.dropped += lost;
+      this.onDrop(lost, 'wal_full');
+    }
     this.wal?.close();
   }
 }

@@ -176,6 +176,9 @@ export class Wal<T> {
   private lastFailureAt = 0;
   private failLoggedAt = Number.NEGATIVE_INFINITY;
   private failuresUnsaid = 0;
+  /** Rows let go past the memory bound and not yet said, and when that was last said. */
+  private rowsLetGo = 0;
+  private letGoLoggedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly dir: string,
@@ -452,10 +455,17 @@ export class Wal<T> {
     }
     this.backlog.pop();
     this.acknowledge(token);
-    this.log.error('write-ahead log: rows the disk would not take were let go (past what may be held in memory)', {
-      segment: token,
-      rows: rows.length,
-    });
+    // Said at most once a minute, with the rows let go since (the caller counts each).
+    this.rowsLetGo += rows.length;
+    const now = Date.now();
+    if (now - this.letGoLoggedAt >= FAILURE_LOG_MS) {
+      this.letGoLoggedAt = now;
+      this.log.error('write-ahead log: rows the disk would not take were let go (past what may be held in memory)', {
+        dir: this.dir,
+        rows: this.rowsLetGo,
+      });
+      this.rowsLetGo = 0;
+    }
     return rows.length;
   }
 
@@ -614,6 +624,31 @@ export class Wal<T> {
     }
     this.backlog.sort();
     return n;
+  }
+
+  /**
+   * At a stop: writes each segment held in memory to disk if the disk takes it now, and
+   * lets go of the rest. Returns how many rows were let go (the caller counts them dropped).
+   */
+  releaseHeld(): number {
+    let lost = 0;
+    for (const [token, held] of [...this.held]) {
+      if (this.rewrite(token, held.rows)) {
+        this.unhold(token);
+        continue;
+      }
+      lost += held.rows.length;
+      this.unhold(token);
+      const i = this.backlog.indexOf(token);
+      if (i !== -1) this.backlog.splice(i, 1);
+      this.acknowledge(token);
+    }
+    if (lost > 0)
+      this.log.error('write-ahead log: rows held in memory are lost at this stop: the disk would not take them', {
+        dir: this.dir,
+        rows: lost,
+      });
+    return lost;
   }
 
   /** Writes what is pending and stops the timers (segments stay for the next start). */
