@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { KeyRecord } from '../auth/key.js';
 import type { Clock } from '../clock.js';
-import { recordedAgent } from '../delivery-mark.js';
+import { Marks, recordedAgent } from '../delivery-mark.js';
 import { newWakeId } from '../ids.js';
 import type { HotCounterChild, HotHistogramChild } from '../metrics/hot.js';
 import {
@@ -116,6 +116,8 @@ export class Recorder {
   private readonly detail: DetailDeps | null;
   private readonly trace: ((x: Exchange, w: Wake, end: number) => void) | null;
   private readonly markKey: Buffer | null;
+  /** The gateway's own deliveries' marks taken: each once. */
+  private readonly marks = new Marks();
 
   /**
    * `capture` takes each finished wake; `detail` null: no route keeps detail; `trace`
@@ -261,8 +263,9 @@ export class Recorder {
           : recordedAgent(
               withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
               this.markKey,
-              req.headers,
+              req,
               x.start,
+              this.marks,
             ),
     };
     if (x.replayOf) w.replay_of = x.replayOf;

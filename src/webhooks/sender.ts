@@ -92,7 +92,8 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
     'x-service-attempt': `${o.attempt}/${d.max_attempts}`,
   };
   if (d.is_replay) headers['x-service-replay'] = 'true';
-  if (o.markKey) headers[MARK_HEADER] = deliveryMark(o.markKey, d.id, t);
+  if (o.markKey)
+    headers[MARK_HEADER] = deliveryMark(o.markKey, d.id, t, { method: 'POST', target: `${url.pathname}${url.search}` });
   return new Promise((resolve) => {
     let settled = false;
     const done = (r: AttemptOutcome) => {
