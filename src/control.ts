@@ -26,7 +26,7 @@ import { markKey } from './delivery-mark.js';
 import { captureShare, createEdge, routesUnderManagement } from './edge.js';
 import { EventBus } from './events/bus.js';
 import { type EventRecord, eventLogCodec } from './events/event.js';
-import { sloRules } from './events/slo.js';
+import { QUIET_MS, sloRules } from './events/slo.js';
 import { wakeRules } from './events/wake-rules.js';
 import { instancesMemory, localDeciders, rememberedInstances } from './fleet/alive.js';
 import { FleetQueue } from './fleet/delivery-queue.js';
@@ -182,7 +182,12 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     const realSink: Sink<Wake> = (rows, token, file) => inserter.insert(rows, token, file);
     const sink = opts.wakeSink ? opts.wakeSink(realSink) : realSink;
     const once = co ? (name: string, ttlMs: number) => co.once(name, ttlMs) : null;
-    const rules = [wakeRules(cfg, bus), sloRules(cfg, bus, once)] as const;
+    // The burns of the last hour, stored: a gateway started again keeps their quiet hour.
+    const burns = await new EventTable(store).since('slo.burn', clock.now() - QUIET_MS).catch((e: Error) => {
+      log.warn('the SLO burns of the last hour could not be read: one may be raised again', { err: e });
+      return [];
+    });
+    const rules = [wakeRules(cfg, bus), sloRules(cfg, bus, once, burns)] as const;
     const capture = parts.add(
       createCapture({
         // With edge threads, this thread's pipeline (the /v2 calls' wakes) keeps its share of capture's bounds.

@@ -8,7 +8,7 @@ export const BURN_THRESHOLD = 14.4;
 const WINDOW_MS = 5 * 60_000;
 const BUCKET_MS = 60_000;
 const MIN_REQUESTS = 100;
-const QUIET_MS = 3_600_000;
+export const QUIET_MS = 3_600_000;
 /** Latency objectives are read as "99% of requests faster than latency_objective_ms". */
 const LATENCY_TARGET = 0.99;
 
@@ -37,6 +37,13 @@ interface RouteState {
  * error budget at 14.4x or more over the last 5 minutes, with at least 100
  * requests; at most once an hour per route, environment and kind. Time is the wakes' own.
  */
+/** An slo.burn stored before a start: its environment, time and data (route, objective.kind). */
+export interface RaisedBurn {
+  environment: string;
+  created_at: number;
+  data: Record<string, unknown>;
+}
+
 /** A route the SLO rules watch: it has an availability or a latency objective. */
 export const hasObjective = (r: Route): boolean => r.availability_objective !== null || r.latency_objective_ms !== null;
 
@@ -48,8 +55,20 @@ export function sloRules(
   cfg: Pick<Config, 'routes'>,
   events: EventSink,
   once: ((name: string, ttlMs: number) => Promise<boolean>) | null = null,
+  raised: readonly RaisedBurn[] = [],
 ): RowListener<Wake> {
   const routes = new Map(cfg.routes.filter(hasObjective).map((r) => [r.name, r] as const));
+  // Burns raised before this start (stored): their quiet hour goes on, as if this process had raised them.
+  const before = new Map<string, { availability: number; latency: number }>();
+  for (const b of raised) {
+    const route = typeof b.data.route === 'string' ? b.data.route : '';
+    const kind = (b.data.objective as { kind?: unknown } | undefined)?.kind;
+    if (kind !== 'availability' && kind !== 'latency') continue;
+    const k = `${route}\n${b.environment}`;
+    const last = before.get(k) ?? { availability: -Infinity, latency: -Infinity };
+    last[kind] = Math.max(last[kind], b.created_at);
+    before.set(k, last);
+  }
   // Route, then environment: no key string is made per wake.
   const state = new Map<string, Map<string, RouteState>>();
   /** States heard of since the last check. */
@@ -115,7 +134,9 @@ export function sloRules(
           route: r,
           environment: w.environment,
           buckets: [],
-          lastAlert: { availability: -Infinity, latency: -Infinity },
+          lastAlert: {
+            ...(before.get(`${r.name}\n${w.environment}`) ?? { availability: -Infinity, latency: -Infinity }),
+          },
           newest: -Infinity,
         };
         byEnv.set(w.environment, st);

@@ -62,6 +62,26 @@ export class EventTable {
     }));
   }
 
+  /** Events of `type` raised at or after `sinceMs`, oldest first (at most `limit`). */
+  async since(type: string, sinceMs: number, limit = 1000): Promise<EventView[]> {
+    const sql = `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data
+      FROM ${this.store.db}.events FINAL
+      WHERE type = {type:String} AND created_at >= fromUnixTimestamp64Milli({since:Int64})
+      ORDER BY created_at, id LIMIT {lim:UInt32}`;
+    const rows = await queryRows<{ id: string; environment: string; type: string; created_ms: string; data: string }>(
+      this.store,
+      sql,
+      { type, since: Math.floor(sinceMs), lim: limit },
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      environment: r.environment,
+      type: r.type,
+      created_at: Number(r.created_ms),
+      data: JSON.parse(r.data) as Record<string, unknown>,
+    }));
+  }
+
   /** The store's own clock (milliseconds); `recorded_at` is stamped by it. */
   async serverNow(): Promise<number> {
     const [row] = await queryRows<{ t: string }>(this.store, 'SELECT toUnixTimestamp64Milli(now64(3)) AS t');

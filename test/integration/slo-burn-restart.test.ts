@@ -9,7 +9,8 @@ import { bearer, flushed, startGateway, type TestGateway } from '../helpers/gate
 import { startServer, type TestServer } from '../helpers/origin.js';
 import { type Receiver, startReceiver } from '../helpers/receiver.js';
 
-const T0 = Date.UTC(2026, 10, 22, 12, 0, 10);
+// 12:59:40: the restart a minute later is in the next clock hour, still within the quiet hour.
+const T0 = Date.UTC(2026, 10, 22, 12, 59, 40);
 
 describe('slo.burn across a clean restart', () => {
   let origin: TestServer;
