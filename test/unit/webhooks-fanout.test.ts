@@ -3,7 +3,7 @@ import type { EventRecord } from '../../src/events/event.js';
 import { envelope } from '../../src/events/event.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import { FanOut, SOLO_POLL_MS } from '../../src/webhooks/fanout.js';
+import { FanOut, SOLO_POLL_MS, trafficBound } from '../../src/webhooks/fanout.js';
 import type { DeliveryRecord, EndpointRecord } from '../../src/webhooks/records.js';
 import { answer, dispatcherHarness, endpoint, webhooksConfig } from '../helpers/webhook-fakes.js';
 
@@ -230,13 +230,32 @@ describe('the fan-out', () => {
       endpoints: ['ep_1', 'ep_2', 'ep_3', 'ep_4', 'ep_5'].map((id) => endpoint(id)),
     });
     await f.fanout.init();
-    f.record('wake.error');
+    f.record('key.revoked');
     await f.fanout.poll();
     expect(f.made).toHaveLength(3);
     expect(f.fanout.shed).toBe(2);
     expect(await f.metrics.registry.getSingleMetricAsString('wakegate_events_shed_total')).toMatch(
-      /wakegate_events_shed_total\{type="wake.error"\} 2/,
+      /wakegate_events_shed_total\{type="key.revoked"\} 2/,
     );
+  });
+
+  it('lets events traffic makes fill nine tenths of the queue, keeping the rest for the others', async () => {
+    const f = fanoutHarness({
+      maxQueued: 20,
+      endpoints: Array.from({ length: 25 }, (_, i) => endpoint(`ep_${i}`)),
+    });
+    await f.fanout.init();
+    f.record('wake.error');
+    await f.fanout.poll();
+    // 18 of 20 places (a tenth, rounded up, kept): the 7 other endpoints' deliveries are shed.
+    expect(f.made).toHaveLength(18);
+    expect(f.fanout.shed).toBe(7);
+    // A revocation still finds the places kept for it (the two left, or more as deliveries end).
+    f.record('key.revoked');
+    await f.fanout.poll();
+    expect(f.made.filter((d) => d.event_type === 'key.revoked').length).toBeGreaterThanOrEqual(2);
+    expect(trafficBound(1)).toBe(1);
+    expect(trafficBound(100_000)).toBe(90_000);
   });
 
   it('leaves the cursor where it was when the deliveries could not be written, and makes them at the next poll', async () => {
