@@ -87,6 +87,28 @@ const RECOVERED_MS = 10_000;
 /** Buffers one writev takes (below IOV_MAX). */
 const IOV = 512;
 
+/** A count said at most once a minute: what was added since it was last said, when it is time to say it. */
+class EveryMinute {
+  private saidAt = Number.NEGATIVE_INFINITY;
+  private unsaid = 0;
+
+  /** Adds `n`; the count to say now (then starts again from none), or 0 when it was said within the minute. */
+  add(n: number, now: number): number {
+    this.unsaid += n;
+    if (now - this.saidAt < FAILURE_LOG_MS) return 0;
+    this.saidAt = now;
+    const said = this.unsaid;
+    this.unsaid = 0;
+    return said;
+  }
+
+  /** Nothing unsaid, and the next add is said at once. */
+  reset(): void {
+    this.saidAt = Number.NEGATIVE_INFINITY;
+    this.unsaid = 0;
+  }
+}
+
 /** Writes the buffers in order, whole: writev in groups, and the rest of any short write. */
 function writeAll(fd: number, bufs: readonly Buffer[]): void {
   for (let i = 0; i < bufs.length; i += IOV) {
@@ -174,11 +196,9 @@ export class Wal<T> {
    */
   private failing = false;
   private lastFailureAt = 0;
-  private failLoggedAt = Number.NEGATIVE_INFINITY;
-  private failuresUnsaid = 0;
-  /** Rows let go past the memory bound and not yet said, and when that was last said. */
-  private rowsLetGo = 0;
-  private letGoLoggedAt = Number.NEGATIVE_INFINITY;
+  private readonly failures = new EveryMinute();
+  /** Rows let go past the memory bound, said at most once a minute. */
+  private readonly letGo = new EveryMinute();
 
   constructor(
     private readonly dir: string,
@@ -310,22 +330,19 @@ export class Wal<T> {
     const now = Date.now();
     this.failing = true;
     this.lastFailureAt = now;
-    this.failuresUnsaid++;
-    if (now - this.failLoggedAt < FAILURE_LOG_MS) return;
-    this.failLoggedAt = now;
+    const failed = this.failures.add(1, now);
+    if (failed === 0) return;
     this.log.error(
       `write-ahead log: ${what}; rows are kept in memory (within capture.max_buffered_rows) until the disk takes them`,
-      { dir: this.dir, failed_writes: this.failuresUnsaid, err: e },
+      { dir: this.dir, failed_writes: failed, err: e },
     );
-    this.failuresUnsaid = 0;
   }
 
   /** A write of the log was taken: once none has failed for a while, that is said. */
   private writeTaken(): void {
     if (!this.failing || Date.now() - this.lastFailureAt < RECOVERED_MS) return;
     this.failing = false;
-    this.failLoggedAt = Number.NEGATIVE_INFINITY;
-    this.failuresUnsaid = 0;
+    this.failures.reset();
     this.log.info('write-ahead log: the disk takes writes again', { dir: this.dir });
   }
 
@@ -456,16 +473,12 @@ export class Wal<T> {
     this.backlog.pop();
     this.acknowledge(token);
     // Said at most once a minute, with the rows let go since (the caller counts each).
-    this.rowsLetGo += rows.length;
-    const now = Date.now();
-    if (now - this.letGoLoggedAt >= FAILURE_LOG_MS) {
-      this.letGoLoggedAt = now;
+    const said = this.letGo.add(rows.length, Date.now());
+    if (said > 0)
       this.log.error('write-ahead log: rows the disk would not take were let go (past what may be held in memory)', {
         dir: this.dir,
-        rows: this.rowsLetGo,
+        rows: said,
       });
-      this.rowsLetGo = 0;
-    }
     return rows.length;
   }
 

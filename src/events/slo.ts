@@ -92,6 +92,7 @@ export function sloRules(
       const burn = bad / total / (1 - objective);
       if (burn < BURN_THRESHOLD || now - st.lastAlert[kind] < QUIET_MS) return;
       st.lastAlert[kind] = now;
+      const hour = now - (now % QUIET_MS);
       const emit = () =>
         events.emit(
           'slo.burn',
@@ -109,8 +110,8 @@ export function sloRules(
           // Its id from the route, environment, kind and clock hour: raised again within the
           // hour by a gateway started again (its quiet hour is kept in memory), it is the same
           // event, delivered once.
-          `${name}:${env}:${kind}:${now - (now % QUIET_MS)}`,
-          now - (now % QUIET_MS),
+          `${name}:${env}:${kind}:${hour}`,
+          hour,
         );
       if (once === null) emit();
       else void once(`slo:${name}:${env}:${kind}`, QUIET_MS).then((first) => first && emit());

@@ -14,6 +14,24 @@ export const recordedAfterSql = (db: string): string =>
       AND (recorded_at, id) > (fromUnixTimestamp64Milli({rt:Int64}, 'UTC'), {rid:String})
     ORDER BY recorded_at, id LIMIT {lim:UInt32}`;
 
+/** An event as list and since read it from storage. */
+interface EventRow {
+  id: string;
+  environment: string;
+  type: string;
+  created_ms: string;
+  data: string;
+}
+
+const viewsOf = (rows: readonly EventRow[]): EventView[] =>
+  rows.map((r) => ({
+    id: r.id,
+    environment: r.environment,
+    type: r.type,
+    created_at: Number(r.created_ms),
+    data: JSON.parse(r.data) as Record<string, unknown>,
+  }));
+
 /** Owns the events table: every event raised, which the webhook dispatcher fans out. */
 export class EventTable {
   constructor(private readonly store: Store) {}
@@ -48,18 +66,7 @@ export class EventTable {
     }
     const sql = `SELECT id, environment, type, toUnixTimestamp64Milli(created_at) AS created_ms, data
       FROM ${this.store.db}.events FINAL WHERE ${where.join(' AND ')} ORDER BY created_at, id LIMIT {lim:UInt32}`;
-    const rows = await queryRows<{ id: string; environment: string; type: string; created_ms: string; data: string }>(
-      this.store,
-      sql,
-      params,
-    );
-    return rows.map((r) => ({
-      id: r.id,
-      environment: r.environment,
-      type: r.type,
-      created_at: Number(r.created_ms),
-      data: JSON.parse(r.data) as Record<string, unknown>,
-    }));
+    return viewsOf(await queryRows<EventRow>(this.store, sql, params));
   }
 
   /** Events of `type` raised at or after `sinceMs`, oldest first (at most `limit`). */
@@ -68,18 +75,7 @@ export class EventTable {
       FROM ${this.store.db}.events FINAL
       WHERE type = {type:String} AND created_at >= fromUnixTimestamp64Milli({since:Int64})
       ORDER BY created_at, id LIMIT {lim:UInt32}`;
-    const rows = await queryRows<{ id: string; environment: string; type: string; created_ms: string; data: string }>(
-      this.store,
-      sql,
-      { type, since: Math.floor(sinceMs), lim: limit },
-    );
-    return rows.map((r) => ({
-      id: r.id,
-      environment: r.environment,
-      type: r.type,
-      created_at: Number(r.created_ms),
-      data: JSON.parse(r.data) as Record<string, unknown>,
-    }));
+    return viewsOf(await queryRows<EventRow>(this.store, sql, { type, since: Math.floor(sinceMs), lim: limit }));
   }
 
   /** The store's own clock (milliseconds); `recorded_at` is stamped by it. */
