@@ -152,7 +152,7 @@ export class Admission {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;
       x.route = 'none';
-      return refusal(bad);
+      return this.addressCharged(ask, x, bad);
     }
     return this.admit(ask, x) as Verdict<Routed>;
   }
@@ -247,7 +247,7 @@ export class Admission {
     if (gate === null) {
       if (a.kind === 'proxy') {
         const bad = this.target(a, x as Exchange);
-        if (bad !== null) return bad;
+        if (bad !== null) return this.addressCharged(a, x, bad);
       } else {
         // A replay's path is its wake's: one kept by an earlier version may be what the proxy refuses now.
         const bad = unsafePath(a.path);
@@ -258,17 +258,15 @@ export class Admission {
       route = this.d.routes.match(a.path);
       if (route === null) {
         if (x !== null) x.route = 'none';
-        return refusal(noRoute(a));
+        return a.kind === 'proxy' ? this.addressCharged(a, x, noRoute(a)) : refusal(noRoute(a));
       }
       // A path a lenient origin reads as another route: refused, never rewritten.
       const ambiguous = this.d.routes.ambiguity(a.path, route);
       if (ambiguous !== null) {
         if (x !== null) x.route = 'none';
-        return refusal(
-          a.kind === 'replay'
-            ? new GatewayError('conflict', `${ambiguous}; this wake cannot be replayed`, 'wake_id')
-            : new GatewayError('invalid_request', ambiguous, 'path'),
-        );
+        return a.kind === 'replay'
+          ? refusal(new GatewayError('conflict', `${ambiguous}; this wake cannot be replayed`, 'wake_id'))
+          : this.addressCharged(a, x, new GatewayError('invalid_request', ambiguous, 'path'));
       }
       gate = route;
     }
@@ -299,7 +297,7 @@ export class Admission {
         x.consumer = found.key.consumer;
         x.environment = found.key.environment;
       }
-      if (found.error !== null) return this.keyRefused(a, x, found.error);
+      if (found.error !== null) return this.addressCharged(a, x, found.error);
       key = found.key;
       this.d.ring.touch(key.id, a.now);
     } else if (x !== null && a.consumer !== undefined && a.consumer !== '') {
@@ -342,29 +340,31 @@ export class Admission {
    * wake keeps the path with the key replaced, see the recorder). The URL is looked at
    * for a key here once: the exchange says its path holds none.
    */
-  private target(a: Ask, x: Exchange): Refusal | null {
+  private target(a: Ask, x: Exchange): GatewayError | null {
     x.path = a.path;
     x.environment = this.d.routes.fallbackEnvironment;
     const bad = unsafePath(a.path, a.query);
     if (bad !== null) {
       x.route = 'none';
-      return refusal(new GatewayError('invalid_request', bad, 'path'));
+      return new GatewayError('invalid_request', bad, 'path');
     }
     if (holdsGatewayKey(a.url)) {
       x.route = 'none';
-      return refusal(KEY_IN_URL);
+      return KEY_IN_URL;
     }
     x.pathClean = true;
     return null;
   }
 
   /**
-   * A refused key's answer: its 401, or past the per-address limit (`unauthenticated`)
-   * a 429, of which only a sample is stored as wakes. The key lookup itself is one
-   * in-memory hash, so it runs first: a valid key is never refused because others
-   * behind the same address (a NAT) send bad ones.
+   * The answer of a request refused with no key admitted: a refused key's 401, or what
+   * was refused before any key was read (no route, an unsafe path or Host, a key in the
+   * URL). Each draws from its address's `unauthenticated` bucket; past it a 429, of which
+   * only a sample is stored as wakes, so no address floods the store with refusals. The
+   * key lookup itself is one in-memory hash, so it runs first: a valid key on a route is
+   * never refused because others behind the same address (a NAT) send bad requests.
    */
-  private keyRefused(a: Ask, x: Exchange | null, error: GatewayError): Refusal | Promise<Refusal> {
+  private addressCharged(a: Ask, x: Exchange | null, error: GatewayError): Refusal | Promise<Refusal> {
     const over = this.d.limiter?.refused(addressBucket(a.ip), a.now) ?? null;
     if (over instanceof Promise) return over.then((o) => this.flood(x, error, o));
     return this.flood(x, error, over);

@@ -154,7 +154,8 @@ describe('admission of a proxied request', () => {
     const s = setup();
     const dots = proxy(s, request('/api/../admin'));
     expect(refused(dots.v).error).toMatchObject({ type: 'invalid_request', status: 400, param: 'path' });
-    expect(refused(dots.v).headers).toEqual([]);
+    // Drawn from the address's unauthenticated bucket, as a refused key is (no address floods the store).
+    expect(header(refused(dots.v).headers, 'ratelimit-policy')).toContain('"unauthenticated"');
     expect(dots.x).toMatchObject({ route: 'none', path: '/api/../admin', environment: 'production', pathClean: false });
     const inUrl = proxy(s, request(`/api/x?token=svc_live_${newSecret()}`));
     expect(refused(inUrl.v).error).toMatchObject({ type: 'invalid_request', param: 'url' });
@@ -171,6 +172,7 @@ describe('admission of a proxied request', () => {
       status: 404,
       message: 'no route matches this path',
     });
+    expect(header(refused(v).headers, 'x-ratelimit-remaining')).toBe('599');
     expect(x.route).toBe('none');
   });
 
