@@ -48,6 +48,28 @@ export const endpointView = (e: EndpointRecord, withSecret = false): EndpointVie
   ...(withSecret ? { secret: e.secret } : {}),
 });
 
+/**
+ * An endpoint's URL as told to anyone but its authorized callers: scheme, host and port,
+ * then `/…` (`https://hooks.slack.com/services/T0/B0/XXXX?token=y` is `https://hooks.slack.com/…`).
+ * Its path, query, fragment and any credentials are never shown: they are often the
+ * capability itself (a Slack hook's path, a `?token=`). `…` when it is no URL at all.
+ */
+export function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}/…`;
+  } catch {
+    return '…';
+  }
+}
+
+/**
+ * An endpoint as an event about it shows it to the environment's other endpoints
+ * (webhook.disabled; possibly third-party receivers): its view, never its secret, and
+ * its URL shortened by shownUrl.
+ */
+export const endpointEventView = (e: EndpointRecord): EndpointView => ({ ...endpointView(e), url: shownUrl(e.url) });
+
 /** Checks a subscription: known types (or "*" alone), no duplicates. */
 function checkEvents(events: string[]): string[] {
   if (events.length === 0) throw unprocessable('events', 'subscribe to at least one event type, or ["*"]');
@@ -357,8 +379,8 @@ export class EndpointService {
     }
     if (disabled) {
       const reason = `answered 410 Gone for ${this.cfg.webhooks.disable_after_410_days} consecutive days`;
-      this.log.warn('webhook endpoint disabled; tell the account owner', { endpoint_id: id, url: e.url, reason });
-      this.events.emit('webhook.disabled', e.environment, { endpoint: endpointView(next), reason }, now);
+      this.log.warn('webhook endpoint disabled; tell the account owner', { endpoint_id: id, url: shownUrl(e.url), reason });
+      this.events.emit('webhook.disabled', e.environment, { endpoint: endpointEventView(next), reason }, now);
     }
     return disabled;
   }
