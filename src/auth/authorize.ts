@@ -3,9 +3,13 @@ import type { KeyRecord } from './key.js';
 import type { KeyRing } from './keyring.js';
 import { bearerToken } from './secrets.js';
 
-/** True when the key is revoked at `now`: immediately, or because its scheduled instant has come. */
+/**
+ * True when the key is revoked at `now`: revoked at all (a revocation is final, whatever
+ * the clock says of its stamp: a clock stepped back, or a peer's running ahead, must not
+ * bring a leaked key back), or because its scheduled instant has come.
+ */
 export function isRevoked(k: KeyRecord, now: number): boolean {
-  return (k.revoked_at !== null && k.revoked_at <= now) || (k.revoke_at !== null && k.revoke_at <= now);
+  return k.revoked_at !== null || (k.revoke_at !== null && k.revoke_at <= now);
 }
 
 /** A revoked key is still identified (`key` set with the error), so its wake names it for leak review. */
