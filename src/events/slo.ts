@@ -78,7 +78,8 @@ export function sloRules(
     const name = r.name;
     const env = st.environment;
     const now = st.newest;
-    st.buckets = st.buckets.filter((b) => b.start > now - WINDOW_MS);
+    // Minutes stamped ahead of now (a clock since stepped back) are no part of the last five.
+    st.buckets = st.buckets.filter((b) => b.start > now - WINDOW_MS && b.start <= now);
     let total = 0;
     let errors = 0;
     let slow = 0;
@@ -90,7 +91,9 @@ export function sloRules(
     if (total < MIN_REQUESTS) return;
     const raise = (kind: 'availability' | 'latency', objective: number, bad: number) => {
       const burn = bad / total / (1 - objective);
-      if (burn < BURN_THRESHOLD || now - st.lastAlert[kind] < QUIET_MS) return;
+      // Quiet for the hour after an alert; one stamped ahead of now (a clock since put right) silences nothing.
+      const since = now - st.lastAlert[kind];
+      if (burn < BURN_THRESHOLD || (since >= 0 && since < QUIET_MS)) return;
       st.lastAlert[kind] = now;
       const hour = now - (now % QUIET_MS);
       const emit = () =>
