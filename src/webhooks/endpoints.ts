@@ -379,7 +379,11 @@ export class EndpointService {
     }
     if (disabled) {
       const reason = `answered 410 Gone for ${this.cfg.webhooks.disable_after_410_days} consecutive days`;
-      this.log.warn('webhook endpoint disabled; tell the account owner', { endpoint_id: id, url: shownUrl(e.url), reason });
+      this.log.warn('webhook endpoint disabled; tell the account owner', {
+        endpoint_id: id,
+        url: shownUrl(e.url),
+        reason,
+      });
       this.events.emit('webhook.disabled', e.environment, { endpoint: endpointEventView(next), reason }, now);
     }
     return disabled;
