@@ -257,7 +257,7 @@ export const configSchema = z.strictObject({
       .int()
       .min(16, 'must be at least 16 (a lookup probes a window of 16 slots)')
       .max(16_777_216, 'must be at most 16777216 (64 bytes a bucket: 1 GiB)'),
-    /** Cells of that sketch (each 8 bytes). */
+    /** Cells of that sketch (each 8 bytes); the quota sketch beside it takes as many bytes. */
     sketch_cells: positiveInt.max(16_777_216),
   }),
   /** The write-ahead log of wakes, events and delivery outcomes (DATA_DIR/wal). */

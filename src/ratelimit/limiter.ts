@@ -49,8 +49,8 @@ export class RateLimiter implements RequestLimiter {
   private readonly c: Choice;
   private readonly table: SharedBuckets;
   /** The buckets of the decision being made (reused: the hot path allocates none). */
-  private readonly r1: BucketRef = { tag: '', id: '', burst: 0, rate: 0 };
-  private readonly r2: BucketRef = { tag: '', id: '', burst: 0, rate: 0 };
+  private readonly r1: BucketRef = { tag: '', id: '', burst: 0, rate: 0, windowMs: 0 };
+  private readonly r2: BucketRef = { tag: '', id: '', burst: 0, rate: 0, windowMs: 0 };
   /** The shared table, for other threads' limiters. */
   readonly layout: SharedBucketsLayout;
   private timer: NodeJS.Timeout | null = null;
@@ -75,7 +75,7 @@ export class RateLimiter implements RequestLimiter {
   refused(clientIp: string, now: number): LimitDecision {
     const t = this.table;
     const p = this.set.unauth;
-    const s = this.locked('r', clientIp, p, now);
+    const s = this.locked('r', clientIp, p, now, false);
     const tokens = t.refill(s, now, p.burst, p.rate);
     if (tokens >= 1 - EPS) {
       t.setTokens(s, tokens - 1);
@@ -89,13 +89,17 @@ export class RateLimiter implements RequestLimiter {
     return { allowed: false, headers, retryAfter, policy: p.name };
   }
 
-  /** The slot of one bucket, locked, and still its own (bounded work: see SharedBuckets.acquire). */
-  private locked(tag: string, id: string, p: Policy, now: number): number {
+  /**
+   * The slot of one bucket, locked, and still its own (bounded work: see SharedBuckets.acquire);
+   * `quota`: its quota window is counted (a key's), so a claim starts from the quota sketch.
+   */
+  private locked(tag: string, id: string, p: Policy, now: number, quota: boolean): number {
     const r = this.r1;
     r.tag = tag;
     r.id = id;
     r.burst = p.burst;
     r.rate = p.rate;
+    r.windowMs = quota ? p.windowMs : 0;
     return this.table.acquire(r, now);
   }
 
@@ -112,7 +116,7 @@ export class RateLimiter implements RequestLimiter {
     const { p1, tag1, id1, test, p2, tag2, id2 } = this.set.choose(key, clientIp, extraPolicy, this.c);
     const t = this.table;
     if (p2 === null) {
-      const s1 = this.locked(tag1, id1, p1, now);
+      const s1 = this.locked(tag1, id1, p1, now, key !== null && !test);
       const tok = t.refill(s1, now, p1.burst, p1.rate);
       if (tok < 1 - EPS) {
         t.unlock(s1);
@@ -130,6 +134,7 @@ export class RateLimiter implements RequestLimiter {
     r1.id = id1;
     r1.burst = p1.burst;
     r1.rate = p1.rate;
+    r1.windowMs = key !== null && !test ? p1.windowMs : 0;
     const r2 = this.r2;
     r2.tag = tag2;
     r2.id = id2;
@@ -182,7 +187,7 @@ export class RateLimiter implements RequestLimiter {
    */
   private quota(key: KeyRecord, p: Policy, now: number, s: number, raised: number): void {
     if (s < 0) {
-      const qs = this.locked('q', bucketOf(key), p, now);
+      const qs = this.locked('q', bucketOf(key), p, now, true);
       raised = this.countQuota(qs, p, now);
       this.table.unlock(qs);
     }

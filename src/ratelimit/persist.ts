@@ -5,12 +5,18 @@
  * the request path, and at a clean stop; the next start reads them back before the first
  * decision. A crash loses at most the spending of those few seconds.
  *
- * The file is small (56 bytes a live bucket), written whole to a temporary file (mode
+ * The file is small (56 bytes a live bucket, 12 a pending debt, 20 a quota sketch cell of a
+ * window still running), written whole to a temporary file (mode
  * 0600), flushed, then renamed over the old one: a reader sees the old file or the new,
  * never half of one. It holds the table's hash seed too (buckets are found by a hash
  * keyed with it, and the names behind the hashes are not kept), so the seed lives as
  * long as the data directory: a secret in a file only the gateway's user can read,
  * like the rest of `DATA_DIR`.
+ *
+ * Its header: "WGB1", the seed (two words), the sketch's size, the counts of buckets,
+ * debts and quota cells; then those. The quota cells' count was a 0 before the quota
+ * sketch, so an older file reads as one with none (its quota sketch empty); an older
+ * gateway refuses a file holding some by its length (logged, fresh buckets).
  */
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +24,7 @@ import type { Config } from '../config/index.js';
 import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { readBounded } from '../tls/material.js';
-import { allocateBuckets, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
+import { allocateBuckets, quotaCells, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
 /** How often the table is written while serving. */
@@ -27,8 +33,10 @@ const MAGIC = 0x57474231; // "WGB1"
 const HEAD = 28;
 const ENTRY = 4 * 4 + 5 * 8;
 const CELL = 4 + 8;
+/** A quota sketch cell: its index, the end of its window, count, owner (and its level). */
+const QCELL = 4 + 8 + 4 + 4;
 
-/** The table's live buckets and pending debts, as the file holds them. */
+/** The table's live buckets, pending debts and quota counts, as the file holds them. */
 export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer {
   const t = new SharedBuckets(layout);
   const i32 = new Int32Array(4);
@@ -61,6 +69,20 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
     at += CELL;
     cells++;
   }
+  // The quota sketch's cells of a window still running (each read as is: at most one fold old).
+  const q = { end: 0, count: 0, owner: 0 };
+  let qcells = 0;
+  for (let c = 0; c < t.quotaCells; c++) {
+    t.quotaCellAt(c, q);
+    if (!(q.end > now && q.count > 0)) continue;
+    room(QCELL);
+    out.writeUInt32LE(c, at);
+    out.writeDoubleLE(q.end, at + 4);
+    out.writeInt32LE(q.count, at + 12);
+    out.writeInt32LE(q.owner, at + 16);
+    at += QCELL;
+    qcells++;
+  }
   const head = out.subarray(0, HEAD);
   const [k0, k1] = seedOf(layout);
   head.writeUInt32LE(MAGIC, 0);
@@ -69,13 +91,13 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
   head.writeUInt32LE(layout.sketchCells, 12);
   head.writeUInt32LE(entries, 16);
   head.writeUInt32LE(cells, 20);
-  head.writeUInt32LE(0, 24);
+  head.writeUInt32LE(qcells, 24);
   return out.subarray(0, at);
 }
 
 /**
  * A table of `slots` and `sketchCells` holding what `file` holds (its seed, its buckets
- * still draining at `now`, its debts); null if the bytes are not such a file.
+ * still draining at `now`, its debts and quota counts); null if the bytes are not such a file.
  */
 export function decodeBuckets(
   bytes: Buffer,
@@ -86,18 +108,13 @@ export function decodeBuckets(
   if (bytes.length < HEAD || bytes.readUInt32LE(0) !== MAGIC) return null;
   const n = bytes.readUInt32LE(16);
   const m = bytes.readUInt32LE(20);
-  if (bytes.length !== HEAD + n * ENTRY + m * CELL) return null;
+  // 0 in a file written before the quota sketch.
+  const q = bytes.readUInt32LE(24);
+  if (bytes.length !== HEAD + n * ENTRY + m * CELL + q * QCELL) return null;
   const layout = allocateBuckets(slots, sketchCells, [bytes.readInt32LE(4), bytes.readInt32LE(8)]);
   const t = new SharedBuckets(layout);
-  const i32 = new Int32Array(4);
-  const f64 = new Float64Array(5);
-  for (let k = 0; k < n; k++) {
-    const at = HEAD + k * ENTRY;
-    for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
-    for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
-    if (plausible(i32, f64, now)) t.restore(i32, f64);
-  }
-  // The sketch's cells are the hash modulo its size: kept only if the size is the same.
+  // The sketches' cells are the hash modulo their size: kept only if the size is the same.
+  // Set before the buckets are put back: a bucket finding no slot folds into them.
   if (bytes.readUInt32LE(12) === sketchCells) {
     for (let k = 0; k < m; k++) {
       const at = HEAD + n * ENTRY + k * CELL;
@@ -105,6 +122,23 @@ export function decodeBuckets(
       const until = bytes.readDoubleLE(at + 4);
       if (c < sketchCells && Number.isFinite(until) && until > now) t.sketch[c] = until;
     }
+    for (let k = 0; k < q; k++) {
+      const at = HEAD + n * ENTRY + m * CELL + k * QCELL;
+      const c = bytes.readUInt32LE(at);
+      const end = bytes.readDoubleLE(at + 4);
+      const count = bytes.readInt32LE(at + 12);
+      if (c < t.quotaCells && Number.isFinite(end) && end > now && count > 0) {
+        t.setQuotaCell(c, end, count, bytes.readInt32LE(at + 16));
+      }
+    }
+  }
+  const i32 = new Int32Array(4);
+  const f64 = new Float64Array(5);
+  for (let k = 0; k < n; k++) {
+    const at = HEAD + k * ENTRY;
+    for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
+    for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
+    if (plausible(i32, f64, now)) t.restore(i32, f64, now);
   }
   return layout;
 }
@@ -124,8 +158,9 @@ export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
   replaceFile(join(dir, name), bytes);
 }
 
-/** The largest file a table of `slots` and `sketchCells` writes: every slot a live bucket, every cell a debt. */
-const largestFile = (slots: number, sketchCells: number): number => HEAD + slots * ENTRY + sketchCells * CELL;
+/** The largest file a table of `slots` and `sketchCells` writes: every slot a live bucket, every cell a debt or a count. */
+const largestFile = (slots: number, sketchCells: number): number =>
+  HEAD + slots * ENTRY + sketchCells * CELL + quotaCells(sketchCells) * QCELL;
 
 /** Nothing at all at `file` (not even a dangling symlink): a first start. */
 function absent(file: string): boolean {

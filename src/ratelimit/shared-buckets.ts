@@ -13,6 +13,16 @@
  * bucket would be full again) and a new bucket starts from that: eviction and hash
  * collisions can only make a limit stricter, never looser.
  *
+ * A bucket evicted with a live quota window folds its count into a second sketch, count-min
+ * style: two rows of cells, each holding the end of the window it counts, the largest
+ * count folded in for it, and whose that count is (a fingerprint of the hash) with the
+ * quota level that bucket had raised; a cell of a window over is taken over. A key's
+ * bucket claimed in a window starts from its cells: its own count and level where a cell
+ * is still its own; else the smaller count of the two (none if a cell is of an earlier
+ * window) at level 0, its own count or more when other buckets share both its cells, so
+ * a warning may come early, never late. A decision reads and writes both sketches under
+ * the claim lock only, two cells of each at most.
+ *
  * A decision does bounded work whatever the names: `acquire` probes the window at
  * most twice (once without the claim lock, once under it) and returns the slot
  * locked; under the claim lock no slot changes hands, so nothing is retried. The
@@ -48,6 +58,18 @@ const SLOT_I32 = 16;
 const SLOT_F64 = 8;
 /** Waits of a millisecond the sweep and the snapshot give a held slot before they pass it by. */
 const PASS_WAITS = 20;
+/** Rows of the quota sketch; each has `quotaRowCells(sketchCells)` cells of 16 bytes (window end; count, owner). */
+const QUOTA_ROWS = 2;
+/**
+ * A quota cell's owner: a fingerprint of the hash's first word (bit 2 set: never 0, 0 is
+ * "nobody's") with the quota level its count raised in bits 0 and 1 (THRESHOLDS: 0 to 2).
+ */
+const owner = (a: number, level: number): number => (a & ~7) | 4 | Math.min(level, 3);
+const OWNER_MASK = ~3;
+/** Cells of a quota sketch row: the quota sketch takes as many bytes as the debt sketch. */
+export const quotaRowCells = (sketchCells: number): number => Math.max(1, Math.floor(sketchCells / 4));
+/** Cells of the whole quota sketch. */
+export const quotaCells = (sketchCells: number): number => QUOTA_ROWS * quotaRowCells(sketchCells);
 /** Slots searched from a bucket's home. */
 export const WINDOW = 16;
 /**
@@ -71,6 +93,11 @@ export interface BucketRef {
   id: string;
   burst: number;
   rate: number;
+  /**
+   * The length of the quota window counted in this bucket (ms), if it counts one: a
+   * claim starts its count from the quota sketch. 0 or absent: none (an address's).
+   */
+  windowMs?: number;
 }
 
 /** Work done by this thread, for tests: slots probed (a decision probes at most 4 windows), buckets evicted. */
@@ -85,7 +112,7 @@ export function allocateBuckets(
   sketchCells: number,
   seed?: readonly [number, number],
 ): SharedBucketsLayout {
-  const bytes = (HEADER + slots) * SLOT_I32 * 4 + sketchCells * 8 + usedWords(slots) * 4;
+  const bytes = quotaOffset(slots, sketchCells) + quotaCells(sketchCells) * 16;
   const buffer = new SharedArrayBuffer(bytes);
   const head = new Int32Array(buffer, 0, SLOT_I32);
   if (seed) {
@@ -106,6 +133,10 @@ export function claimsOf(layout: SharedBucketsLayout): number {
 /** Int32 words of the bitmap of slots in use. */
 const usedWords = (slots: number): number => Math.ceil(slots / 32);
 
+/** Where the quota sketch begins: after the slots, the debt sketch and the bitmap, on 8 bytes. */
+const quotaOffset = (slots: number, sketchCells: number): number =>
+  Math.ceil(((HEADER + slots) * SLOT_I32 * 4 + sketchCells * 8 + usedWords(slots) * 4) / 8) * 8;
+
 /** The hash seed of a table. */
 export function seedOf(layout: SharedBucketsLayout): [number, number] {
   const head = new Int32Array(layout.buffer, 0, SLOT_I32);
@@ -118,6 +149,15 @@ export class SharedBuckets {
   readonly sketch: Float64Array;
   /** A bit per slot, set while it may hold a bucket (every slot holding one has its bit set). */
   private readonly used: Int32Array;
+  /** The quota sketch, cell `c` in Float64 `2c` (the end of the window it counts) and Int32 `4c+2`, `4c+3` (count, owner). */
+  private readonly qf: Float64Array;
+  private readonly qi: Int32Array;
+  private readonly qRow: number;
+  /** Cells of the quota sketch. */
+  readonly quotaCells: number;
+  /** The last `quotaEstimate`: a count and the quota level raised at it. */
+  private qCount = 0;
+  private qLevel = 0;
   readonly slots: number;
   private readonly k0: number;
   private readonly k1: number;
@@ -137,6 +177,11 @@ export class SharedBuckets {
     this.f64 = new Float64Array(layout.buffer, 0, tableBytes / 8);
     this.sketch = new Float64Array(layout.buffer, tableBytes, layout.sketchCells);
     this.used = new Int32Array(layout.buffer, tableBytes + layout.sketchCells * 8, usedWords(layout.slots));
+    this.qRow = quotaRowCells(layout.sketchCells);
+    this.quotaCells = QUOTA_ROWS * this.qRow;
+    const q = quotaOffset(layout.slots, layout.sketchCells);
+    this.qf = new Float64Array(layout.buffer, q, 2 * this.quotaCells);
+    this.qi = new Int32Array(layout.buffer, q, 4 * this.quotaCells);
     this.k0 = this.i32[SEED0] as number;
     this.k1 = this.i32[SEED1] as number;
   }
@@ -265,8 +310,9 @@ export class SharedBuckets {
   /**
    * Under the claim lock: the slot of bucket `a`,`b` in its window, else a slot taken
    * over for it (never `keep`): an empty one, else the bucket full soonest, its debt
-   * folded into the sketch. Deterministic, one probe of the window, never waits but
-   * on the victim's lock.
+   * folded into the sketch (and its quota count into the quota sketch). A bucket taken
+   * over starts from the sketches. Deterministic, one probe of the window (and two cells
+   * of each sketch), never waits but on the victim's lock.
    */
   private findOrClaim(a: number, b: number, home: number, r: BucketRef, now: number, keep: number): number {
     const i = this.i32;
@@ -301,6 +347,12 @@ export class SharedBuckets {
       if (Atomics.load(i, x + H2) !== 0 && this.fullAt(s) > now) {
         const refilledAt = this.refilledAt(s);
         if (refilledAt > now) this.foldIntoSketch(Atomics.load(i, x + H2), refilledAt);
+        // Its quota count too, while its window lasts: claimed again in it, it goes on counting.
+        const qwin = f[this.f(s, Q_WIN)] as number;
+        const count = i[x + Q_COUNT] as number;
+        if (qwin > now && count > 0) {
+          this.foldQuota(i[x + H1] as number, i[x + H2] as number, qwin, count, i[x + Q_LEVEL] as number, now);
+        }
         tableStats.evictions++;
       }
       const owed = this.sketch[this.cell(b)] as number;
@@ -316,10 +368,111 @@ export class SharedBuckets {
       f[this.f(s, BURST)] = r.burst;
       f[this.f(s, RATE)] = r.rate;
       f[this.f(s, Q_WIN)] = -1;
+      const windowMs = r.windowMs ?? 0;
+      if (windowMs > 0) {
+        // A key's bucket evicted earlier in this window: its count and level, or more (a collision).
+        const end = now - (now % windowMs) + windowMs;
+        this.quotaEstimate(a, b, end);
+        if (this.qCount > 0) {
+          f[this.f(s, Q_WIN)] = end;
+          i[x + Q_COUNT] = this.qCount;
+          i[x + Q_LEVEL] = this.qLevel;
+        }
+      }
     } finally {
       this.unlock(s);
     }
     return s;
+  }
+
+  /**
+   * Cell `row` of the quota sketch for bucket `a`,`b`: the first row from the hash's second
+   * word (as the debt sketch), the second from both words mixed (no bucket shares both
+   * cells with the buckets of its table window more than by chance).
+   */
+  private quotaCell(row: number, a: number, b: number): number {
+    if (row === 0) return (b >>> 1) % this.qRow;
+    return this.qRow + ((Math.imul(a ^ Math.imul(b, 0x9e3779b1), 0x85ebca6b) >>> 0) % this.qRow);
+  }
+
+  /**
+   * Folds an evicted bucket's quota count and level for the window ending at `end` into
+   * its cells (under the claim lock). A cell of a window over by `now` is taken over. Else
+   * it keeps the later end (an end moved on is owned by nobody: a policy of another length)
+   * and the larger count: a cell never under-counts a fold of its window. The bucket owns
+   * (says its level in) every cell of its window it owned or nobody owned, and if none, it
+   * takes the first of its window from another bucket: the last bucket folded always owns one.
+   */
+  private foldQuota(a: number, b: number, end: number, count: number, level: number, now: number): void {
+    const qf = this.qf;
+    const qi = this.qi;
+    const mine = owner(a, level);
+    let owned = false;
+    let other = -1;
+    for (let row = 0; row < QUOTA_ROWS; row++) {
+      const c = this.quotaCell(row, a, b);
+      const e = qf[2 * c] as number;
+      if (!(e > now)) {
+        qf[2 * c] = end;
+        qi[4 * c + 2] = count;
+        qi[4 * c + 3] = mine;
+        owned = true;
+        continue;
+      }
+      if (end > e) {
+        qf[2 * c] = end;
+        qi[4 * c + 3] = 0;
+      }
+      if (count > (qi[4 * c + 2] as number)) qi[4 * c + 2] = count;
+      if (qf[2 * c] !== end) continue;
+      const tag = qi[4 * c + 3] as number;
+      if (tag === 0 || (tag & OWNER_MASK) === (mine & OWNER_MASK)) {
+        qi[4 * c + 3] = mine;
+        owned = true;
+      } else if (other < 0) other = c;
+    }
+    if (!owned && other >= 0) qi[4 * other + 3] = mine;
+  }
+
+  /**
+   * The count and level bucket `a`,`b` had in the window ending at `end` when it was
+   * evicted, or more (`qCount`, `qLevel`; under the claim lock): the smaller count of its
+   * two cells (0 if either is of an earlier window: it was not evicted in this one), more
+   * than its own only when other buckets share both its cells, so a warning may come
+   * early, never late. Its level is the one a cell it owns says; owning none (it was not
+   * evicted, or other buckets took both cells over), 0: thresholds below the count are
+   * raised at its next use (early).
+   */
+  private quotaEstimate(a: number, b: number, end: number): void {
+    const qf = this.qf;
+    const qi = this.qi;
+    const mine = owner(a, 0) & OWNER_MASK;
+    let count = Number.POSITIVE_INFINITY;
+    let level = 0;
+    for (let row = 0; row < QUOTA_ROWS; row++) {
+      const c = this.quotaCell(row, a, b);
+      const e = qf[2 * c] as number;
+      const n = e >= end ? (qi[4 * c + 2] as number) : 0;
+      if (n < count) count = n;
+      const tag = qi[4 * c + 3] as number;
+      if (e === end && tag !== 0 && (tag & OWNER_MASK) === mine) level = tag & 3;
+    }
+    this.qCount = count;
+    this.qLevel = level;
+  }
+
+  /** Cell `c` of the quota sketch (for a snapshot; read as is): the end of its window, its count and owner. */
+  quotaCellAt(c: number, out: { end: number; count: number; owner: number }): void {
+    out.end = this.qf[2 * c] as number;
+    out.count = this.qi[4 * c + 2] as number;
+    out.owner = this.qi[4 * c + 3] as number;
+  }
+
+  /** Sets cell `c` of the quota sketch (a restore, before any decision). */
+  setQuotaCell(c: number, end: number, count: number, owner: number): void {
+    this.qf[2 * c] = end;
+    this.qi[4 * c + 2] = count;
+    this.qi[4 * c + 3] = owner;
   }
 
   /**
@@ -515,9 +668,10 @@ export class SharedBuckets {
 
   /**
    * Puts a snapshotted bucket back (at start, before any decision): in its window if
-   * a slot is free, else into the sketch, so a restore can only make limits stricter.
+   * a slot is free, else into the sketches (its debt, its quota count while its window
+   * lasts at `now`), so a restore can only make limits stricter.
    */
-  restore(i32In: Int32Array, f64In: Float64Array): void {
+  restore(i32In: Int32Array, f64In: Float64Array, now: number): void {
     const a = i32In[0] as number;
     const b = (i32In[1] as number) | 1;
     const home = (a >>> 0) % this.slots;
@@ -537,6 +691,9 @@ export class SharedBuckets {
     }
     const full = (f64In[1] as number) + ((f64In[2] as number) - (f64In[0] as number)) / (f64In[3] as number);
     if (!Number.isNaN(full)) this.foldIntoSketch(b, full);
+    const qwin = f64In[4] as number;
+    const count = i32In[3] as number;
+    if (qwin > now && count > 0) this.foldQuota(a, b, qwin, count, i32In[2] as number, now);
     Atomics.add(this.i32, CLAIMS, 1);
   }
 }
