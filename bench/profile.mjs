@@ -9,6 +9,8 @@
 //   BENCH_ROUNDS (2), BENCH_SECONDS (8), BODY_BYTES (1000), BENCH_CONNECTIONS (50),
 //   BENCH_TOP (25: functions listed by self time for the full gateway), BENCH_KEEP_PROFILES
 //   (a directory to keep the profiles in, for Chrome's DevTools or speedscope),
+//   BENCH_PROFILE=tax (the full gateway against itself with auth: none, no key: what
+//   keys, buckets and their redaction cost, instead of detail off),
 //   BENCH_PROFILE=tracing (instead of the three above: one gateway tracing with sample_ratio
 //   0, loaded in turn with requests whose traceparent says not sampled and sampled, so the
 //   second's spans are all exported, to a receiver in a process of its own that drains them).
@@ -119,6 +121,7 @@ const origin = await startOrigin(Number(process.env.BODY_BYTES ?? 1000));
 const targets = [];
 /** BENCH_PROFILE=tracing: the full gateway with tracing off against it exporting every request's spans. */
 const TRACING = process.env.BENCH_PROFILE === 'tracing';
+const TAX = process.env.BENCH_PROFILE === 'tax';
 let collector = null;
 if (TRACING) {
   // An OTLP/HTTP receiver in a process of its own that takes each export whole and answers
@@ -171,12 +174,12 @@ if (TRACING) {
     proc: p,
     file: preload('bare').PROFILE_FILE,
   });
-  for (const [name, yaml] of [
-    ['wakegate full', ''],
-    ['wakegate full, detail off', DETAIL_OFF_YAML],
+  for (const [name, yaml, auth] of [
+    ['wakegate full', '', 'required'],
+    TAX ? ['wakegate pass-through', '', 'none'] : ['wakegate full, detail off', DETAIL_OFF_YAML, 'required'],
   ]) {
     const tag = name.replace(/\W+/g, '-');
-    const g = await startBenchGateway(join(tmp, tag), origin.url, 'required', yaml, preload(tag));
+    const g = await startBenchGateway(join(tmp, tag), origin.url, auth, yaml, preload(tag));
     targets.push({ name, url: g.url, headers: g.headers, proc: g.gateway, file: preload(tag).PROFILE_FILE });
   }
 }
