@@ -1,3 +1,5 @@
+import type { DeliveryRecord } from './records.js';
+
 /** The longest wait a Retry-After may ask for (s), whatever the schedule. */
 const MAX_RETRY_AFTER_S = 86_400;
 
@@ -45,6 +47,33 @@ export function retryDelay({
   if (retryAfterS !== null && retryAfterS > 0)
     return Math.max(wait, Math.min(Math.min(retryAfterS, MAX_RETRY_AFTER_S) * 1000, latestMs));
   return wait;
+}
+
+/**
+ * The longest wait (ms) the schedule can put before any attempt: its longest step with
+ * the most jitter, or the longest Retry-After (a day), whichever is longer. A due time
+ * further ahead than this from now was set while the clock was ahead.
+ */
+export function longestWait(scheduleS: readonly number[], jitter: number): number {
+  return Math.max(MAX_RETRY_AFTER_S * 1000, Math.ceil(Math.max(0, ...scheduleS) * 1000 * (1 + jitter)));
+}
+
+/**
+ * The wait (ms) that put `d`'s next attempt where it is: what its last attempt's outcome
+ * was given (its due time less that attempt's time, both read from the same clock), else
+ * the longest the schedule could have given it (none before a first attempt; the step with
+ * the most jitter, or a day after a 429 or 503 that may have carried a Retry-After). A
+ * due time set while the clock was ahead is put this far from now: never sooner than the
+ * schedule would have made the attempt with a correct clock.
+ */
+export function waitBefore(d: DeliveryRecord, scheduleS: readonly number[], jitter: number): number {
+  if (d.attempt === 0) return 0;
+  const step = Math.ceil(scheduledWait(d.attempt + 1, scheduleS) * (1 + jitter));
+  const most = d.response_status === 429 || d.response_status === 503 ? Math.max(step, MAX_RETRY_AFTER_S * 1000) : step;
+  const log = d.attempt_log;
+  if (log !== undefined && log.attempt === d.attempt && d.next_attempt_at !== null)
+    return Math.min(most, Math.max(0, d.next_attempt_at - log.at));
+  return most;
 }
 
 /** Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3). */

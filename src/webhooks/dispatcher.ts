@@ -3,7 +3,7 @@ import type { Config } from '../config/index.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
-import { retryDelay, scheduleEnd } from './backoff.js';
+import { longestWait, retryDelay, scheduleEnd, waitBefore } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryQueue } from './queue.js';
 import type { DeliveryRecord } from './records.js';
@@ -174,8 +174,29 @@ export class Dispatcher {
       this.perEndpoint.set(endpointId, n + 1);
       return true;
     };
-    for (const d of this.queue.due(this.o.clock.now(), reserve)) this.run(d);
+    const now = this.o.clock.now();
+    this.retime(now);
+    for (const d of this.queue.due(now, reserve)) this.run(d);
     if (this.timer === null && this.everyMs !== null && this.queued > 0) this.watch(this.everyMs);
+  }
+
+  /**
+   * A due time is a time of day: one set while the clock was ahead (a VM started with it
+   * days out, then NTP put it right) would hold its retry back by as much. A delivery due
+   * further ahead than any wait the schedule gives (`longestWait`) is due again its own
+   * wait from now (`waitBefore`): never sooner than the schedule with a correct clock.
+   */
+  private retime(now: number): void {
+    const w = this.o.cfg.webhooks;
+    const moved =
+      this.queue.retime?.(
+        now + longestWait(w.retry_schedule_s, w.jitter),
+        (d) => now + waitBefore(d, w.retry_schedule_s, w.jitter),
+      ) ?? 0;
+    if (moved > 0)
+      this.o.log.warn('webhook retries due further ahead than the schedule allows (the clock was put back): moved', {
+        deliveries: moved,
+      });
   }
 
   /** Attempts `d`, for which `tick` reserved room. */

@@ -36,8 +36,13 @@ export const SOLO_POLL_MS = 5_000;
  * away) or a row raised again is checked; clocks apart by more than this check more.
  */
 const LATE_MS = OVERLAP_MS;
-/** How far back the first poll reads when no cursor was ever saved. */
+/**
+ * How far back the first poll reads when no cursor was ever saved; and the most a poll
+ * reads back from the store's clock once it finds that clock behind the cursor.
+ */
 const STARTUP_LOOKBACK_MS = 120_000;
+/** A clock put back is logged at most this often (a cluster's nodes disagreeing could say it each poll). */
+const CLOCK_BACK_LOG_MS = 60_000;
 
 export interface FanOutOptions {
   cfg: Pick<Config, 'webhooks'>;
@@ -66,7 +71,21 @@ export interface FanOutOptions {
  * When the queue is full, new deliveries are shed, counted and logged.
  */
 export class FanOut {
+  /**
+   * Where the next poll reads from (less OVERLAP_MS): never past the store's clock as
+   * the poll that moved it read it, and moved back to that clock when it is found
+   * behind (put back), so rows stamped after the step are read.
+   */
   private cursor = 0;
+  /**
+   * Rows recorded up to here may have been fanned out already (before the cursor was
+   * moved back, or by an earlier process): one not in `seen` is checked against the
+   * stored deliveries before it is fanned out.
+   */
+  private checkUpTo = Number.NEGATIVE_INFINITY;
+  /** performance.now() when the last poll read the store's clock (a step of the wall clock does not move it). */
+  private lastReadAt: number | null = null;
+  private lastClockBackLog = Number.NEGATIVE_INFINITY;
   private readonly seen = new Map<string, number>();
   private startedAt = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -89,12 +108,19 @@ export class FanOut {
   /** The one cursor: a fleet's instances take turns with it. */
   private readonly instance = 0;
 
-  /** Resumes from the saved cursor (or a short look-back on a first start). */
+  /**
+   * Resumes from the saved cursor (or a short look-back on a first start). A saved
+   * cursor ahead of the store's clock (the clock was put back since it was saved) is
+   * not where rows are stamped now: it reads back as a first start does, checking
+   * every row up to the saved cursor against the stored deliveries.
+   */
   async init(): Promise<void> {
     this.startedAt = await this.o.events.serverNow();
+    this.lastReadAt = performance.now();
     const saved = await this.o.cursors.get(this.instance);
-    this.cursor = saved ?? this.startedAt - STARTUP_LOOKBACK_MS;
-    this.savedCursor = this.cursor;
+    if (saved !== null) this.checkUpTo = Math.max(this.checkUpTo, saved);
+    this.cursor = saved === null || saved > this.startedAt + OVERLAP_MS ? this.startedAt - STARTUP_LOOKBACK_MS : saved;
+    this.savedCursor = saved ?? this.cursor;
   }
 
   /** Polls now (or right after the poll under way). */
@@ -126,6 +152,10 @@ export class FanOut {
       // Taken over: the last leader may have fanned out past the saved cursor; those are checked.
       if (gained) await this.init();
     }
+    const now = await this.o.events.serverNow();
+    const readAt = performance.now();
+    if (now < this.cursor - OVERLAP_MS) this.rewind(now, readAt);
+    this.lastReadAt = readAt;
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
     for (;;) {
       const page = await this.o.events.recordedAfter(pos.t, pos.id);
@@ -141,10 +171,13 @@ export class FanOut {
         // replayed segment, on any instance of a fleet).
         // So may a gateway started again within an hour have, for an SLO burn or a quota
         // warning its rules raised again under the same id (their memory is not kept).
+        // So may it have, for one recorded up to where the cursor was before the store's
+        // clock was put back (a row stamped as an earlier one was, and `seen` forgot it).
         const early = fresh
           .filter(
             (e) =>
               e.recorded_at < this.startedAt ||
+              e.recorded_at <= this.checkUpTo ||
               e.created_at < this.startedAt ||
               e.recorded_at - e.created_at > LATE_MS ||
               RAISED_AGAIN.has(e.type),
@@ -155,12 +188,18 @@ export class FanOut {
       }
       // Only now, with the deliveries written, are these events done: a failure above
       // leaves them to be read again by the next poll.
+      // The cursor goes no further than the store's clock read at the start: rows stamped
+      // ahead of it (recorded before the clock was put back) would carry it past rows
+      // stamped from now on.
       for (const e of page) {
         if (!this.seen.has(e.id)) this.seen.set(e.id, e.recorded_at);
-        if (e.recorded_at > this.cursor) this.cursor = e.recorded_at;
+        const t = Math.min(e.recorded_at, now);
+        if (t > this.cursor) this.cursor = t;
       }
       const last = page[page.length - 1];
-      if (!last || page.length < 2000) break;
+      // Pages past the store's clock hold rows stamped ahead of it: read again by the next
+      // poll, they would be read by each one until the clock catches up.
+      if (!last || page.length < 2000 || last.recorded_at > now) break;
       pos = { t: last.recorded_at, id: last.id };
     }
     for (const [id, t] of this.seen) if (t < this.cursor - 4 * OVERLAP_MS) this.seen.delete(id);
@@ -169,6 +208,29 @@ export class FanOut {
       await this.o.cursors.set(this.instance, this.cursor, this.o.clock.now());
       this.savedCursor = this.cursor;
     }
+  }
+
+  /**
+   * The store's clock (`now`) is behind the cursor by more than the overlap: it was put
+   * back (NTP stepped it, a VM's clock was corrected), so rows are stamped behind where
+   * reading got, and would be skipped for good. Reading goes back to where rows may have
+   * been stamped since the last poll read the clock (at most STARTUP_LOOKBACK_MS), and
+   * every row up to the old cursor is checked against the stored deliveries (some were
+   * fanned out before the step). The saved cursor stays until reading passes it.
+   */
+  private rewind(now: number, readAt: number): void {
+    const since = this.lastReadAt === null ? STARTUP_LOOKBACK_MS : readAt - this.lastReadAt;
+    const from = now - Math.min(Math.max(0, since), STARTUP_LOOKBACK_MS);
+    const wall = this.o.clock.now();
+    if (wall - this.lastClockBackLog > CLOCK_BACK_LOG_MS || wall < this.lastClockBackLog) {
+      this.lastClockBackLog = wall;
+      this.o.log.warn('webhook fan-out: the store clock is behind the events read (it was put back); reading back', {
+        behind_ms: this.cursor - now,
+        from: new Date(from).toISOString(),
+      });
+    }
+    this.checkUpTo = Math.max(this.checkUpTo, this.cursor);
+    this.cursor = from;
   }
 
   private async fanOut(events: EventRecord[], done: Set<string>): Promise<void> {

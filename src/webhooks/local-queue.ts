@@ -37,6 +37,16 @@ export class LocalQueue implements DeliveryQueue {
     return this.held.due(now, reserve);
   }
 
+  retime(latest: number, at: (d: DeliveryRecord) => number): number {
+    return this.held.retime(latest, (d) => {
+      // Written without its attempt's log row, which was written with its outcome.
+      const { attempt_log: _, ...rest } = d;
+      const moved: DeliveryRecord = { ...rest, next_attempt_at: at(d) };
+      this.outcomes.record(moved);
+      return moved;
+    });
+  }
+
   claim(d: DeliveryRecord): Promise<DeliveryRecord | null> {
     return Promise.resolve(d);
   }

@@ -29,6 +29,12 @@ export interface DeliveryQueue {
    */
   due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[];
   /**
+   * Moves each waiting delivery due after `latest` (a time no correct clock could have
+   * set: the clock was put back since) to the time `at` gives it, and writes it so; how
+   * many. Only a queue that holds the due times itself has it (a fleet's are Redis's).
+   */
+  retime?(latest: number, at: (d: DeliveryRecord) => number): number;
+  /**
    * The delivery as it is to be attempted now (a fleet leases it and numbers it as
    * the fleet has it), or null when it is not to be attempted now: it waits again
    * for its time, or another instance has it.

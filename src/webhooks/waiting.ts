@@ -11,6 +11,8 @@ export class Waiting {
   private readonly held = new Set<string>();
   private count = 0;
   private rotate = 0;
+  /** No delivery waiting here is due after this (it may be later than all once some leave). */
+  private latest = Number.NEGATIVE_INFINITY;
 
   get size(): number {
     return this.count;
@@ -30,6 +32,34 @@ export class Waiting {
     q.push(d);
     this.held.add(d.id);
     this.count++;
+    const t = d.next_attempt_at ?? 0;
+    if (t > this.latest) this.latest = t;
+  }
+
+  /**
+   * Puts every delivery due after `latest` at the time `retime` gives it (a copy of it,
+   * due by `latest`); how many. Costs nothing while none waits past `latest`, else one
+   * pass over those waiting.
+   */
+  retime(latest: number, retime: (d: DeliveryRecord) => DeliveryRecord): number {
+    if (this.latest <= latest) return 0;
+    let n = 0;
+    let top = Number.NEGATIVE_INFINITY;
+    for (const q of this.heaps.values()) {
+      const all: DeliveryRecord[] = [];
+      for (let d = q.pop(); d !== undefined; d = q.pop()) all.push(d);
+      for (const d of all) {
+        let x = d;
+        if ((d.next_attempt_at ?? 0) > latest) {
+          x = retime(d);
+          n++;
+        }
+        q.push(x);
+        top = Math.max(top, x.next_attempt_at ?? 0);
+      }
+    }
+    this.latest = top;
+    return n;
   }
 
   /** A delivery taken for an attempt is no longer held (finished, or another instance's). */
