@@ -168,15 +168,15 @@ export class RateLimiter implements RequestLimiter {
    * it crossed, as a bit set (raised once the locks are let go).
    */
   private countQuota(s: number, p: Policy, now: number): number {
-    const q = this.table.countQuota(s, now, p.windowMs);
-    let level = q.level;
+    const count = this.table.countQuota(s, now, p.windowMs);
+    let level = this.table.countedLevel;
     let raised = 0;
-    while (level < THRESHOLDS.length && q.count >= Math.ceil((THRESHOLDS[level] as number) * p.limit)) {
+    while (level < THRESHOLDS.length && count >= Math.ceil((THRESHOLDS[level] as number) * p.limit)) {
       raised |= 1 << level;
       level++;
     }
     if (raised !== 0) this.table.setQuotaLevel(s, level);
-    this.used = q.count;
+    this.used = count;
     return raised;
   }
 

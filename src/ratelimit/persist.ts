@@ -24,6 +24,7 @@ import type { Config } from '../config/index.js';
 import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { readBounded } from '../tls/material.js';
+import { CLOCK_STEP_MS } from './buckets.js';
 import { allocateBuckets, quotaCells, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
@@ -60,8 +61,10 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
     entries++;
   }
   let cells = 0;
+  // The debts on the wall clock, as the buckets' times are (a clock stepped back: SharedBuckets.debtShift).
+  const shift = t.debtShiftAt(now);
   for (let c = 0; c < t.sketch.length; c++) {
-    const until = t.sketch[c] as number;
+    const until = (t.sketch[c] as number) - shift;
     if (!(until > now)) continue;
     room(CELL);
     out.writeUInt32LE(c, at);
@@ -113,9 +116,17 @@ export function decodeBuckets(
   if (bytes.length !== HEAD + n * ENTRY + m * CELL + q * QCELL) return null;
   const layout = allocateBuckets(slots, sketchCells, [bytes.readInt32LE(4), bytes.readInt32LE(8)]);
   const t = new SharedBuckets(layout);
+  const i32 = new Int32Array(4);
+  const f64 = new Float64Array(5);
+  const entry = (k: number) => {
+    const at = HEAD + k * ENTRY;
+    for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
+    for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
+  };
   // The sketches' cells are the hash modulo their size: kept only if the size is the same.
   // Set before the buckets are put back: a bucket finding no slot folds into them.
   if (bytes.readUInt32LE(12) === sketchCells) {
+    // The debts as the file's clock says (the sketch's time until `resumeClock` below).
     for (let k = 0; k < m; k++) {
       const at = HEAD + n * ENTRY + k * CELL;
       const c = bytes.readUInt32LE(at);
@@ -132,24 +143,38 @@ export function decodeBuckets(
       }
     }
   }
-  const i32 = new Int32Array(4);
-  const f64 = new Float64Array(5);
+  // The file's clock at its last decision: stepped back since (by more than CLOCK_STEP_MS),
+  // the debts just read are taken back by as much, and the buckets' times to now (restore).
+  let latest = Number.NEGATIVE_INFINITY;
   for (let k = 0; k < n; k++) {
-    const at = HEAD + k * ENTRY;
-    for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
-    for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
+    entry(k);
+    if (wellFormed(i32, f64) && (f64[1] as number) > latest) latest = f64[1] as number;
+  }
+  t.resumeClock(latest, now);
+  for (let k = 0; k < n; k++) {
+    entry(k);
     if (plausible(i32, f64, now)) t.restore(i32, f64, now);
   }
   return layout;
 }
 
-/** A bucket worth restoring: numbers a bucket can hold, and not yet full again. */
-function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
+/** Numbers a bucket can hold. */
+function wellFormed(i32: Int32Array, f64: Float64Array): boolean {
   const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
   if (i32[1] === 0 || (i32[2] as number) < 0 || (i32[3] as number) < 0) return false;
   if (![tokens, t, burst, rate, qwin].every(Number.isFinite)) return false;
-  if (!((burst as number) > 0 && (rate as number) > 0 && (tokens as number) <= (burst as number))) return false;
-  const full = (t as number) + ((burst as number) - (tokens as number)) / (rate as number);
+  return (burst as number) > 0 && (rate as number) > 0 && (tokens as number) <= (burst as number);
+}
+
+/**
+ * A bucket worth restoring: numbers a bucket can hold, and not yet full again at `now`
+ * (refilled from `now` if its last refill is after it: the clock stepped back since the save).
+ */
+function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
+  if (!wellFormed(i32, f64)) return false;
+  const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
+  const from = (t as number) - now > CLOCK_STEP_MS ? now : (t as number);
+  const full = from + ((burst as number) - (tokens as number)) / (rate as number);
   return Math.max(full, qwin as number) > now;
 }
 

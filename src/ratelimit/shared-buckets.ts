@@ -28,6 +28,14 @@
  * locked; under the claim lock no slot changes hands, so nothing is retried. The
  * second bucket of a decision never evicts the first.
  *
+ * A wall clock stepped back (NTP correcting a fast clock) makes no bucket wait for it
+ * to get back to the instants the table holds: a bucket's last-refill time is taken back
+ * to now (its tokens kept), its debt in the sketch is kept as long as it was (the sketch
+ * keeps its own time, `debtShift`), so nothing waits longer than a bucket empty now would;
+ * a quota count whose window ends after now's goes on in now's window. A step of up to
+ * CLOCK_STEP_MS is waited out as before: one thread's clock reading a moment older than
+ * another's is no step.
+ *
  * Locks know their owner (slot-lock.ts) and are never broken by time: the thread that
  * made the table releases a dead thread's locks (`releaseThread`), and its own sweep and
  * snapshot never wait long on a slot (a slot held that long is skipped, or read as is).
@@ -40,6 +48,7 @@
  */
 import { randomFillSync } from 'node:crypto';
 import { bucketHash, hashOut } from './bucket-hash.js';
+import { CLOCK_STEP_MS } from './buckets.js';
 import { lock, releaseOwner, tryLock, unlock } from './slot-lock.js';
 
 /** Int32 cells of a slot: lock, hash (two words; 0,0 is empty), quota level, quota count. */
@@ -74,12 +83,15 @@ export const quotaCells = (sketchCells: number): number => QUOTA_ROWS * quotaRow
 export const WINDOW = 16;
 /**
  * The header: the claim lock (Int32 0), the hash seed (Int32 1 and 2), the count of
- * buckets ever put in a slot (Int32 3), padding up to one slot.
+ * buckets ever put in a slot (Int32 3), the debt sketch's shift and the latest instant
+ * of its time a claim saw (Float64 2 and 3: `debtShift`), padding up to one slot.
  */
 const HEADER = 1;
 const SEED0 = 1;
 const SEED1 = 2;
 const CLAIMS = 3;
+const SHIFT = 2;
+const SEEN = 3;
 
 export interface SharedBucketsLayout {
   buffer: SharedArrayBuffer;
@@ -319,6 +331,7 @@ export class SharedBuckets {
     const f = this.f64;
     let victim = -1;
     let soonest = Number.POSITIVE_INFINITY;
+    const shift = this.debtShift(now);
     tableStats.probes += WINDOW;
     for (let k = 0; k < WINDOW; k++) {
       let s = home + k;
@@ -329,7 +342,7 @@ export class SharedBuckets {
       if (h1 === a && h2 === b) return s;
       if (s === keep || soonest === Number.NEGATIVE_INFINITY) continue;
       // An empty slot, or one whose numbers are not a bucket's (NaN), is free.
-      const fullAt = h2 === 0 ? Number.NEGATIVE_INFINITY : this.fullAt(s);
+      const fullAt = h2 === 0 ? Number.NEGATIVE_INFINITY : this.fullAt(s, now);
       if (victim < 0 || !(fullAt >= soonest)) {
         soonest = Number.isNaN(fullAt) ? Number.NEGATIVE_INFINITY : fullAt;
         victim = s;
@@ -344,9 +357,9 @@ export class SharedBuckets {
       // when its tokens are full again, not when its quota window ends: the window only
       // counts uses for quota warnings, and folding it in would have the key come back
       // owing the rest of its window (a day's quota: its whole burst).
-      if (Atomics.load(i, x + H2) !== 0 && this.fullAt(s) > now) {
-        const refilledAt = this.refilledAt(s);
-        if (refilledAt > now) this.foldIntoSketch(Atomics.load(i, x + H2), refilledAt);
+      if (Atomics.load(i, x + H2) !== 0 && this.fullAt(s, now) > now) {
+        const refilledAt = this.refilledAt(s, now);
+        if (refilledAt > now) this.foldIntoSketch(Atomics.load(i, x + H2), refilledAt + shift);
         // Its quota count too, while its window lasts: claimed again in it, it goes on counting.
         const qwin = f[this.f(s, Q_WIN)] as number;
         const count = i[x + Q_COUNT] as number;
@@ -355,7 +368,7 @@ export class SharedBuckets {
         }
         tableStats.evictions++;
       }
-      const owed = this.sketch[this.cell(b)] as number;
+      const owed = (this.sketch[this.cell(b)] as number) - shift;
       // Marked in use before it holds the bucket: a reader of the bits never misses it.
       this.markUsed(s);
       Atomics.store(i, x + H1, a);
@@ -424,8 +437,17 @@ export class SharedBuckets {
         qi[4 * c + 3] = 0;
       }
       if (count > (qi[4 * c + 2] as number)) qi[4 * c + 2] = count;
-      if (qf[2 * c] !== end) continue;
       const tag = qi[4 * c + 3] as number;
+      if (qf[2 * c] !== end) {
+        // Its own cell of a window ending later (folded before the clock stepped back across
+        // its window's end; that count went on in now's window): the higher level is kept,
+        // so a warning raised is not raised again.
+        if (tag !== 0 && (tag & OWNER_MASK) === (mine & OWNER_MASK)) {
+          if ((tag & 3) < (mine & 3)) qi[4 * c + 3] = mine;
+          owned = true;
+        }
+        continue;
+      }
       if (tag === 0 || (tag & OWNER_MASK) === (mine & OWNER_MASK)) {
         qi[4 * c + 3] = mine;
         owned = true;
@@ -439,7 +461,9 @@ export class SharedBuckets {
    * evicted, or more (`qCount`, `qLevel`; under the claim lock): the smaller count of its
    * two cells (0 if either is of an earlier window: it was not evicted in this one), more
    * than its own only when other buckets share both its cells, so a warning may come
-   * early, never late. Its level is the one a cell it owns says; owning none (it was not
+   * early, never late. Its level is the highest a cell it owns says (of this window, or of
+   * a later one: the clock stepped back across its end, and the count and the warnings
+   * raised go on in now's window, neither lost nor raised again); owning none (it was not
    * evicted, or other buckets took both cells over), 0: thresholds below the count are
    * raised at its next use (early).
    */
@@ -455,7 +479,7 @@ export class SharedBuckets {
       const n = e >= end ? (qi[4 * c + 2] as number) : 0;
       if (n < count) count = n;
       const tag = qi[4 * c + 3] as number;
-      if (e === end && tag !== 0 && (tag & OWNER_MASK) === mine) level = tag & 3;
+      if (e >= end && tag !== 0 && (tag & OWNER_MASK) === mine && (tag & 3) > level) level = tag & 3;
     }
     this.qCount = count;
     this.qLevel = level;
@@ -483,21 +507,69 @@ export class SharedBuckets {
     return (h2 >>> 1) % this.sketch.length;
   }
 
+  /** Folds `fullAt`, in the sketch's time (`debtShift`), into `h2`'s cell: the later of the two. */
   private foldIntoSketch(h2: number, fullAt: number): void {
     const c = this.cell(h2);
     if (fullAt > (this.sketch[c] as number)) this.sketch[c] = fullAt;
   }
 
-  /** When slot `s`'s bucket is full again (and its quota window over): until then it is not free. */
-  fullAt(s: number): number {
-    return Math.max(this.refilledAt(s), this.f64[this.f(s, Q_WIN)] as number);
+  /**
+   * The debt sketch's shift at `now` (under the claim lock, or before any decision): a
+   * cell holds an instant of the sketch's time, the wall clock plus the shift. The sketch's
+   * time goes on from the latest instant a claim saw when the wall clock is found stepped
+   * back (by more than CLOCK_STEP_MS): the shift grows by the step, and every debt folded
+   * before it is as long as it was, never a step longer (an hour of refusals for a key
+   * whose bucket, or a bucket sharing its cell, was evicted before a step back of an hour).
+   * A step found late (no claim for a while before it) leaves a debt at most as long as
+   * its bucket's from empty, since every fold was at or before the latest instant seen.
+   */
+  private debtShift(now: number): number {
+    const f = this.f64;
+    let shift = f[SHIFT] as number;
+    const at = now + shift;
+    const seen = f[SEEN] as number;
+    if (seen - at > CLOCK_STEP_MS) {
+      shift += seen - at;
+      f[SHIFT] = shift;
+    } else if (at > seen) f[SEEN] = at;
+    return shift;
   }
 
-  /** When slot `s`'s bucket holds its burst again: its debt, what an eviction folds into the sketch. */
-  private refilledAt(s: number): number {
+  /**
+   * A restored table's latest bucket time `at` (of the clock that saved it), before its
+   * debts are set and its buckets put back: a clock stepped back since is found at `now`.
+   */
+  resumeClock(at: number, now: number): void {
+    if (Number.isFinite(at) && at > (this.f64[SEEN] as number)) this.f64[SEEN] = at;
+    this.debtShift(now);
+  }
+
+  /**
+   * The shift a claim at `now` would find (`debtShift`, nothing written): a snapshot's
+   * debts are a cell less it, on the wall clock (read as is, without the claim lock).
+   */
+  debtShiftAt(now: number): number {
+    const shift = this.f64[SHIFT] as number;
+    const seen = this.f64[SEEN] as number;
+    return seen - (now + shift) > CLOCK_STEP_MS ? seen - now : shift;
+  }
+
+  /** When slot `s`'s bucket is full again (and its quota window over) at `now`: until then it is not free. */
+  fullAt(s: number, now: number): number {
+    return Math.max(this.refilledAt(s, now), this.f64[this.f(s, Q_WIN)] as number);
+  }
+
+  /**
+   * When slot `s`'s bucket holds its burst again, as its refill at `now` would leave it (a
+   * last-refill time after a clock stepped back is taken back to `now`): its debt, what
+   * an eviction folds into the sketch, never more than its bucket from empty at `now`.
+   */
+  private refilledAt(s: number, now: number): number {
     const f = this.f64;
     const rate = f[this.f(s, RATE)] as number;
-    return (f[this.f(s, T)] as number) + ((f[this.f(s, BURST)] as number) - (f[this.f(s, TOKENS)] as number)) / rate;
+    let t = f[this.f(s, T)] as number;
+    if (t - now > CLOCK_STEP_MS) t = now;
+    return t + ((f[this.f(s, BURST)] as number) - (f[this.f(s, TOKENS)] as number)) / rate;
   }
 
   lock(s: number): void {
@@ -510,7 +582,9 @@ export class SharedBuckets {
 
   /**
    * Refills slot `s` (locked) to `now` under a policy of `burst` and `rate` (a changed
-   * policy keeps the debt, under the new capacity), and returns its tokens.
+   * policy keeps the debt, under the new capacity), and returns its tokens. A clock
+   * stepped back past its last refill (by more than CLOCK_STEP_MS) takes that time back
+   * to `now`, adding nothing: it refills from now on, not from when the clock is back.
    */
   refill(s: number, now: number, burst: number, rate: number): number {
     const f = this.f64;
@@ -527,7 +601,7 @@ export class SharedBuckets {
       tokens += (now - t) * rate;
       if (tokens > burst) tokens = burst;
       f[tt] = now;
-    }
+    } else if (t - now > CLOCK_STEP_MS) f[tt] = now;
     f[ti] = tokens;
     return tokens;
   }
@@ -536,22 +610,31 @@ export class SharedBuckets {
     this.f64[this.f(s, TOKENS)] = tokens;
   }
 
+  /** The quota level already raised before the last use `countQuota` counted. */
+  countedLevel = 0;
+
   /**
    * Counts one use against the quota window that `now` falls in (slot `s` locked);
-   * returns the count, and the level already raised before this use.
+   * returns the count, and puts the level already raised before this use in `countedLevel`.
+   * A window ending after now's (the clock stepped back across its end) is taken back to
+   * now's with its count and level: the uses counted are not lost, nor warned of again.
    */
-  countQuota(s: number, now: number, windowMs: number): { count: number; level: number } {
+  countQuota(s: number, now: number, windowMs: number): number {
     const x = this.base(s);
     const wi = this.f(s, Q_WIN);
-    const start = now - (now % windowMs);
-    if (this.f64[wi] !== start + windowMs) {
-      this.f64[wi] = start + windowMs;
-      this.i32[x + Q_COUNT] = 0;
-      this.i32[x + Q_LEVEL] = 0;
+    const end = now - (now % windowMs) + windowMs;
+    const was = this.f64[wi] as number;
+    if (was !== end) {
+      this.f64[wi] = end;
+      if (!(was > end)) {
+        this.i32[x + Q_COUNT] = 0;
+        this.i32[x + Q_LEVEL] = 0;
+      }
     }
     const count = (this.i32[x + Q_COUNT] as number) + 1;
     this.i32[x + Q_COUNT] = count;
-    return { count, level: this.i32[x + Q_LEVEL] as number };
+    this.countedLevel = this.i32[x + Q_LEVEL] as number;
+    return count;
   }
 
   setQuotaLevel(s: number, level: number): void {
@@ -562,7 +645,7 @@ export class SharedBuckets {
   size(now: number): number {
     let n = 0;
     for (let s = this.nextUsed(0); s >= 0; s = this.nextUsed(s + 1))
-      if (this.i32[this.base(s) + H2] !== 0 && this.fullAt(s) > now) n++;
+      if (this.i32[this.base(s) + H2] !== 0 && this.fullAt(s, now) > now) n++;
     return n;
   }
 
@@ -601,7 +684,9 @@ export class SharedBuckets {
   /**
    * Empties every slot whose bucket is full by `now` (the same as no bucket): it goes
    * through the slots marked in use only. A table no bucket has entered since a sweep
-   * left it empty is not looked at again (idle).
+   * left it empty is not looked at again (idle). A bucket left untouched since the clock
+   * stepped back has its last-refill time taken back to `now`, as its next refill would:
+   * it is full (and swept) once its debt is paid from then, not when the clock is back.
    */
   sweep(now: number): number {
     const claims = Atomics.load(this.i32, CLAIMS);
@@ -611,8 +696,13 @@ export class SharedBuckets {
     for (let s = this.nextUsed(0); s >= 0; s = this.nextUsed(s + 1)) {
       const x = this.base(s);
       if (Atomics.load(this.i32, x + H2) === 0) continue;
-      if (this.fullAt(s) > now) {
+      if (this.fullAt(s, now) > now) {
         left++;
+        const ti = this.f(s, T);
+        if ((this.f64[ti] as number) - now > CLOCK_STEP_MS && tryLock(this.i32, x + LOCK, PASS_WAITS)) {
+          if ((this.f64[ti] as number) - now > CLOCK_STEP_MS) this.f64[ti] = now;
+          unlock(this.i32, x + LOCK);
+        }
         continue;
       }
       if (!tryLock(this.i32, 0, PASS_WAITS)) {
@@ -624,7 +714,7 @@ export class SharedBuckets {
         left++;
         continue;
       }
-      if (this.i32[x + H2] !== 0 && this.fullAt(s) <= now) {
+      if (this.i32[x + H2] !== 0 && this.fullAt(s, now) <= now) {
         Atomics.store(this.i32, x + H1, 0);
         Atomics.store(this.i32, x + H2, 0);
         this.clearUsed(s);
@@ -640,17 +730,20 @@ export class SharedBuckets {
   /**
    * Slot `s`'s bucket, read under its lock, for a snapshot (hash, quota level and count;
    * tokens, when, burst, rate, quota window): false if the slot is empty or the bucket
-   * is full again by `now` (the same as no bucket).
+   * is full again by `now` (the same as no bucket). A last-refill time after a clock
+   * stepped back reads as `now`, as a refill would leave it.
    */
   read(s: number, now: number, i32Out: Int32Array, f64Out: Float64Array): boolean {
     const x = this.base(s);
     if (Atomics.load(this.i32, x + H2) === 0) return false;
     // A slot held past PASS_WAITS (a stalled or dead holder) is read as is: at most one decision old.
     const locked = tryLock(this.i32, x + LOCK, PASS_WAITS);
-    const held = this.i32[x + H2] !== 0 && this.fullAt(s) > now;
+    const held = this.i32[x + H2] !== 0 && this.fullAt(s, now) > now;
     if (held) {
       for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
       for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
+      // On the wall clock, as the debts are: a last refill after a clock stepped back is now.
+      if ((f64Out[1] as number) - now > CLOCK_STEP_MS) f64Out[1] = now;
     }
     if (locked) this.unlock(s);
     return held;
@@ -667,13 +760,15 @@ export class SharedBuckets {
   }
 
   /**
-   * Puts a snapshotted bucket back (at start, before any decision): in its window if
-   * a slot is free, else into the sketches (its debt, its quota count while its window
-   * lasts at `now`), so a restore can only make limits stricter.
+   * Puts a snapshotted bucket back (at start, before any decision; after `resumeClock`): in
+   * its window if a slot is free, else into the sketches (its debt, its quota count while
+   * its window lasts at `now`), so a restore can only make limits stricter. A last-refill
+   * time after `now` (the clock stepped back since the save) is taken back to `now`, as a refill does.
    */
   restore(i32In: Int32Array, f64In: Float64Array, now: number): void {
     const a = i32In[0] as number;
     const b = (i32In[1] as number) | 1;
+    if ((f64In[1] as number) - now > CLOCK_STEP_MS) f64In[1] = now;
     const home = (a >>> 0) % this.slots;
     for (let k = 0; k < WINDOW; k++) {
       let s = home + k;
@@ -690,7 +785,7 @@ export class SharedBuckets {
       return;
     }
     const full = (f64In[1] as number) + ((f64In[2] as number) - (f64In[0] as number)) / (f64In[3] as number);
-    if (!Number.isNaN(full)) this.foldIntoSketch(b, full);
+    if (!Number.isNaN(full)) this.foldIntoSketch(b, full + (this.f64[SHIFT] as number));
     const qwin = f64In[4] as number;
     const count = i32In[3] as number;
     if (qwin > now && count > 0) this.foldQuota(a, b, qwin, count, i32In[2] as number, now);

@@ -3,11 +3,18 @@ import type { KeyRecord } from '../../src/auth/key.js';
 import { loadConfig } from '../../src/config/index.js';
 import { type QuotaWarning, RateLimiter } from '../../src/ratelimit/limiter.js';
 import { decodeBuckets, encodeBuckets } from '../../src/ratelimit/persist.js';
-import { SharedBuckets, type SharedBucketsLayout, seedOf } from '../../src/ratelimit/shared-buckets.js';
+import {
+  allocateBuckets,
+  SharedBuckets,
+  type SharedBucketsLayout,
+  seedOf,
+} from '../../src/ratelimit/shared-buckets.js';
 import { keyRecord } from '../helpers/keys.js';
 
 // A minute's start: the key's quota window is [T0, T0 + 60 s).
 const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
+// A seed under which the two keys' evictions do share counts (early > 0 below); under some seeds none does.
+const SEED0 = 1;
 const SLOTS = 16;
 const CELLS = 4096;
 // Unkeyed requests: a token a minute, so an address's bucket is full again a minute after
@@ -89,7 +96,9 @@ describe('a key evicted mid-window keeps its quota count', () => {
     // sketch_cells 4: one cell a row, every key's count in the same two cells.
     const warnings: QuotaWarning[] = [];
     const cfg = { ...values, ratelimit: { max_buckets: SLOTS, sketch_cells: 4 } };
-    const l = new RateLimiter(loadConfig({ values: cfg }), undefined, (w) => warnings.push(w));
+    // A fixed hash seed: where the keys' buckets land, and so which evictions take them, is the same each run.
+    const layout = allocateBuckets(SLOTS, 4, [SEED0, 99]);
+    const l = new RateLimiter(loadConfig({ values: cfg }), layout, (w) => warnings.push(w));
     const keys = ['a', 'b'].map((id) => keyRecord(`quota_${id}`, 'production', k.rate_limit));
     // A fixed pseudo-random run: each step a request from one key, or every key evicted.
     let x = 12345;
