@@ -2,7 +2,7 @@ import { Outcomes, type OutcomesOptions } from '../webhooks/outcomes.js';
 import type { DeliveryQueue, DeliveryRows } from '../webhooks/queue.js';
 import type { DeliveryRecord } from '../webhooks/records.js';
 import { Waiting } from '../webhooks/waiting.js';
-import type { DeliveryLeases } from './dispatch.js';
+import { type DeliveryLeases, withState } from './dispatch.js';
 
 /** A fleet's instances look for deliveries to take over this often, this far ahead. */
 const SCAN_EVERY_MS = 2000;
@@ -12,6 +12,33 @@ const SCAN_PAGE = 1000;
 const SCAN_PAGES = 10;
 /** Redis unreachable at a claim: no attempt without a lease; it is tried again this much later. */
 const CLAIM_AGAIN_MS = 1000;
+/** Deliveries put back within the schedule in one call to Redis (see DeliveryLeases.retime). */
+const RETIME_BATCH = 500;
+
+/**
+ * `d` due at `next`, without its last attempt's log row (written with that outcome): its
+ * due time is no longer that attempt's time plus the wait it was given.
+ */
+function dueAt(d: DeliveryRecord, next: number | null): DeliveryRecord {
+  const { attempt_log: _, ...rest } = d;
+  return { ...rest, next_attempt_at: next };
+}
+
+/** The caller's copy with what the fleet's state says of it (withState), due when the fleet has it due. */
+function asTheFleetHasIt(d: DeliveryRecord, state: string): DeliveryRecord {
+  const x = withState(d, state);
+  return x.next_attempt_at === d.next_attempt_at ? x : dueAt(x, x.next_attempt_at);
+}
+
+/** The attempt count a state from Redis names (-1 when it names none). */
+function attemptOf(state: string): number {
+  try {
+    const a = (JSON.parse(state) as { attempt?: unknown } | null)?.attempt;
+    return Number.isSafeInteger(a) ? (a as number) : -1;
+  } catch {
+    return -1;
+  }
+}
 
 export interface FleetQueueOptions extends OutcomesOptions {
   rows: DeliveryRows;
@@ -33,6 +60,16 @@ export class FleetQueue implements DeliveryQueue {
   private unannounced: DeliveryRecord[] = [];
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /**
+   * The longest wait the schedule gives (ms), as the dispatcher names it at each tick
+   * (retime): a due time further ahead than that from now was set while a clock ran ahead.
+   * Null until the first tick: scans look for none before.
+   */
+  private longestMs: number | null = null;
+  /** How far the fleet's now (the later of Redis's clock and this one's) was ahead of this clock at the last look (ms, ≥ 0). */
+  private fleetAhead = 0;
+  /** The fleet asked about copies held here that were due too far ahead (see retime), until it answers. */
+  private asking: Promise<void> | null = null;
 
   constructor(private readonly o: FleetQueueOptions) {
     this.outcomes = new Outcomes(o);
@@ -63,6 +100,74 @@ export class FleetQueue implements DeliveryQueue {
 
   due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
     return this.held.due(now, reserve);
+  }
+
+  /**
+   * The dispatcher's look at each tick, `latest` being now plus the longest wait its
+   * schedule gives. A copy held here due after it (by this clock, or by the fleet's now
+   * when that was ahead of it at the last look) was set while a clock ran ahead: it is due
+   * here at the time `at` gives it (never sooner than a correct clock would, should a claim
+   * put it back in Redis as it is), and the fleet is asked at once to move its own due time
+   * (Redis's, which claims go by) within the schedule, for every instance; the copy then
+   * waits for the time the fleet has. Nothing is written to storage: in a fleet the due
+   * time is Redis's (storage shows the new one once the attempt is made). Costs nothing
+   * while no copy held is due that far ahead.
+   */
+  retime(latest: number, at: (d: DeliveryRecord) => number): number {
+    // This queue is given no schedule: the longest wait is `latest` less the dispatcher's
+    // now, read in the same run from the same clock.
+    this.longestMs = Math.max(0, latest - this.o.clock.now());
+    const ids: string[] = [];
+    const n = this.held.retime(latest + this.fleetAhead, (d) => {
+      ids.push(d.id);
+      return dueAt(d, at(d));
+    });
+    if (ids.length > 0 && !this.stopped) {
+      const before = this.asking ?? Promise.resolve();
+      const asking: Promise<void> = before
+        .then(async () => {
+          await this.retimeFleet(ids);
+        })
+        .catch((e: Error) =>
+          this.o.log.debug('webhook retries not yet moved in the fleet queue (Redis unavailable)', { err: e }),
+        )
+        .finally(() => {
+          if (this.asking === asking) this.asking = null;
+        });
+      this.asking = asking;
+    }
+    return n;
+  }
+
+  /**
+   * Moves within the schedule, in Redis, what is due further ahead than it allows: `ids`
+   * (copies held here), or else the first RETIME_BATCH the fleet's queue has that far ahead.
+   * The states Redis then has of them (of those moved, without `ids`), by id; the copies
+   * held here take the fleet's due time.
+   */
+  private async retimeFleet(ids: readonly string[] = []): Promise<Map<string, string>> {
+    const states = new Map<string, string>();
+    const longest = this.longestMs;
+    if (longest === null) return states;
+    // Without ids, one call; with them, RETIME_BATCH a call.
+    const parts: (readonly string[])[] = ids.length === 0 ? [[]] : [];
+    for (let i = 0; i < ids.length; i += RETIME_BATCH) parts.push(ids.slice(i, i + RETIME_BATCH));
+    for (const part of parts) {
+      const now = this.o.clock.now();
+      const r = await this.o.leases.retime(now, longest, RETIME_BATCH, part);
+      this.fleetAhead = Math.max(0, r.now - now);
+      for (const [id, state] of r.states) states.set(id, state);
+    }
+    if (states.size > 0) {
+      // Each copy held of them takes the fleet's state: one pass over those held, only once
+      // some were due too far ahead. A copy whose attempt the fleet has not reached yet is an
+      // outcome made since: it stays.
+      this.held.retime(Number.NEGATIVE_INFINITY, (d) => {
+        const state = states.get(d.id);
+        return state !== undefined && attemptOf(state) >= d.attempt ? asTheFleetHasIt(d, state) : d;
+      });
+    }
+    return states;
   }
 
   async claim(d: DeliveryRecord): Promise<DeliveryRecord | null> {
@@ -134,6 +239,8 @@ export class FleetQueue implements DeliveryQueue {
     const { leases, rows } = this.o;
     let n = 0;
     try {
+      // The fleet's answer about copies held here, first (see retime).
+      if (this.asking) await this.asking;
       for (const d of this.unreleased.splice(0)) {
         if ((await leases.release(d).catch(() => null)) === null) this.unreleased.push(d);
       }
@@ -145,6 +252,15 @@ export class FleetQueue implements DeliveryQueue {
         await leases.seeded();
         n += this.takeIn(all);
       }
+      // Retries due further ahead than the schedule allows (set while a clock ran ahead, since
+      // put right), whichever instance made them: moved within it. One look at the far end of
+      // the fleet's due set while none is there.
+      const moved = await this.retimeFleet();
+      if (moved.size > 0)
+        this.o.log.warn(
+          'webhook retries due further ahead than the schedule allows in the fleet queue (a clock was put back): moved',
+          { deliveries: moved.size },
+        );
       // Redis names what is due; what each delivery is (payload, endpoint, attempts allowed) is storage's.
       // Page by page past what this instance holds already (a backlog of its own, due and
       // waiting for its endpoint, must not hide another instance's deliveries from it).
@@ -155,7 +271,13 @@ export class FleetQueue implements DeliveryQueue {
         for (const id of ids) if (!this.held.holds(id)) fresh.push(id);
         if (ids.length < SCAN_PAGE) break;
       }
-      n += this.takeIn(await rows.unfinishedAmong(fresh));
+      // Storage has the due time of an attempt's outcome; one just moved is Redis's.
+      const found = await rows.unfinishedAmong(fresh);
+      n += this.takeIn(
+        moved.size === 0
+          ? found
+          : found.map((d) => (moved.has(d.id) ? asTheFleetHasIt(d, moved.get(d.id) as string) : d)),
+      );
     } catch (e) {
       this.o.log.debug('webhook queue scan failed (Redis or storage unavailable)', { err: e as Error });
     }

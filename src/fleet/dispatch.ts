@@ -4,7 +4,8 @@ import { script } from './script.js';
 
 /*
  * Webhook dispatch shared by a fleet. Redis holds, for each unfinished delivery, only
- * how far it got and when it is due (<prefix>wh:d:<id>: {"attempt","next_attempt_at"}),
+ * how far it got and when it is due (<prefix>wh:d:<id>: {"attempt","next_attempt_at"},
+ * and after a failed attempt "wait", the wait its outcome was given),
  * the ids by due time (the sorted set <prefix>wh:due), and a lease per attempt
  * (<prefix>wh:l:<id>, the owner's name, expiring): one instance at a time attempts a
  * delivery, attempt numbers follow whoever made the last one, and a killed instance's
@@ -120,6 +121,66 @@ end
 return r
 `);
 
+/**
+ * RETIME: KEYS = due; ARGV = the caller's now, the longest wait the schedule gives (ms),
+ * most, the state keys' full prefix, the lease keys' full prefix, then ids (none: those
+ * the due set has furthest ahead). A due time is a time of day: one set while a clock
+ * ran ahead (a VM started with it days out, then put right) is further ahead than any
+ * wait from now, and would hold its retry back as long. Now is the later of the caller's
+ * clock and Redis's (TIME): a clock behind, the caller's or Redis's, moves nothing that
+ * a correct one set, nor anything sooner. Each delivery due after now + the longest wait,
+ * not leased, is due again now + the wait its last outcome was given (none before a first
+ * attempt; the longest when Redis was not given it, as after a fill from storage).
+ * Without ids: the first `most` due after that (one look at the far end of the due set
+ * while none is); a due time the state no longer has is put back where the state says.
+ * Returns now, then id and state of each moved, and with ids of each within that.
+ */
+const RETIME = script(`${DECODE}
+local t = redis.call('TIME')
+local now = math.max(tonumber(ARGV[1]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local longest = tonumber(ARGV[2])
+local limit = now + longest
+local asked = #ARGV > 5
+local ids = {}
+if asked then
+  for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', limit), '+inf', 'LIMIT', 0, tonumber(ARGV[3]))
+end
+local r = {string.format('%.0f', now)}
+for _, id in ipairs(ids) do
+  local key = ARGV[4] .. id
+  local cur = redis.call('GET', key)
+  local st = decode(cur)
+  if not cur then
+    if not asked then redis.call('ZREM', KEYS[1], id) end
+  elseif st and st.next_attempt_at ~= cjson.null and redis.call('EXISTS', ARGV[5] .. id) == 0 then
+    local due = st.next_attempt_at
+    if due > limit then
+      local wait = longest
+      local w = st.wait
+      if st.attempt == 0 then
+        wait = 0
+      elseif type(w) == 'number' and w >= 0 and w < longest then
+        wait = math.ceil(w)
+      end
+      st.next_attempt_at = now + wait
+      cur = cjson.encode(st)
+      redis.call('SET', key, cur)
+      redis.call('ZADD', KEYS[1], string.format('%.0f', now + wait), id)
+      r[#r + 1] = id
+      r[#r + 1] = cur
+    elseif asked then
+      r[#r + 1] = id
+      r[#r + 1] = cur
+    else
+      redis.call('ZADD', KEYS[1], string.format('%.0f', due), id)
+    end
+  end
+end
+return r
+`);
+
 /** Set once the fleet's queue holds what storage holds of unfinished deliveries. */
 const SEEDED = 'wh:seeded';
 
@@ -128,6 +189,30 @@ export type Claim = { ok: true; d: DeliveryRecord } | { ok: false; next: Deliver
 /** What Redis is given of a delivery: its attempt count and due time, nothing it could send. */
 const stateOf = (d: DeliveryRecord): string =>
   JSON.stringify({ attempt: d.attempt, next_attempt_at: d.next_attempt_at });
+
+/**
+ * What Redis is given of an attempt's outcome: its state, and for a retry the wait it was
+ * given (its due time less the attempt's time, both read from one clock: the dispatcher's),
+ * by which any instance puts it back within the schedule after a clock step (RETIME).
+ */
+function outcomeState(d: DeliveryRecord): string {
+  const log = d.attempt_log;
+  if (d.status !== 'failed' || d.next_attempt_at === null || log === undefined || log.attempt !== d.attempt)
+    return stateOf(d);
+  return JSON.stringify({
+    attempt: d.attempt,
+    next_attempt_at: d.next_attempt_at,
+    wait: Math.max(0, d.next_attempt_at - log.at),
+  });
+}
+
+/** What RETIME answers: the fleet's now, and the states of the deliveries it names. */
+export interface Retimed {
+  /** The later of the caller's clock and Redis's, as it ran. */
+  now: number;
+  /** Each delivery moved (and with ids, each asked for that is not leased), by id: its state. */
+  states: Map<string, string>;
+}
 
 /**
  * The caller's copy of a delivery (from storage, or this instance's own attempts) with
@@ -183,7 +268,7 @@ export class DeliveryLeases {
     const r = await this.co.run(
       RELEASE,
       [stateKey(d.id), leaseKey(d.id), DUE],
-      [this.co.owner, d.id, stateOf(d), next, ENDED_MS],
+      [this.co.owner, d.id, outcomeState(d), next, ENDED_MS],
       'lease',
       5000,
     );
@@ -206,6 +291,31 @@ export class DeliveryLeases {
   async due(until: number, most = 1000, from = 0): Promise<string[]> {
     const r = await this.co.run(SCAN, [DUE], [until, most, this.co.key(STATE), from], 'lease', 5000);
     return Array.isArray(r) ? r.filter((id): id is string => typeof id === 'string' && DELIVERY_ID.test(id)) : [];
+  }
+
+  /**
+   * Puts back within the schedule what is due further ahead than `longestMs` from now (the
+   * later of `now`, the caller's clock, and Redis's): `ids`, or else the first `most` the
+   * due set has that far ahead. See RETIME.
+   */
+  async retime(now: number, longestMs: number, most: number, ids: readonly string[] = []): Promise<Retimed> {
+    const r = await this.co.run(
+      RETIME,
+      [DUE],
+      [now, longestMs, most, this.co.key(STATE), this.co.key(leaseKey('')), ...ids],
+      'lease',
+      5000,
+    );
+    const out: Retimed = { now, states: new Map() };
+    if (!Array.isArray(r)) return out;
+    const at = Number(r[0]);
+    if (Number.isFinite(at)) out.now = at;
+    for (let i = 1; i + 1 < r.length; i += 2) {
+      const id = r[i];
+      const state = r[i + 1];
+      if (typeof id === 'string' && DELIVERY_ID.test(id) && typeof state === 'string') out.states.set(id, state);
+    }
+    return out;
   }
 
   /** Whether the fleet's queue was never filled from storage (a fleet's first start, or Redis restarted empty). */

@@ -30,8 +30,8 @@ export interface DeliveryQueue {
   due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[];
   /**
    * Moves each waiting delivery due after `latest` (a time no correct clock could have
-   * set: the clock was put back since) to the time `at` gives it, and writes it so; how
-   * many. Only a queue that holds the due times itself has it (a fleet's are Redis's).
+   * set: the clock was put back since) to the time `at` gives it, and writes it so (a
+   * single instance to storage; a fleet to Redis, which holds its due times); how many.
    */
   retime?(latest: number, at: (d: DeliveryRecord) => number): number;
   /**
