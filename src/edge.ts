@@ -2,6 +2,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { Admission } from './admission/admission.js';
+import { hostProblem } from './admission/host.js';
 import { RouteTable } from './admission/routes.js';
 import type { KeyHolds } from './auth/key-holds.js';
 import type { KeyRing } from './auth/keyring.js';
@@ -215,13 +216,16 @@ export function createEdge(d: EdgeDeps): Edge {
   const label = d.threadLabel;
   let draining = false;
   // The main listener proxies; /v2 is answered there too unless management.on_main is
-  // false. A gateway key in a /v2 URL is refused like any other (admission's first checks).
+  // false. A gateway key in a /v2 URL, or a missing or bad Host, is refused like any other
+  // (admission's first checks) here: a call handed over would carry a Host of the hand-over's.
+  const refusedHere = (req: IncomingMessage, url: string): boolean =>
+    !onMain || !isManagementPath(url) || holdsGatewayKey(url) || hostProblem(req) !== null;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     // Draining: served, then the connection closes (the client knows not to reuse it).
     if (draining) res.shouldKeepAlive = false;
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     const url = req.url ?? '/';
-    if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res);
+    if (refusedHere(req, url)) return proxy.handle(req, res);
     v2(req, res);
   });
   // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
@@ -229,7 +233,7 @@ export function createEdge(d: EdgeDeps): Edge {
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     if (label !== null) res.setHeader('x-wakegate-thread', label);
-    if (!onMain || !isManagementPath(url) || holdsGatewayKey(url)) return proxy.handle(req, res, true);
+    if (refusedHere(req, url)) return proxy.handle(req, res, true);
     // /v2: continue only for a key that is known and live (and a body within the limit); the API answers the rest.
     if (proxyDeps.admission.identifies(req.headers.authorization)) return v2(req, res, () => res.writeContinue());
     // The body was never invited: the API refuses the key without it, and the connection closes.

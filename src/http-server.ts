@@ -21,7 +21,10 @@ export function gatewayServer(s: Config['server'], handler?: http.RequestListene
       // Node only enforces headersTimeout/requestTimeout when it checks connections
       // (every 30 s by default); check often enough for the configured timeouts to bite.
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(s.headers_timeout_ms / 4))),
-      // The gateway answers 431 / 400 itself for malformed requests (answerMalformed).
+      // The gateway answers 431 / 400 itself for malformed requests (answerMalformed). An
+      // HTTP/1.1 request without Host (or with an invalid one) is refused by admission
+      // (admission/host.ts), with the JSON error body and its wake: Node's own check
+      // would answer a bare 400, unrecorded.
       requireHostHeader: false,
     },
     handler,

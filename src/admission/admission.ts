@@ -12,6 +12,7 @@ import { addressBucket } from '../ratelimit/address.js';
 import type { LimitDecision, RequestLimiter } from '../ratelimit/types.js';
 import { clientAddress } from './client-address.js';
 import type { Ask, Gate } from './gate.js';
+import { type HostFields, hostProblem } from './host.js';
 import { objectOverridesToWrite, pairsOverrideToWrite, rawOverridesToWrite } from './override.js';
 import {
   KEY_IN_URL,
@@ -69,33 +70,6 @@ export const isRefusal = (v: Admitted | Refusal): v is Refusal => 'error' in v;
 /** A path refusal's words as a replay's reason ("the path must not ..." is the wake's, not the caller's). */
 const unsent = (why: string): string => `its ${why.replace(/^the /, '')}`;
 
-const HOST_USERINFO = new GatewayError(
-  'invalid_request',
-  'host must not hold userinfo (user@host): send credentials in Authorization (RFC 9110 section 7.2)',
-  'host',
-);
-
-const HOST_TWICE = new GatewayError(
-  'invalid_request',
-  'host must be sent once (RFC 9112 section 3.2): this request has more than one Host line',
-  'host',
-);
-
-/** What is wrong with a request's Host lines (raw name, value, ...), or null; one pass over the names. */
-function hostProblem(raw: readonly string[]): GatewayError | null {
-  let seen = false;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const n = raw[i] as string;
-    if (n.length !== 4 || (n.charCodeAt(0) | 32) !== 104 || n.toLowerCase() !== 'host') continue;
-    if (seen) return HOST_TWICE;
-    seen = true;
-    if ((raw[i + 1] as string).indexOf('@') !== -1) return HOST_USERINFO;
-  }
-  return null;
-}
-const hostValueProblem = (host: string | undefined): GatewayError | null =>
-  host !== undefined && host.indexOf('@') !== -1 ? HOST_USERINFO : null;
-
 /** Of the refusals past the unauthenticated limit, one in this many is stored as a wake (all are counted). */
 const FLOOD_SAMPLE = 100;
 const READ = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -119,7 +93,7 @@ export class Admission {
   constructor(private readonly d: AdmissionDeps) {}
 
   /** A proxied request, plain or an upgrade (HTTP/1.1 or an HTTP/2 stream). */
-  request(req: RequestInfo & { readonly rawHeaders?: readonly string[] }, x: Exchange): Verdict<Routed> {
+  request(req: RequestInfo & HostFields, x: Exchange): Verdict<Routed> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const c = req.headers['x-consumer-id'];
@@ -145,9 +119,10 @@ export class Admission {
       caller: null,
       environment: '',
     };
-    // Host is uri-host and port only (RFC 9110 §7.2), one line of it (RFC 9112 §3.2):
-    // userinfo, in any Host line, would reach the origin as X-Forwarded-Host.
-    const bad = raw !== undefined ? hostProblem(raw) : hostValueProblem(req.headers.host);
+    // Host: one line of it, required over HTTP/1.1 (RFC 9112 §3.2), uri-host and port only
+    // (RFC 9110 §7.2); HTTP/2's :authority alike (host.ts). Anything else would reach the
+    // origin as X-Forwarded-Host, which origins build absolute URLs from.
+    const bad = hostProblem(req);
     if (bad !== null) {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;
@@ -189,6 +164,9 @@ export class Admission {
       caller: null,
       environment: '',
     };
+    // The Host rule of a proxied request (request()), on whichever listener the call came.
+    const bad = hostProblem(req);
+    if (bad !== null) return this.addressCharged(ask, x, bad);
     return this.admit(ask, x);
   }
 

@@ -187,7 +187,8 @@ export class H2Response implements ClientResponse {
     if (this.extra !== null) announced = addFields(h, this.extra) || announced;
     // Trailers can follow only if the stream waits for them; only an answer that says so pays for that.
     this.chunkedEncoding = announced && !this.head;
-    // sendDate: the origin's Date passes as it is, the gateway's own answers get one.
+    // sendDate (true unless set otherwise): Node adds its Date only when the fields hold none
+    // (RFC 9110 §6.6.1), so an origin's passes as it came and an answer without one gets the gateway's.
     this.stream.respond(h, RESPOND[(this.sendDate ? 1 : 0) + (this.chunkedEncoding ? 2 : 0)]);
     if (this.chunkedEncoding) this.stream.once('wantTrailers', () => this.stream.sendTrailers(this.trailers ?? {}));
     else {

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
@@ -15,7 +16,7 @@ import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
-import { forwardRequestHeaders, forwardResponseHeaders } from './headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders, reflectedRequest } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
@@ -79,22 +80,27 @@ export class ProxyHandler {
     return this.d.recorder.begin();
   }
 
-  /** Answers with the gateway's own error body, and the refusal's headers. */
+  /**
+   * Answers with the gateway's own error body (its own reason phrase), and the refusal's
+   * headers. Once the origin's answer has been begun (a writeHead ran, even one that threw
+   * midway: its status, reason, framing may be set) nothing more is answered on the
+   * connection: it is cut, and the client knows the answer is not whole.
+   */
   fail(fw: Forwarding, e: GatewayError, headers: readonly string[] = NONE): void {
     const { req, res, x } = fw;
     const body = JSON.stringify(errorBody(e.type, x.id, e.message, e.param, e.retryAfter));
     x.status = e.status;
     x.errorType = e.type;
-    if (!res.headersSent) {
+    if (!res.headersSent && !fw.headed) {
       const h = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(body))];
       h.push('x-wake-id', x.id, 'cache-control', 'no-store');
       for (const v of headers) h.push(v);
-      res.writeHead(e.status, h);
+      res.writeHead(e.status, STATUS_CODES[e.status] ?? '', h);
       res.end(body);
+      x.resBytes += body.length;
     } else {
       res.destroy();
     }
-    x.resBytes += body.length;
     // Drain what the client still sends, so the connection stays usable.
     if (!req.complete) req.resume();
     this.d.recorder.finish(req, x);
@@ -164,12 +170,78 @@ export class ProxyHandler {
     }
     x.tAdmit = performance.now();
     h.observe((x.tAdmit - x.t0) / 1000);
+    // RFC 9110 §7.6.2: an OPTIONS or TRACE's Max-Forwards is checked and counted down here.
+    const m = req.method;
+    if ((m === 'OPTIONS' || m === 'TRACE') && req.headers['max-forwards'] !== undefined && this.lastHop(fw)) return;
     if (!hasBody(req)) return this.dispatch(fw, null);
     // server.request_timeout_ms may cut this body (HTTP/1.1; HTTP/2 has its own per stream): the
     // 408 is this wake's (timedOut is once per exchange, if also taken while the decision waited).
     if (req.httpVersionMajor === 1) onRequestTimeout(fw.res, () => this.timedOut(fw));
     if (Number(req.headers['content-length']) > this.d.server.bufferBytes) return this.stream(fw, []);
     this.buffer(fw);
+  }
+
+  /**
+   * An admitted OPTIONS or TRACE with Max-Forwards (RFC 9110 §7.6.2): at 0 the gateway is
+   * its final recipient and answers it (true); above it the value forwarded is one less
+   * (at most MAX_FORWARDS), in one field. A value that is no number passes as it came.
+   */
+  private lastHop(fw: Forwarding): boolean {
+    const v = fw.req.headers['max-forwards'];
+    if (typeof v !== 'string' || !DIGITS.test(v)) return false;
+    const n = v.length > 10 ? Number.POSITIVE_INFINITY : Number(v);
+    if (n === 0) {
+      this.answerHere(fw);
+      return true;
+    }
+    const next = String(Math.min(n - 1, MAX_FORWARDS));
+    const hs = fw.headers;
+    let first = true;
+    for (let i = 0; i < hs.length; i += 2) {
+      const name = hs[i] as string;
+      if (name.length !== 12 || name.toLowerCase() !== 'max-forwards') continue;
+      if (first) {
+        hs[i + 1] = next;
+        first = false;
+      } else {
+        hs.splice(i, 2);
+        i -= 2;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The gateway's own answer as the final recipient of an admitted OPTIONS or TRACE
+   * (Max-Forwards: 0): OPTIONS, a 200 whose Allow lists the methods the proxy forwards, no
+   * body; TRACE, a 200 reflecting the request as received (message/http), less its
+   * credentials (RFC 9110 §9.3.8). Its headers are a relayed answer's (the wake's id, the
+   * rate-limit fields), and its wake is recorded as any other.
+   */
+  private answerHere(fw: Forwarding): void {
+    const { req, res, x } = fw;
+    let body = EMPTY;
+    let h: string[];
+    if (req.method === 'TRACE') {
+      const version = req.httpVersionMajor === 2 ? 'HTTP/2' : `HTTP/1.${req.httpVersionMinor}`;
+      body = Buffer.from(reflectedRequest(`TRACE ${req.url ?? '/'} ${version}`, req.rawHeaders), 'latin1');
+      h = ['content-type', 'message/http', 'content-length', String(body.length)];
+    } else h = ['allow', ALLOW, 'content-length', '0'];
+    h.push('x-wake-id', x.id);
+    const limitHeaders = fw.a.limitHeaders;
+    if (limitHeaders !== null) for (const l of limitHeaders) h.push(l);
+    x.status = 200;
+    // The reflection is not kept as the wake's answer body: it would hold, unredacted, request
+    // fields the route's capture redacts.
+    if (x.tap !== null) x.tap.resHeaders = h;
+    fw.headed = true;
+    res.writeHead(200, 'OK', h);
+    if (body.length > 0) res.write(body);
+    res.end();
+    x.resBytes += body.length;
+    // The request's body (there should be none) is not wanted: drained, the connection stays usable.
+    if (!req.complete) req.resume();
+    this.d.recorder.finish(req, x);
   }
 
   /**
@@ -432,6 +504,12 @@ export class ProxyHandler {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Max-Forwards as decimal digits only (RFC 9110 §7.6.2: 1*DIGIT). */
+const DIGITS = /^\d+$/;
+/** The largest Max-Forwards the gateway passes on (the RFC's "recipient's maximum supported value"). */
+const MAX_FORWARDS = 2_147_483_647;
+/** The methods the proxy forwards (any but CONNECT; these are those a client may expect), as the Allow of its own OPTIONS answer. */
+const ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE';
 /** The request has a body (RFC 9112 §6.3: Content-Length or Transfer-Encoding). */
 const hasBody = (req: ClientRequest): boolean =>
   req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
@@ -459,6 +537,11 @@ class Forwarding {
   private failed = false;
   /** The client went away before the request was forwarded. */
   gone = false;
+  /**
+   * An answer's writeHead has run (even one that threw midway, its status and framing
+   * perhaps set): the gateway's error answer can no longer be written on the connection.
+   */
+  headed = false;
   /** The origin's connection slot this request holds, given back once when it ends. */
   slot: Slots | null = null;
   /** Leaves the queue for a slot (while waiting). */
@@ -548,10 +631,21 @@ class Forwarding {
     const extra = ['x-wake-id', x.id];
     const limitHeaders = this.a.limitHeaders;
     if (limitHeaders !== null) for (const l of limitHeaders) extra.push(l);
+    const req = this.req;
+    // A trailer section can follow only an answer sent chunked to an HTTP/1.1 client (or on
+    // HTTP/2), never a HEAD's, a 204's or a 304's: elsewhere the origin's Trailer goes.
+    const trailers =
+      (req.httpVersionMajor === 2 || req.httpVersionMinor !== 0) &&
+      status >= 200 &&
+      status !== 204 &&
+      status !== 304 &&
+      req.method !== 'HEAD';
     const res = this.res;
-    res.sendDate = false;
     if (x.tap !== null) x.tap.resHeaders = raw;
-    res.writeHead(status, statusText, forwardResponseHeaders(raw, extra, limitHeaders !== null));
+    // Node adds its Date (RFC 9110 §6.6.1) only to an answer whose fields hold none: the
+    // origin's passes as it came (res.sendDate stays true, on HTTP/2 too: exchange.ts).
+    this.headed = true;
+    res.writeHead(status, statusText, forwardResponseHeaders(raw, extra, limitHeaders !== null, trailers));
     // An answer of no announced length (a stream: events, long polls) may send its first
     // bytes much later: node:http holds its head until then, so it goes now unless body
     // bytes follow at once (one write). An HTTP/2 answer's head goes at once anyway.

@@ -196,10 +196,13 @@ export function rawHeaderStrings(raw: Buffer[]): string[] {
 /**
  * Response headers for the client: the origin's, less hop-by-hop ones (and its rate-limit
  * fields when `ownLimits`: the gateway sends its own), plus `extra`.
- * `Trailer` (RFC 9110 §6.6.2, end to end) is kept when the answer is chunked, so the
- * trailer fields that follow its body reach the client too.
+ * `Trailer` (RFC 9110 §6.6.2, end to end) is kept only when the client's answer can carry
+ * a trailer section (`trailers`: chunked to an HTTP/1.1 client, or HTTP/2; never a HEAD's,
+ * a 204's or a 304's, nor anything to an HTTP/1.0 client) and the origin's is not of a
+ * known length, so the trailer fields that follow its body reach the client too. Elsewhere
+ * no trailer section can follow (node:http refuses to send the field then), and it goes.
  */
-export function forwardResponseHeaders(raw: string[], extra: string[], ownLimits = false): string[] {
+export function forwardResponseHeaders(raw: string[], extra: string[], ownLimits = false, trailers = false): string[] {
   const named = connectionTokens(raw);
   const out: string[] = [];
   let trailer: string | null = null;
@@ -218,7 +221,27 @@ export function forwardResponseHeaders(raw: string[], extra: string[], ownLimits
     if (ownLimits && isLimitField(lower)) continue;
     out.push(name, raw[i + 1] as string);
   }
-  if (trailer !== null && !sized) out.push('Trailer', trailer);
+  if (trailer !== null && trailers && !sized) out.push('Trailer', trailer);
   for (let i = 0; i < extra.length; i++) out.push(extra[i] as string);
   return out;
+}
+
+/** Fields a TRACE's reflection leaves out: credentials and cookies (RFC 9110 §9.3.8, "likely to contain sensitive data"). */
+const UNREFLECTED: ReadonlySet<string> = new Set(['authorization', 'proxy-authorization', 'cookie']);
+
+/**
+ * The content of the gateway's answer to a TRACE it is the final recipient of
+ * (`Max-Forwards: 0`, RFC 9110 §7.6.2, §9.3.8): the request as received, as message/http
+ * (its request line, then its fields), less those likely to hold sensitive data:
+ * credentials, cookies, and any field whose name or value holds a gateway key.
+ */
+export function reflectedRequest(requestLine: string, raw: readonly string[]): string {
+  let out = `${requestLine}\r\n`;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    if (UNREFLECTED.has(name.toLowerCase()) || carriesGatewayKey(value) || carriesGatewayKey(name)) continue;
+    out += `${name}: ${value}\r\n`;
+  }
+  return `${out}\r\n`;
 }

@@ -38,11 +38,12 @@ describe('review: redaction of headers', () => {
     await origin.close();
   });
 
-  /** A GET with raw header lines as given (node:http keeps their spelling). */
+  /** A GET with raw header lines as given (node:http keeps their spelling; given a list, it adds no Host: sent here). */
   const get = (path: string, headers: [string, string][]) =>
     new Promise<{ status: number; wakeId: string }>((resolve, reject) => {
       const u = new URL(`${t.url}${path}`);
-      const req = http.request({ host: u.hostname, port: u.port, path, method: 'GET', headers: headers.flat() });
+      const lines = [['Host', u.host], ...headers].flat();
+      const req = http.request({ host: u.hostname, port: u.port, path, method: 'GET', headers: lines });
       req.on('response', (res) => {
         res.resume();
         res.on('end', () => resolve({ status: res.statusCode ?? 0, wakeId: String(res.headers['x-wake-id']) }));

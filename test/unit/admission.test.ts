@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { Admission, type Admitted, isRefusal, type Routed, type Verdict } from '../../src/admission/admission.js';
 import { apiGate } from '../../src/admission/gate.js';
+import { validAuthority } from '../../src/admission/host.js';
 import type { Refusal } from '../../src/admission/refusal.js';
 import { RouteTable } from '../../src/admission/routes.js';
 import type { KeyRecord } from '../../src/auth/key.js';
@@ -542,6 +543,138 @@ describe('admission of a replay', () => {
     const r = refused(await s.admission.replay(wake('/open/x'), caller));
     expect(r.error).toMatchObject({ type: 'service_unavailable', retryAfter: 1 });
     expect(r.headers).toEqual(['retry-after', '1']);
+  });
+});
+
+describe('the Host rule (RFC 9112 §3.2, RFC 9110 §7.2), before anything else', () => {
+  /** A request as Node hands it over, with its version and raw header list. */
+  const wire = (
+    url: string,
+    raw: string[],
+    o: { version?: '1.0' | '1.1' | '2'; headers?: Record<string, string>; ip?: string } = {},
+  ) => {
+    const v = o.version ?? '1.1';
+    const headers: Record<string, string> = { ...o.headers };
+    for (let i = 0; i < raw.length; i += 2) {
+      const n = (raw[i] as string).toLowerCase();
+      if (headers[n] === undefined) headers[n] = raw[i + 1] as string;
+    }
+    return {
+      url,
+      method: 'GET',
+      headers,
+      rawHeaders: raw,
+      httpVersionMajor: Number(v[0]),
+      httpVersionMinor: v === '1.0' ? 0 : v === '1.1' ? 1 : 0,
+      socket: { remoteAddress: o.ip ?? '10.0.0.1' },
+    } as unknown as IncomingMessage;
+  };
+  const proxy = (s: Setup, req: IncomingMessage) => {
+    const x = s.recorder.begin();
+    return { v: now(s.admission.request(req, x)), x };
+  };
+
+  it('uri-host [":" port]: a reg-name, an IPv4 address, an IPv6 or IPvFuture literal; digits after the colon', () => {
+    for (const ok of [
+      'example.com',
+      'EXAMPLE.com:8443',
+      'localhost:',
+      '127.0.0.1',
+      '[::1]',
+      '[::1]:8080',
+      '[2001:db8::7]:443',
+      '[v1.fe80::a+en1]',
+      'a%41b.example',
+      "a-._~!$&'()*+,;=b",
+      'svc_live_x',
+    ])
+      expect(validAuthority(ok), ok).toBe(true);
+    for (const bad of [
+      '',
+      ':80',
+      'good.example/evil',
+      'a b',
+      'good.example:80:80',
+      'a:b',
+      'x:8a',
+      'a%4',
+      'a%zz',
+      'a\\b',
+      'a#b',
+      'a?b',
+      'caf\u00e9.example',
+      'user@host',
+      '[::1',
+      '[::1]x',
+      '[]',
+      '[fe80::1%25eth0]',
+      '[v1.]',
+      '[vz.x]',
+      '[1.2.3.4]',
+    ])
+      expect(validAuthority(bad), bad).toBe(false);
+  });
+
+  it('an HTTP/1.1 request without Host: 400 param host, recorded, drawn from the unauthenticated bucket, before the route', () => {
+    const s = setup();
+    const { v, x } = proxy(s, wire('/open/x', ['Connection', 'close']));
+    const r = refused(v);
+    expect(r.error).toMatchObject({ type: 'invalid_request', status: 400, param: 'host' });
+    expect(r.error.message).toMatch(/must send Host/);
+    expect(header(r.headers, 'ratelimit-policy')).toContain('"unauthenticated"');
+    expect(header(r.headers, 'x-ratelimit-remaining')).toBe('599');
+    expect(x).toMatchObject({ route: 'none', path: '/open/x', environment: 'production' });
+    // HTTP/1.0 may send none; a Host it sends is held to the rule.
+    admitted(proxy(s, wire('/open/x', [], { version: '1.0' })).v);
+    expect(refused(proxy(s, wire('/open/x', ['Host', 'a/b'], { version: '1.0' })).v).error.param).toBe('host');
+  });
+
+  it('a Host that is no uri-host[:port], or empty, or sent twice, or with userinfo: 400 param host, each its own words', () => {
+    const s = setup();
+    for (const host of ['good.example/evil', 'a b', 'good.example:80:80', '']) {
+      const r = refused(proxy(s, wire('/open/x', ['hOsT', host])).v);
+      expect(r.error, host).toMatchObject({ status: 400, param: 'host' });
+      expect(r.error.message, host).toMatch(/a host and an optional port/);
+    }
+    expect(refused(proxy(s, wire('/open/x', ['Host', 'a', 'HOST', 'a'])).v).error.message).toMatch(/sent once/);
+    expect(refused(proxy(s, wire('/open/x', ['Host', 'u:p@a'])).v).error.message).toMatch(/userinfo/);
+    for (const host of ['a', 'a.example:8080', '[::1]:1']) admitted(proxy(s, wire('/open/x', ['Host', host])).v);
+  });
+
+  it('HTTP/2: :authority (Host to the origin, h2/fields.ts) held to the same rule, the refusal naming :authority', () => {
+    const s = setup();
+    const h2 = (authority: string | null, scheme = 'http') =>
+      wire('/open/x', authority === null ? [] : ['host', authority], {
+        version: '2',
+        headers: { ':scheme': scheme, ...(authority === null ? {} : { ':authority': authority }) },
+      });
+    const r = refused(proxy(s, h2('good.example:80:80')).v);
+    expect(r.error).toMatchObject({ status: 400, param: ':authority' });
+    admitted(proxy(s, h2('good.example:443')).v);
+    // Neither :authority nor Host: malformed for an http(s) target only (RFC 9113 §8.3.1).
+    expect(refused(proxy(s, h2(null)).v).error).toMatchObject({ param: ':authority' });
+    expect(refused(proxy(s, h2(null, 'HTTPS')).v).error).toMatchObject({ param: ':authority' });
+    admitted(proxy(s, h2(null, 'urn')).v);
+    // Through the compatibility layer (the console's listeners), :authority stays in the raw list.
+    const compat = wire('/open/x', [':authority', 'a b', ':scheme', 'https'], { version: '2' });
+    expect(refused(proxy(s, compat).v).error.param).toBe(':authority');
+  });
+
+  it('a /v2 call: the same rule, drawn from the unauthenticated bucket before the key is read', () => {
+    const s = setup();
+    const k = s.key(['wakes:read']);
+    const call = (raw: string[]) => {
+      const x = s.recorder.begin();
+      x.route = 'v2';
+      return now(s.admission.call(wire('/v2/wakes', raw), apiGate('wakes:read', null), x));
+    };
+    for (const raw of [[], ['Host', 'a b'], ['Host', 'a', 'Host', 'a']]) {
+      const r = refused(call([...raw, 'Authorization', bearer(k.secret)]));
+      expect(r.error, JSON.stringify(raw)).toMatchObject({ status: 400, param: 'host' });
+      expect(header(r.headers, 'ratelimit-policy')).toContain('"unauthenticated"');
+    }
+    expect(s.ring.lastUsedInMemory(k.record.id)).toBeUndefined();
+    admitted(call(['Host', 'gw.example', 'Authorization', bearer(k.secret)]));
   });
 });
 
