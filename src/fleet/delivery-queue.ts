@@ -1,6 +1,6 @@
 import { Outcomes, type OutcomesOptions } from '../webhooks/outcomes.js';
 import type { DeliveryQueue, DeliveryRows } from '../webhooks/queue.js';
-import type { DeliveryRecord } from '../webhooks/records.js';
+import { type DeliveryRecord, rescheduled } from '../webhooks/records.js';
 import { Waiting } from '../webhooks/waiting.js';
 import { type DeliveryLeases, withState } from './dispatch.js';
 
@@ -15,19 +15,10 @@ const CLAIM_AGAIN_MS = 1000;
 /** Deliveries put back within the schedule in one call to Redis (see DeliveryLeases.retime). */
 const RETIME_BATCH = 500;
 
-/**
- * `d` due at `next`, without its last attempt's log row (written with that outcome): its
- * due time is no longer that attempt's time plus the wait it was given.
- */
-function dueAt(d: DeliveryRecord, next: number | null): DeliveryRecord {
-  const { attempt_log: _, ...rest } = d;
-  return { ...rest, next_attempt_at: next };
-}
-
 /** The caller's copy with what the fleet's state says of it (withState), due when the fleet has it due. */
 function asTheFleetHasIt(d: DeliveryRecord, state: string): DeliveryRecord {
   const x = withState(d, state);
-  return x.next_attempt_at === d.next_attempt_at ? x : dueAt(x, x.next_attempt_at);
+  return x.next_attempt_at === d.next_attempt_at ? x : rescheduled(x, x.next_attempt_at);
 }
 
 /** The attempt count a state from Redis names (-1 when it names none). */
@@ -103,8 +94,8 @@ export class FleetQueue implements DeliveryQueue {
   }
 
   /**
-   * The dispatcher's look at each tick, `latest` being now plus the longest wait its
-   * schedule gives. A copy held here due after it (by this clock, or by the fleet's now
+   * The dispatcher's look at each tick (`longestMs`: the longest wait its schedule gives).
+   * A copy held here due after `now + longestMs` (by this clock, or by the fleet's now
    * when that was ahead of it at the last look) was set while a clock ran ahead: it is due
    * here at the time `at` gives it (never sooner than a correct clock would, should a claim
    * put it back in Redis as it is), and the fleet is asked at once to move its own due time
@@ -113,14 +104,12 @@ export class FleetQueue implements DeliveryQueue {
    * time is Redis's (storage shows the new one once the attempt is made). Costs nothing
    * while no copy held is due that far ahead.
    */
-  retime(latest: number, at: (d: DeliveryRecord) => number): number {
-    // This queue is given no schedule: the longest wait is `latest` less the dispatcher's
-    // now, read in the same run from the same clock.
-    this.longestMs = Math.max(0, latest - this.o.clock.now());
+  retime(now: number, longestMs: number, at: (d: DeliveryRecord) => number): number {
+    this.longestMs = longestMs;
     const ids: string[] = [];
-    const n = this.held.retime(latest + this.fleetAhead, (d) => {
+    const n = this.held.retime(now + longestMs + this.fleetAhead, (d) => {
       ids.push(d.id);
-      return dueAt(d, at(d));
+      return rescheduled(d, at(d));
     });
     if (ids.length > 0 && !this.stopped) {
       const before = this.asking ?? Promise.resolve();

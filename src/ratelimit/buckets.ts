@@ -9,6 +9,12 @@ import type { Policy } from './policy.js';
  */
 export const CLOCK_STEP_MS = 1_000;
 
+/**
+ * A bucket's last-refill time `t` as a refill at `now` leaves it: `now` when the clock was
+ * stepped back past it by more than CLOCK_STEP_MS (the bucket refills from now on), else `t`.
+ */
+export const refilledFrom = (t: number, now: number): number => (t - now > CLOCK_STEP_MS ? now : t);
+
 /** Any token bucket: tokens at time `t`, refilled at `p.rate` a millisecond up to `p.burst`. */
 export interface Refillable {
   tokens: number;
@@ -25,5 +31,5 @@ export function refill(b: Refillable, now: number): void {
     const t = b.tokens + (now - b.t) * b.p.rate;
     b.tokens = t > b.p.burst ? b.p.burst : t;
     b.t = now;
-  } else if (b.t - now > CLOCK_STEP_MS) b.t = now;
+  } else b.t = refilledFrom(b.t, now);
 }

@@ -115,15 +115,17 @@ export class RateLimiter implements RequestLimiter {
   check(key: KeyRecord | null, clientIp: string, extraPolicy: string | null, now: number): LimitDecision {
     const { p1, tag1, id1, test, p2, tag2, id2 } = this.set.choose(key, clientIp, extraPolicy, this.c);
     const t = this.table;
+    // A key's own bucket counts its quota window (a test key's shared sandbox bucket does not).
+    const counted = key !== null && !test;
     if (p2 === null) {
-      const s1 = this.locked(tag1, id1, p1, now, key !== null && !test);
+      const s1 = this.locked(tag1, id1, p1, now, counted);
       const tok = t.refill(s1, now, p1.burst, p1.rate);
       if (tok < 1 - EPS) {
         t.unlock(s1);
         return refusal(p1, tok, null, 0, false);
       }
       t.setTokens(s1, tok - 1);
-      const raised = key !== null && !test ? this.countQuota(s1, p1, now) : 0;
+      const raised = counted ? this.countQuota(s1, p1, now) : 0;
       t.unlock(s1);
       if (key !== null) this.quota(key, p1, now, test ? -1 : s1, raised);
       return { allowed: true, headers: headersFor(p1, tok - 1, null, 0, false), retryAfter: 0, policy: null };
@@ -134,7 +136,7 @@ export class RateLimiter implements RequestLimiter {
     r1.id = id1;
     r1.burst = p1.burst;
     r1.rate = p1.rate;
-    r1.windowMs = key !== null && !test ? p1.windowMs : 0;
+    r1.windowMs = counted ? p1.windowMs : 0;
     const r2 = this.r2;
     r2.tag = tag2;
     r2.id = id2;
@@ -152,7 +154,7 @@ export class RateLimiter implements RequestLimiter {
     }
     t.setTokens(s1, tok1 - 1);
     if (s1 !== s2) t.setTokens(s2, tok2 - 1);
-    const raised = key !== null && !test ? this.countQuota(s1, p1, now) : 0;
+    const raised = counted ? this.countQuota(s1, p1, now) : 0;
     this.unlock2(s1, s2);
     if (key !== null) this.quota(key, p1, now, test ? -1 : s1, raised);
     const second = tok2 - 1 < tok1 - 1;

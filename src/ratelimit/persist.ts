@@ -24,7 +24,7 @@ import type { Config } from '../config/index.js';
 import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { readBounded } from '../tls/material.js';
-import { CLOCK_STEP_MS } from './buckets.js';
+import { refilledFrom } from './buckets.js';
 import { allocateBuckets, quotaCells, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
@@ -173,8 +173,7 @@ function wellFormed(i32: Int32Array, f64: Float64Array): boolean {
 function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
   if (!wellFormed(i32, f64)) return false;
   const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
-  const from = (t as number) - now > CLOCK_STEP_MS ? now : (t as number);
-  const full = from + ((burst as number) - (tokens as number)) / (rate as number);
+  const full = refilledFrom(t as number, now) + ((burst as number) - (tokens as number)) / (rate as number);
   return Math.max(full, qwin as number) > now;
 }
 

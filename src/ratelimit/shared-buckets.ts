@@ -48,7 +48,7 @@
  */
 import { randomFillSync } from 'node:crypto';
 import { bucketHash, hashOut } from './bucket-hash.js';
-import { CLOCK_STEP_MS } from './buckets.js';
+import { CLOCK_STEP_MS, refilledFrom } from './buckets.js';
 import { lock, releaseOwner, tryLock, unlock } from './slot-lock.js';
 
 /** Int32 cells of a slot: lock, hash (two words; 0,0 is empty), quota level, quota count. */
@@ -567,8 +567,7 @@ export class SharedBuckets {
   private refilledAt(s: number, now: number): number {
     const f = this.f64;
     const rate = f[this.f(s, RATE)] as number;
-    let t = f[this.f(s, T)] as number;
-    if (t - now > CLOCK_STEP_MS) t = now;
+    const t = refilledFrom(f[this.f(s, T)] as number, now);
     return t + ((f[this.f(s, BURST)] as number) - (f[this.f(s, TOKENS)] as number)) / rate;
   }
 
@@ -601,7 +600,7 @@ export class SharedBuckets {
       tokens += (now - t) * rate;
       if (tokens > burst) tokens = burst;
       f[tt] = now;
-    } else if (t - now > CLOCK_STEP_MS) f[tt] = now;
+    } else f[tt] = refilledFrom(t, now);
     f[ti] = tokens;
     return tokens;
   }
@@ -699,8 +698,9 @@ export class SharedBuckets {
       if (this.fullAt(s, now) > now) {
         left++;
         const ti = this.f(s, T);
-        if ((this.f64[ti] as number) - now > CLOCK_STEP_MS && tryLock(this.i32, x + LOCK, PASS_WAITS)) {
-          if ((this.f64[ti] as number) - now > CLOCK_STEP_MS) this.f64[ti] = now;
+        const t = this.f64[ti] as number;
+        if (refilledFrom(t, now) !== t && tryLock(this.i32, x + LOCK, PASS_WAITS)) {
+          this.f64[ti] = refilledFrom(this.f64[ti] as number, now);
           unlock(this.i32, x + LOCK);
         }
         continue;
@@ -743,7 +743,7 @@ export class SharedBuckets {
       for (let c = 0; c < 4; c++) i32Out[c] = this.i32[x + H1 + c] as number;
       for (let c = 0; c < 5; c++) f64Out[c] = this.f64[this.f(s, TOKENS + c)] as number;
       // On the wall clock, as the debts are: a last refill after a clock stepped back is now.
-      if ((f64Out[1] as number) - now > CLOCK_STEP_MS) f64Out[1] = now;
+      f64Out[1] = refilledFrom(f64Out[1] as number, now);
     }
     if (locked) this.unlock(s);
     return held;
@@ -768,7 +768,7 @@ export class SharedBuckets {
   restore(i32In: Int32Array, f64In: Float64Array, now: number): void {
     const a = i32In[0] as number;
     const b = (i32In[1] as number) | 1;
-    if ((f64In[1] as number) - now > CLOCK_STEP_MS) f64In[1] = now;
+    f64In[1] = refilledFrom(f64In[1] as number, now);
     const home = (a >>> 0) % this.slots;
     for (let k = 0; k < WINDOW; k++) {
       let s = home + k;

@@ -190,7 +190,8 @@ export class Dispatcher {
     const w = this.o.cfg.webhooks;
     const moved =
       this.queue.retime?.(
-        now + longestWait(w.retry_schedule_s, w.jitter),
+        now,
+        longestWait(w.retry_schedule_s, w.jitter),
         (d) => now + waitBefore(d, w.retry_schedule_s, w.jitter),
       ) ?? 0;
     if (moved > 0)

@@ -1,6 +1,6 @@
 import { Outcomes, type OutcomesOptions } from './outcomes.js';
 import type { DeliveryQueue, DeliveryRows } from './queue.js';
-import type { DeliveryRecord } from './records.js';
+import { type DeliveryRecord, rescheduled } from './records.js';
 import { Waiting } from './waiting.js';
 
 export interface LocalQueueOptions extends OutcomesOptions {
@@ -37,11 +37,9 @@ export class LocalQueue implements DeliveryQueue {
     return this.held.due(now, reserve);
   }
 
-  retime(latest: number, at: (d: DeliveryRecord) => number): number {
-    return this.held.retime(latest, (d) => {
-      // Written without its attempt's log row, which was written with its outcome.
-      const { attempt_log: _, ...rest } = d;
-      const moved: DeliveryRecord = { ...rest, next_attempt_at: at(d) };
+  retime(now: number, longestMs: number, at: (d: DeliveryRecord) => number): number {
+    return this.held.retime(now + longestMs, (d) => {
+      const moved = rescheduled(d, at(d));
       this.outcomes.record(moved);
       return moved;
     });

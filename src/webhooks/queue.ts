@@ -29,11 +29,12 @@ export interface DeliveryQueue {
    */
   due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[];
   /**
-   * Moves each waiting delivery due after `latest` (a time no correct clock could have
-   * set: the clock was put back since) to the time `at` gives it, and writes it so (a
-   * single instance to storage; a fleet to Redis, which holds its due times); how many.
+   * Moves each waiting delivery due after `now + longestMs` (`longestMs`: the longest wait
+   * the schedule gives; a due time past it no correct clock could have set: the clock was
+   * put back since) to the time `at` gives it, and writes it so (a single instance to
+   * storage; a fleet to Redis, which holds its due times); how many.
    */
-  retime?(latest: number, at: (d: DeliveryRecord) => number): number;
+  retime?(now: number, longestMs: number, at: (d: DeliveryRecord) => number): number;
   /**
    * The delivery as it is to be attempted now (a fleet leases it and numbers it as
    * the fleet has it), or null when it is not to be attempted now: it waits again

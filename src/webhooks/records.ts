@@ -58,3 +58,13 @@ export interface AttemptLog {
   error: string | null;
   response_body: string;
 }
+
+/**
+ * `d` due at `next` instead, without its last attempt's log row (written with that
+ * outcome): moved (a clock put back since it was scheduled), its due time is no longer
+ * that attempt's time plus the wait it was given.
+ */
+export function rescheduled(d: DeliveryRecord, next: number | null): DeliveryRecord {
+  const { attempt_log: _, ...rest } = d;
+  return { ...rest, next_attempt_at: next };
+}
