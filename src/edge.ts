@@ -4,6 +4,7 @@ import net from 'node:net';
 import { Admission } from './admission/admission.js';
 import { hostProblem } from './admission/host.js';
 import { RouteTable } from './admission/routes.js';
+import { toOriginForm } from './admission/target.js';
 import type { KeyHolds } from './auth/key-holds.js';
 import type { KeyRing } from './auth/keyring.js';
 import type { Capture } from './capture/pipeline.js';
@@ -224,6 +225,7 @@ export function createEdge(d: EdgeDeps): Edge {
     // Draining: served, then the connection closes (the client knows not to reuse it).
     if (draining) res.shouldKeepAlive = false;
     if (label !== null) res.setHeader('x-wakegate-thread', label);
+    toOriginForm(req);
     const url = req.url ?? '/';
     if (refusedHere(req, url)) return proxy.handle(req, res);
     v2(req, res);
@@ -231,6 +233,7 @@ export function createEdge(d: EdgeDeps): Edge {
   // Expect: 100-continue (RFC 9110 §10.1.1): the body is invited only once the
   // request would be accepted, so a refused key never gets a 100 Continue.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    toOriginForm(req);
     const url = req.url ?? '/';
     if (label !== null) res.setHeader('x-wakegate-thread', label);
     if (refusedHere(req, url)) return proxy.handle(req, res, true);
@@ -249,7 +252,10 @@ export function createEdge(d: EdgeDeps): Edge {
     idleTimeoutMs: s.tunnel_idle_timeout_ms,
     answers: proxy.downloads,
   };
-  server.on('upgrade', (req, socket, head) => handleUpgrade(upgradeDeps, req, socket, head));
+  server.on('upgrade', (req, socket, head) => {
+    toOriginForm(req);
+    handleUpgrade(upgradeDeps, req, socket, head);
+  });
   const h2 = s.http2 === false ? null : h2Edge(d, proxy);
   const front = mainTls({
     http: server,

@@ -4,6 +4,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KEY_IN_URL } from './admission/refusal.js';
+import { toOriginForm } from './admission/target.js';
 import { type Exchange, PEER, type Recorder, type WithPeer } from './capture/recorder.js';
 import { holdsGatewayKey } from './capture/text.js';
 import type { Config } from './config/index.js';
@@ -95,7 +96,12 @@ export function listenersPart(d: ListenerDeps): Part & {
   const fronts = new Map<http.Server, TlsFront>();
   if (opsTls) fronts.set(ops, opsTls.front);
   if (managementTls) fronts.set(d.management, managementTls.front);
-  const serve = managementHandler(d);
+  const handle = managementHandler(d);
+  // An absolute-form target is read as its path, with its authority as Host (admission/target.ts).
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    toOriginForm(req);
+    handle(req, res);
+  };
   d.management.on('request', serve);
   d.management.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     res.writeContinue();

@@ -28,6 +28,7 @@ import {
   UNAVAILABLE,
 } from './refusal.js';
 import { type Origin, type Route, type RouteTable, unsafePath } from './routes.js';
+import { codingProblem } from './target.js';
 
 export interface AdmissionDeps {
   /** The route table in force now. */
@@ -122,7 +123,7 @@ export class Admission {
     // Host: one line of it, required over HTTP/1.1 (RFC 9112 §3.2), uri-host and port only
     // (RFC 9110 §7.2); HTTP/2's :authority alike (host.ts). Anything else would reach the
     // origin as X-Forwarded-Host, which origins build absolute URLs from.
-    const bad = hostProblem(req);
+    const bad = hostProblem(req) ?? codingProblem(req.headers['transfer-encoding']);
     if (bad !== null) {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;

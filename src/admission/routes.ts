@@ -302,7 +302,8 @@ function hexDigitsRead(path: string): string {
  * is left to check once the route is known is RouteTable.ambiguity's.
  */
 export function unsafePath(path: string, query = ''): string | null {
-  if (path.charCodeAt(0) !== 47) return 'the request target must start with /';
+  if (path.charCodeAt(0) !== 47)
+    return 'the request target must be a path (/…) or an http(s) URL with a valid host and no user name (http://host/…)';
   if (path.includes('#') || query.includes('#')) {
     return 'the request target must not contain a fragment (#): origins would drop what follows it';
   }

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { upstreamPath } from '../admission/routes.js';
+import { FRAMING_REFUSED } from '../admission/target.js';
 import { newTap } from '../capture/detail.js';
 import { BodyRefused, KeyGate, refusedBody, scannedBody } from '../capture/key-scan.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
@@ -92,6 +93,8 @@ export class ProxyHandler {
     x.status = e.status;
     x.errorType = e.type;
     if (!res.headersSent && !fw.headed) {
+      // A body of unknown length was never read: what follows it on the connection is not a request.
+      if (e === FRAMING_REFUSED) res.shouldKeepAlive = false;
       const h = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(body))];
       h.push('x-wake-id', x.id, 'cache-control', 'no-store');
       for (const v of headers) h.push(v);

@@ -11,7 +11,7 @@ import { rawExchange, statusOf } from '../helpers/raw.js';
  * answer at all, no error body, no wake. A client or a monitoring probe could not tell a
  * refused CONNECT from a crashed gateway, and nothing recorded it. Now every listener
  * (src/http-server.ts) serves it as the request it is: its target is no path, so it is
- * refused as `GET http://host/` is (docs/proxy.md): 400 `invalid_request`, `param: "path"`,
+ * refused as a target that is no path (docs/proxy.md): 400 `invalid_request`, `param: "path"`,
  * in the documented error body, with its `x-wake-id` and a wake; a CONNECT to a path is no
  * valid request (RFC 9112 §3.2.3): 400 `malformed request`. Over HTTP/2 a CONNECT stream is
  * reset with HTTP_1_1_REQUIRED (as /v2 is), so a client retries on HTTP/1.1 and gets the 400.
@@ -54,8 +54,8 @@ describe('CONNECT on the main listener', () => {
     const id = /x-wake-id: (wk_\w+)/i.exec(r.text)?.[1];
     expect(id, r.text).toBeDefined();
     expect(r.text).toContain(`"wake_id":"${id}"`);
-    // The same answer as an absolute-form target.
-    const absolute = await rawExchange(port, 'GET http://127.0.0.1:22/ HTTP/1.1\r\nHost: x\r\n\r\n', 1500);
+    // An absolute-form target is served (RFC 9112 §3.2.2, http-request-target.test.ts); CONNECT's is never read as one.
+    const absolute = await rawExchange(port, 'CONNECT http://127.0.0.1:22/ HTTP/1.1\r\nHost: x\r\n\r\n', 1500);
     expect(statusOf(absolute.text)).toBe(400);
     expect(absolute.text).toContain('"param":"path"');
     await flushed(t.gw);
