@@ -25,6 +25,7 @@ import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
 import { readBounded } from '../tls/material.js';
 import { refilledFrom } from './buckets.js';
+import { EPS } from './limiter.js';
 import { allocateBuckets, quotaCells, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';
 
 export const BUCKETS_FILE = 'ratelimit-buckets.bin';
@@ -36,6 +37,11 @@ const ENTRY = 4 * 4 + 5 * 8;
 const CELL = 4 + 8;
 /** A quota sketch cell: its index, the end of its window, count, owner (and its level). */
 const QCELL = 4 + 8 + 4 + 4;
+/**
+ * The fewest tokens a bucket holds: a decision takes a token only from a bucket holding
+ * at least 1 - EPS (limiter.ts), and a claim starts from 0 or more.
+ */
+const LEAST_TOKENS = -EPS;
 
 /** The table's live buckets, pending debts and quota counts, as the file holds them. */
 export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer {
@@ -101,12 +107,15 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
 /**
  * A table of `slots` and `sketchCells` holding what `file` holds (its seed, its buckets
  * still draining at `now`, its debts and quota counts); null if the bytes are not such a file.
+ * A bucket out of the range a bucket can be in is put back within it, or not at all
+ * (`damaged.buckets` counts them): a restored bucket is never worse than its policy allows.
  */
 export function decodeBuckets(
   bytes: Buffer,
   slots: number,
   sketchCells: number,
   now: number,
+  damaged?: { buckets: number },
 ): SharedBucketsLayout | null {
   if (bytes.length < HEAD || bytes.readUInt32LE(0) !== MAGIC) return null;
   const n = bytes.readUInt32LE(16);
@@ -151,27 +160,44 @@ export function decodeBuckets(
     if (wellFormed(i32, f64) && (f64[1] as number) > latest) latest = f64[1] as number;
   }
   t.resumeClock(latest, now);
+  let outOfRange = 0;
   for (let k = 0; k < n; k++) {
     entry(k);
-    if (plausible(i32, f64, now)) t.restore(i32, f64, now);
+    // Numbers no gateway writes (bytes changed on disk, a buggy writer): no bucket, as if full again.
+    if (!wellFormed(i32, f64)) {
+      outOfRange++;
+      continue;
+    }
+    // A deeper debt would have its key refused for as long as it says (a million tokens
+    // owed at one a second: eleven days of 429s): it is taken as a bucket just emptied.
+    if ((f64[0] as number) < LEAST_TOKENS) {
+      f64[0] = LEAST_TOKENS;
+      outOfRange++;
+    }
+    if (plausible(f64, now)) t.restore(i32, f64, now);
   }
+  if (damaged) damaged.buckets = outOfRange;
   return layout;
 }
+
+/** The largest time a Date holds (ECMA-262 §21.4.1.1), in ms from the epoch. */
+const MAX_TIME = 8.64e15;
 
 /** Numbers a bucket can hold. */
 function wellFormed(i32: Int32Array, f64: Float64Array): boolean {
   const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
   if (i32[1] === 0 || (i32[2] as number) < 0 || (i32[3] as number) < 0) return false;
   if (![tokens, t, burst, rate, qwin].every(Number.isFinite)) return false;
+  // Times a Date can hold: one past them (1e300) would shift the debt sketch's clock for the whole run.
+  if (Math.abs(t as number) > MAX_TIME || Math.abs(qwin as number) > MAX_TIME) return false;
   return (burst as number) > 0 && (rate as number) > 0 && (tokens as number) <= (burst as number);
 }
 
 /**
- * A bucket worth restoring: numbers a bucket can hold, and not yet full again at `now`
- * (refilled from `now` if its last refill is after it: the clock stepped back since the save).
+ * A well-formed bucket worth restoring: not yet full again at `now` (refilled from `now`
+ * if its last refill is after it: the clock stepped back since the save).
  */
-function plausible(i32: Int32Array, f64: Float64Array, now: number): boolean {
-  if (!wellFormed(i32, f64)) return false;
+function plausible(f64: Float64Array, now: number): boolean {
   const [tokens, t, burst, rate, qwin] = f64 as unknown as number[];
   const full = refilledFrom(t as number, now) + ((burst as number) - (tokens as number)) / (rate as number);
   return Math.max(full, qwin as number) > now;
@@ -198,6 +224,8 @@ function absent(file: string): boolean {
 /**
  * The table saved in `storage.data_dir`, or undefined (none; or unreadable, damaged, no
  * regular file, or larger than this table's largest save: logged once, and a fresh table).
+ * Buckets out of range in a file otherwise whole are put back within it or dropped
+ * (decodeBuckets), and that is logged once too.
  * Read through readBounded (non-blocking open, fstat): a FIFO or a device at that path,
  * or a symlink to one, is refused at once instead of holding up the start or being read
  * for ever. A file written by a larger table (`max_buckets` or `sketch_cells` lowered
@@ -222,8 +250,15 @@ export function restoredBuckets(
     });
     return undefined;
   }
-  const layout = decodeBuckets(bytes, slots, sketchCells, now);
+  const damaged = { buckets: 0 };
+  const layout = decodeBuckets(bytes, slots, sketchCells, now, damaged);
   if (!layout) log.warn('rate-limit buckets file unreadable: starting with fresh buckets', { file: BUCKETS_FILE });
+  else if (damaged.buckets > 0) {
+    log.warn('rate-limit buckets file holds buckets out of range: restored as just emptied, or full', {
+      file: BUCKETS_FILE,
+      buckets: damaged.buckets,
+    });
+  }
   return layout ?? undefined;
 }
 
