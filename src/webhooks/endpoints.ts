@@ -278,11 +278,28 @@ export class EndpointService {
     return r;
   }
 
-  /** Enabled endpoints of `env` subscribed to `type` (or to "*"). */
-  subscribers(env: string, type: string, except?: string): EndpointRecord[] {
+  /**
+   * Enabled endpoints of `environment` subscribed to `type` (or to "*") that existed when
+   * the event was raised (`raised`, the event's own time): an endpoint is sent only events
+   * raised at or after its creation, as Svix's are. The fan-out may read an event late (a
+   * loaded host, a batch recorded after an outage), and whoever registers an endpoint does
+   * not expect events from before it existed. Both times are the gateway clock's, as
+   * stored. An endpoint stamped after `now` (made while the clock ran ahead, since put
+   * back) cannot be ordered against the events that follow: it gets them, rather than
+   * nothing until the clock passes its stamp again.
+   */
+  subscribers(q: {
+    environment: string;
+    type: string;
+    raised: number;
+    now: number;
+    except?: string | undefined;
+  }): EndpointRecord[] {
+    const { type, raised, now } = q;
     const out: EndpointRecord[] = [];
     for (const e of this.byId.values()) {
-      if (e.environment !== env || e.status !== 'enabled' || e.id === except) continue;
+      if (e.environment !== q.environment || e.status !== 'enabled' || e.id === q.except) continue;
+      if (raised < e.created_at && e.created_at <= now) continue;
       if (e.events.includes('*') || e.events.includes(type)) out.push(e);
     }
     return out;

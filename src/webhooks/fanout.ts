@@ -65,7 +65,8 @@ export interface FanOutOptions {
  * Turns recorded events into deliveries: reads the events table by recording time
  * (so events raised on any instance, or with a past timestamp, are seen), and for
  * each event creates one delivery per enabled endpoint of its environment that
- * subscribed to its type (or to "*") and that this instance dispatches for.
+ * subscribed to its type (or to "*"), created at or before the event's time, and that
+ * this instance dispatches for.
  * Events recorded before this process started may have been fanned out already
  * by the previous one, so those are checked against stored deliveries first.
  * When the queue is full, new deliveries are shed, counted and logged.
@@ -243,7 +244,13 @@ export class FanOut {
         e.type === 'webhook.disabled'
           ? ((eventData(e).endpoint as { id?: string } | undefined)?.id ?? undefined)
           : undefined;
-      const targets = this.o.endpoints.subscribers(e.environment, e.type, except);
+      const targets = this.o.endpoints.subscribers({
+        environment: e.environment,
+        type: e.type,
+        raised: e.created_at,
+        now: this.o.clock.now(),
+        except,
+      });
       if (targets.length === 0) continue;
       const body = envelope(e);
       // Events that traffic makes (a flood of failing or slow requests, anyone's) may fill
