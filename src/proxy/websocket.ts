@@ -224,7 +224,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     for (let i = 0; i < headers.length; i += 2) more += `${headers[i]}: ${headers[i + 1]}\r\n`;
     if (socket.writable) {
       socket.end(
-        `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\nconnection: close\r\n${more}\r\n${body}`,
+        `HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-wake-id: ${x.id}\r\ndate: ${new Date().toUTCString()}\r\nconnection: close\r\n${more}\r\n${body}`,
         () => socket.destroy(),
       );
     } else {
@@ -389,7 +389,13 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       x.status = res.statusCode ?? 502;
       const h = forwardResponseHeaders(res.rawHeaders, ['x-wake-id', x.id, 'connection', 'close']);
       let text = `HTTP/1.1 ${x.status} ${res.statusMessage ?? ''}\r\n`;
-      for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
+      let dated = false;
+      for (let i = 0; i < h.length; i += 2) {
+        text += `${h[i]}: ${h[i + 1]}\r\n`;
+        if (!dated && (h[i] as string).length === 4 && (h[i] as string).toLowerCase() === 'date') dated = true;
+      }
+      // An answer relayed without the origin's Date gets the gateway's (RFC 9110 §6.6.1), as any proxied answer does.
+      if (!dated) text += `date: ${new Date().toUTCString()}\r\n`;
       // The origin's fields are latin1 strings (one char a byte, as parsed): written back byte for byte.
       socket.write(`${text}\r\n`, 'latin1');
       // The origin broke off mid-answer: recorded as such (a plain request's answer is too).

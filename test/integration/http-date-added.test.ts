@@ -21,11 +21,22 @@ describe('Date on relayed answers (RFC 9110 §6.6.1)', () => {
 
   beforeAll(async () => {
     o = await scripted((head, _c, _n, s) => {
-      if (head.includes('/o/dated'))
+      if (head.includes('/dated'))
         s.write('HTTP/1.1 200 OK\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\nContent-Length: 2\r\n\r\nok');
       else s.write('HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\n\r\nok');
     });
-    t = await startGateway({ server: { http2: 'h2c' }, routes: [route('o', o.url)] });
+    t = await startGateway({
+      server: { http2: 'h2c' },
+      routes: [
+        route('o', o.url),
+        route('ws', o.url, { upgrades: ['websocket'] }),
+        {
+          ...route('wsk', o.url, { upgrades: ['websocket'] }),
+          auth: 'required',
+          scopes: { read: 'payments:read', write: 'payments:write' },
+        },
+      ],
+    });
   });
   afterAll(async () => {
     await t?.cleanup();
@@ -47,6 +58,31 @@ describe('Date on relayed answers (RFC 9110 §6.6.1)', () => {
     const r = await h2once(t.url, { ':path': '/o/undated' });
     expect(r.status).toBe(200);
     expect(r.headers.date).toBeDefined();
+  });
+
+  // (2026-11-28) The upgrade path writes its answers itself: an origin's refusal of the switch, and the gateway's own.
+  const upgrade = (path: string) =>
+    rawExchange(
+      Number(new URL(t.url).port),
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    );
+  it('an upgrade the origin answers without switching (and without Date) reaches the client with one', async () => {
+    const r = await upgrade('/ws/undated');
+    expect(r.text.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    const dates = [...r.text.matchAll(/\r\ndate: ([^\r]+)/gi)].map((m) => m[1] as string);
+    expect(dates).toHaveLength(1);
+    expect(Math.abs(Date.parse(dates[0] as string) - Date.now())).toBeLessThan(5000);
+    // The origin's own passes alone.
+    const dated = await upgrade('/ws/dated');
+    expect([...dated.text.matchAll(/\r\ndate: ([^\r]+)/gi)].map((m) => m[1])).toEqual([
+      'Mon, 01 Jan 2024 00:00:00 GMT',
+    ]);
+  });
+
+  it("the gateway's own refusal of an upgrade carries Date", async () => {
+    const r = await upgrade('/wsk/refused');
+    expect(r.text.split('\r\n')[0]).toMatch(/^HTTP\/1\.1 401 /);
+    expect(r.text).toMatch(/\r\ndate: [A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT\r\n/i);
   });
 
   it("the origin's own Date passes unchanged", async () => {
