@@ -256,6 +256,19 @@ export function treeCpuSeconds(pid) {
   return total;
 }
 
+/** Sends `signal` to a process and all its descendants (SIGSTOP/SIGCONT: benches hold the targets not measured). */
+export function signalTree(pid, signal) {
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const kids = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (kids) for (const k of kids.split(' ')) signalTree(Number(k), signal);
+    }
+    process.kill(pid, signal);
+  } catch {
+    // The process ended.
+  }
+}
+
 /** A stored key record for benches that drive a limiter directly (the tests' keyRecord). */
 export const benchKey = (id, rateLimit) => ({
   id,
