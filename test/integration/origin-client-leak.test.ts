@@ -87,17 +87,28 @@ describe('connections the origin client closes are collected', () => {
     const pad = 'x'.repeat(16_000);
     await run(50, pad, 'kept');
     await run(50, pad, 'closing');
-    await sleep(200);
-    const start = await settle(t);
-    await run(400, pad, 'kept');
-    await sleep(200);
-    const mid = await settle(t);
-    await run(400, pad, 'closing');
-    await sleep(200);
-    const end = await settle(t);
-    const keptPerRequest = (mid - start) / 400;
-    const closingPerRequest = (end - mid) / 400;
+    // A leak keeps every closed connection's head (16 KiB): it shows in every attempt. The
+    // heap of a loaded host moves by some hundreds of KiB between two readings (batches,
+    // the store's buffers): an attempt that shows growth is tried again, up to three.
+    const attempts: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      await sleep(200);
+      const start = await settle(t);
+      await run(400, pad, 'kept');
+      await sleep(200);
+      const mid = await settle(t);
+      await run(400, pad, 'closing');
+      await sleep(200);
+      const end = await settle(t);
+      const keptPerRequest = (mid - start) / 400;
+      const closingPerRequest = (end - mid) / 400;
+      attempts.push(closingPerRequest - keptPerRequest);
+      if (closingPerRequest - keptPerRequest < 2048) break;
+    }
     // 400 requests, each on a connection now closed, keep no more than 2 KiB each beyond what kept ones do.
-    expect(closingPerRequest - keptPerRequest).toBeLessThan(2048);
+    expect(
+      Math.min(...attempts),
+      `per request, each attempt: ${attempts.map((a) => a.toFixed(0)).join(', ')}`,
+    ).toBeLessThan(2048);
   });
 });
