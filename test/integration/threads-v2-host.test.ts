@@ -58,4 +58,16 @@ describe.runIf(hasReusePort())('a /v2 call with no Host, or two, is refused on a
     );
     expect(statusOf(r.text), r.text).toBe(200);
   });
+
+  // (2026-11-28) An absolute-form target (RFC 9112 §3.2.2) is read as its path on whichever thread takes it.
+  it('an absolute-form call, with no Host line, is answered: its authority is the Host', async () => {
+    const port = Number(new URL(g.url).port);
+    for (let i = 0; i < 4; i++) {
+      const r = await rawExchange(
+        port,
+        `GET http://a.example/v2/wakes?limit=1 HTTP/1.1\r\nAuthorization: Bearer ${admin}\r\nConnection: close\r\n\r\n`,
+      );
+      expect(statusOf(r.text), r.text).toBe(200);
+    }
+  });
 });
