@@ -6,6 +6,23 @@ import { OWN_DELIVERY_AGENT } from '../delivery-mark.js';
 import type { EventSink } from './bus.js';
 
 /**
+ * Whether a wake raises wake.error: a 5xx, unless it is the gateway's own delivery come
+ * back to it (an endpoint on one of its routes): no event of it, or each failed delivery
+ * would raise the next one without end (delivery-mark.ts). Tracing's `always_sample:
+ * [errors]` reads the same rule.
+ */
+export const raisesError = (w: Pick<Wake, 'status' | 'user_agent'>): boolean =>
+  w.status >= 500 && w.status < 600 && w.user_agent !== OWN_DELIVERY_AGENT;
+
+/**
+ * Whether a wake raises wake.slow against its route's objective (undefined: none): slower
+ * than it, unless a tunnel's (101: its latency is how long the connection was held open)
+ * or the gateway's own delivery. Tracing's `always_sample: [slow]` reads the same rule.
+ */
+export const raisesSlow = (w: Pick<Wake, 'status' | 'user_agent' | 'latency_ms'>, objective: number | undefined) =>
+  objective !== undefined && w.latency_ms > objective && w.status !== 101 && w.user_agent !== OWN_DELIVERY_AGENT;
+
+/**
  * Raises wake.error for every 5xx wake and wake.slow for every wake slower than
  * its route's latency objective (a tunnel's excepted: its latency is its lifetime), as each wake is captured (a status and a lookup;
  * the rare event is built only when it is raised).
@@ -15,15 +32,10 @@ export function wakeRules(cfg: Pick<Config, 'routes'>, events: EventSink): RowLi
   for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
   return {
     row(w) {
-      // The gateway's own delivery come back to it (an endpoint on one of its routes): no event
-      // of it, or each failed delivery would raise the next one without end (delivery-mark.ts).
-      if (w.user_agent === OWN_DELIVERY_AGENT) return;
       // Ids come from the wake's: a wake heard again after a crash raises the same events, not new ones.
-      if (w.status >= 500 && w.status < 600)
-        events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);
+      if (raisesError(w)) events.emit('wake.error', w.environment, { wake: wakeView(w) }, w.captured_at, w.id);
       const objective = objectives.get(w.route);
-      // A tunnel's wake (101) lasts as long as its connection is held open: not a slow answer.
-      if (objective !== undefined && w.latency_ms > objective && w.status !== 101) {
+      if (raisesSlow(w, objective)) {
         events.emit('wake.slow', w.environment, { wake: wakeView(w), objective_ms: objective }, w.captured_at, w.id);
       }
     },

@@ -238,6 +238,8 @@ export class Replayer {
     const { route, origin } = r.admitted;
     // The path as sent upstream: the wake's, with the query its fill made.
     const path = upstreamPath(route, origin, w.path, filled.query);
+    // Its CLIENT span names it (url.full), as a proxied request's does.
+    x.upstreamPath = path;
     const settings = route.detail;
     // The captured headers (redacted ones only when set gave them), less Content-Length.
     const raw: string[] = [];
@@ -303,7 +305,10 @@ export class Replayer {
       socket: { remoteAddress: '' },
     };
     this.d.recorder.finish(info, x);
-    this.d.events.emit('replay.finished', w.environment, { wake_id: w.id, replay_wake_id: x.id, diff });
+    const data: Record<string, unknown> = { wake_id: w.id, replay_wake_id: x.id, diff };
+    // The replay's own trace, when it has one: its deliveries' spans link to the replay's span.
+    if (x.traceId !== '') data.trace = { trace_id: x.traceId, span_id: x.spanId };
+    this.d.events.emit('replay.finished', w.environment, data);
   }
 
   /** Waits for running replays, then closes the pools. */

@@ -322,10 +322,12 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
     if (settings === null) headers.push('Connection', 'upgrade', 'Upgrade', offer);
     else headers.push('Connection', 'upgrade, HTTP2-Settings', 'Upgrade', offer, 'HTTP2-Settings', settings);
     let outgoing: http.ClientRequest;
+    // The path as sent: the tunnel's CLIENT span names it (url.full), as a plain request's does.
+    x.upstreamPath = upstreamPath(route, origin, a.ask.path, a.ask.query);
     try {
       outgoing = (origin.protocol === 'https:' ? https : http).request({
         method: req.method,
-        path: upstreamPath(route, origin, a.ask.path, a.ask.query),
+        path: x.upstreamPath,
         headers,
         // No agent: a connection of its own, made by createConnection (half-open).
         createConnection: connector(origin),

@@ -1,6 +1,7 @@
 import type { Exchange } from '../capture/recorder.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
+import { raisesError, raisesSlow } from '../events/wake-rules.js';
 
 /**
  * What a request thread hands the control thread of a finished request whose spans
@@ -61,11 +62,8 @@ export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: 
     for (const r of cfg.routes) if (r.latency_objective_ms !== null) objectives.set(r.name, r.latency_objective_ms);
   const slow = objectives.size > 0;
   return (x, w, end) => {
-    if (!x.traceSampled && !(errors && w.status >= 500 && w.status < 600)) {
-      if (!slow) return;
-      const objective = objectives.get(w.route);
-      if (objective === undefined || w.latency_ms <= objective) return;
-    }
+    // Beyond the sampled: what raised wake.error or wake.slow, by the rules that raise them.
+    if (!x.traceSampled && !(errors && raisesError(w)) && !(slow && raisesSlow(w, objectives.get(w.route)))) return;
     push({
       kind: 'wake',
       traceId: x.traceId,
