@@ -249,7 +249,9 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       }, d.requestTimeoutMs);
     }
     if (d.threadLabel !== null) res.setHeader('x-wakegate-thread', d.threadLabel);
-    d.handle(req, res, headers.expect === '100-continue');
+    // The Expect field's value is case-insensitive (RFC 9110 §10.1.1), as node:http reads it on HTTP/1.1.
+    const expect = headers.expect;
+    d.handle(req, res, expect !== undefined && expect.toLowerCase() === '100-continue');
   };
 
   const goaway = (session: ServerHttp2Session, reason: string) => {
