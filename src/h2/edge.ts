@@ -142,7 +142,8 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     maxOutstandingPings: 10,
     maxSessionMemory: 10,
   });
-  const sessions = new Set<ServerHttp2Session>();
+  /** Each open session and its client's socket. */
+  const sessions = new Map<ServerHttp2Session, Socket>();
   const sweep = new FlushSweep(d.sendTimeoutMs, d.log);
   let pending: Socket | null = null;
   let draining = false;
@@ -153,7 +154,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       resets: new ResetWindow(l.max_resets_per_10s),
       open: 0,
     };
-    sessions.add(session);
+    sessions.set(session, st.socket);
     session.on('error', ignore);
     session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _f: number, raw: string[]) =>
       onStream(session, st, stream, headers, raw),
@@ -254,6 +255,18 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     d.handle(req, res, expect !== undefined && expect.toLowerCase() === '100-continue');
   };
 
+  /**
+   * Every session ended now, its socket too: a session's destroy ends its socket only once
+   * the socket's writes finish, which a client that stopped reading never lets happen (a
+   * stop waited for it without end).
+   */
+  const cutAll = () => {
+    for (const [s, socket] of sessions) {
+      s.destroy();
+      socket.destroy();
+    }
+  };
+
   const goaway = (session: ServerHttp2Session, reason: string) => {
     if (session.closed || session.destroyed) return;
     d.goaway.labels(reason).inc();
@@ -272,12 +285,12 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     },
     async drain(graceMs) {
       draining = true;
-      for (const s of sessions) goaway(s, 'drain');
+      for (const s of sessions.keys()) goaway(s, 'drain');
       if (sessions.size === 0) return;
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           clearInterval(poll);
-          for (const s of sessions) s.destroy();
+          cutAll();
           resolve();
         }, graceMs);
         const poll = setInterval(() => {
@@ -290,7 +303,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       });
     },
     close() {
-      for (const s of sessions) s.destroy();
+      cutAll();
       sweep.close();
     },
   };
