@@ -7,9 +7,13 @@ import { type AcceptH2, type TlsFront, tlsFront } from './front.js';
 import { readMaterial, type TlsMaterial } from './material.js';
 import { tlsMetrics } from './metrics.js';
 import type { Reloadable } from './part.js';
-import { processTickets, readTicketFile, type TicketSource } from './tickets.js';
+import { processTickets, type TicketSource } from './tickets.js';
 
-/** What an edge needs to terminate TLS: the certificates as last loaded, and the process's ticket keys. */
+/**
+ * What an edge needs to terminate TLS: the certificates (and ticket_keys_file's keys)
+ * as last loaded, and the ticket keys made at start (the process's, serving while
+ * the material holds none).
+ */
 export interface EdgeTls {
   material: TlsMaterial;
   tickets: TicketSource;
@@ -44,13 +48,8 @@ export function mainTls(d: {
 export function loadEdgeTls(cfg: Readonly<Config>): EdgeTls | null {
   const t = cfg.server.tls;
   if (t === null) return null;
-  return {
-    material: readMaterial(t, 'server.tls'),
-    tickets:
-      t.ticket_keys_file === null
-        ? processTickets()
-        : readTicketFile(t.ticket_keys_file, 'server.tls.ticket_keys_file'),
-  };
+  const material = readMaterial(t, 'server.tls');
+  return { material, tickets: material.tickets ?? processTickets() };
 }
 
 /**
@@ -73,10 +72,7 @@ export function listenerTls(d: {
     http: d.http,
     settings: d.settings,
     material,
-    tickets:
-      d.settings.ticket_keys_file === null
-        ? processTickets()
-        : readTicketFile(d.settings.ticket_keys_file, `${d.at}.ticket_keys_file`),
+    tickets: material.tickets ?? processTickets(),
     clock: systemClock,
     handshakeTimeoutMs: d.handshakeTimeoutMs,
     acceptH2: d.acceptH2 ?? null,

@@ -16,6 +16,7 @@ export interface FrontDeps {
   http: http.Server;
   settings: ListenerTls;
   material: TlsMaterial;
+  /** The ticket keys while `material` brings none (no ticket_keys_file): the process's. */
   tickets: TicketSource;
   clock: Clock;
   /** A handshake not done within this is dropped (and counted). */
@@ -43,7 +44,7 @@ function sessionContext(clientAuth: string, ca: string | null): string {
 /** A TLS listener in front of an HTTP server. */
 export interface TlsFront {
   readonly server: tls.Server;
-  /** New certificates for new handshakes; open connections keep theirs. */
+  /** New certificates (and ticket_keys_file's keys) for new handshakes; open connections keep theirs. */
   update(m: TlsMaterial): void;
   /** Ends every connection, handshaking or not (a stop's grace is over). */
   destroyAll(): void;
@@ -81,10 +82,12 @@ export function tlsFront(d: FrontDeps): TlsFront {
   });
   // The HTTP server's bound on connections holds at the TLS front too (connections are counted where accepted).
   if (d.http.maxConnections !== undefined) server.maxConnections = d.http.maxConnections;
+  // ticket_keys_file's keys as last loaded (a reload replaces them), else the process's.
+  let tickets = d.material.tickets ?? d.tickets;
   let day = -1;
   const keys = () => {
     day = dayOf(d.clock.now());
-    server.setTicketKeys(ticketKeyFor(d.tickets, day));
+    server.setTicketKeys(ticketKeyFor(tickets, day));
   };
   keys();
 
@@ -115,6 +118,8 @@ export function tlsFront(d: FrontDeps): TlsFront {
     update(m) {
       server.setSecureContext(contextOptions(m));
       sni = new SniTable(m, shared(m));
+      // The file's keys as reloaded: a key no longer in it seals and opens nothing from now.
+      if (m.tickets) tickets = m.tickets;
       // A new context has new ticket keys of its own: put the day's back, so tickets keep resuming.
       keys();
     },

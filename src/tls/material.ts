@@ -1,19 +1,30 @@
 import { X509Certificate } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { ConfigError } from '../config/index.js';
 import type { ListenerTls } from '../config/tls-schema.js';
+import { firstLine, MAX_PEM_BYTES, readBounded } from './files.js';
+import { readTicketFile, type TicketSource } from './tickets.js';
+
+// The bounded read, also where the buckets file (src/ratelimit/persist.ts) takes it from.
+export { MAX_PEM_BYTES, readBounded } from './files.js';
 
 /**
  * What a TLS listener serves, read from its files: each certificate chain and key
- * (PEM text, so it crosses to the edge threads as it is) and the client CAs. Read
- * whole and checked before anything serves it, at start and on every reload.
+ * (PEM text, so it crosses to the edge threads as it is), the client CAs and the
+ * `ticket_keys_file`'s keys. Read whole and checked before anything serves it, at
+ * start and on every reload.
  */
 export interface TlsMaterial {
   certs: { cert: string; key: string }[];
   ca: string | null;
   /** Each certificate's notAfter (ms since the epoch), by index. */
   expiries: number[];
+  /**
+   * The session-ticket keys of `ticket_keys_file`, read with the certificates so a
+   * reload replaces them wherever the listener is served. Absent without that file:
+   * the listener keeps the process's own keys (made once, at start).
+   */
+  tickets?: TicketSource;
 }
 
 /** Reads and checks every file of a `tls` block; a problem is a ConfigError naming its key (`at` is the block's path). */
@@ -45,52 +56,21 @@ export function readMaterial(t: ListenerTls, at: string): TlsMaterial {
       throw new ConfigError(`${at}.client_ca`, `${t.client_ca} is not a PEM certificate: ${firstLine(e)}`);
     }
   }
-  return { certs, ca, expiries };
+  if (t.ticket_keys_file === null) return { certs, ca, expiries };
+  return { certs, ca, expiries, tickets: readTicketFile(t.ticket_keys_file, `${at}.ticket_keys_file`) };
 }
 
 /** The files a reload watches. */
 export function filesOf(t: ListenerTls): string[] {
   const out = t.certificates.flatMap((c) => [c.cert, c.key]);
   if (t.client_ca !== null) out.push(t.client_ca);
+  if (t.ticket_keys_file !== null) out.push(t.ticket_keys_file);
   return out;
 }
 
 function readText(file: string, path: string): string {
   return readBounded(file, path, MAX_PEM_BYTES).toString('utf8');
 }
-
-/** A PEM file of a certificate chain, a key or client CAs is kilobytes (all of Mozilla's CAs: ~220 kB). */
-export const MAX_PEM_BYTES = 1024 * 1024;
-
-/**
- * A file read whole, if it is a regular file (a symlink to one is) of at most `max`
- * bytes: a path swapped for a FIFO, a device (/dev/zero) or a huge file is refused
- * at once instead of blocking or filling the control thread's memory (at start, or
- * on a reload, where the old certificates then keep serving).
- */
-export function readBounded(file: string, path: string, max: number): Buffer {
-  let fd: number;
-  try {
-    // Non-blocking: opening a FIFO no one writes would otherwise wait for good.
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (e) {
-    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new ConfigError(path, `${file} is not a regular file`);
-    if (st.size > max)
-      throw new ConfigError(path, `${file} is ${st.size} bytes, larger than the ${max} such a file may be`);
-    return readFileSync(fd);
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const firstLine = (e: unknown) => String((e as Error)?.message ?? e).split('\n')[0];
 
 /**
  * The contexts a handshake picks from by SNI: the certificate whose names match the
@@ -111,9 +91,11 @@ export class SniTable {
    * The context for `name`: the first certificate, in the order configured, whose names
    * match it; null: the default (the first certificate), matched or not.
    */
-  pick(name: string): SecureContext | null {
+  pick(sent: string): SecureContext | null {
     // One certificate: nothing to choose, nothing to remember.
     if (this.x509.length === 1) return null;
+    // `b.test.` is the name `b.test` (the root's empty label written out): matched as nginx and Go do.
+    const name = sent.endsWith('.') ? sent.slice(0, -1) : sent;
     const hit = this.seen.get(name);
     if (hit !== undefined) return hit;
     let found: SecureContext | null = null;

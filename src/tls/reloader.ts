@@ -47,10 +47,10 @@ export interface Reloader {
 }
 
 /**
- * Certificates reloaded without a restart: when their files change, and on SIGHUP.
- * The files are read and checked here, once for the process (the control thread);
- * only certificates that load reach the threads. One that does not leaves the old
- * ones serving, said in one log line and a metric.
+ * Certificates (and the ticket_keys_file's keys) reloaded without a restart: when
+ * their files change, and on SIGHUP. The files are read and checked here, once for
+ * the process (the control thread); only what loads reaches the threads. A file that
+ * does not leaves the old certificates and keys serving, said in one log line and a metric.
  */
 export function certReloader(d: ReloaderDeps): Reloader {
   const expiry = (m: TlsMaterial) =>
@@ -73,7 +73,11 @@ export function certReloader(d: ReloaderDeps): Reloader {
     d.apply(m);
     expiry(m);
     d.metrics.reloads.labels(d.listener).inc();
-    d.log.info('TLS certificates reloaded', { listener: d.listener, certificates: m.certs.length });
+    d.log.info('TLS certificates reloaded', {
+      listener: d.listener,
+      certificates: m.certs.length,
+      ...(m.tickets?.kind === 'file' ? { ticket_keys: m.tickets.keys.length } : {}),
+    });
     return true;
   };
   const wait = d.debounceMs ?? 500;

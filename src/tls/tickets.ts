@@ -1,7 +1,7 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { ConfigError } from '../config/index.js';
-import { readBounded } from './material.js';
+import { readBounded } from './files.js';
 
 /**
  * Session-ticket keys: the same on every edge thread (a ticket made on one resumes

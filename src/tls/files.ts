@@ -1,0 +1,36 @@
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { ConfigError } from '../config/index.js';
+
+/** A PEM file of a certificate chain, a key or client CAs is kilobytes (all of Mozilla's CAs: ~220 kB). */
+export const MAX_PEM_BYTES = 1024 * 1024;
+
+/**
+ * A file read whole, if it is a regular file (a symlink to one is) of at most `max`
+ * bytes: a path swapped for a FIFO, a device (/dev/zero) or a huge file is refused
+ * at once instead of blocking or filling the control thread's memory (at start, or
+ * on a reload, where the old certificates then keep serving).
+ */
+export function readBounded(file: string, path: string, max: number): Buffer {
+  let fd: number;
+  try {
+    // Non-blocking: opening a FIFO no one writes would otherwise wait for good.
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (e) {
+    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new ConfigError(path, `${file} is not a regular file`);
+    if (st.size > max)
+      throw new ConfigError(path, `${file} is ${st.size} bytes, larger than the ${max} such a file may be`);
+    return readFileSync(fd);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** An error's message, its first line only (OpenSSL's run on). */
+export const firstLine = (e: unknown) => String((e as Error)?.message ?? e).split('\n')[0];
