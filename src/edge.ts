@@ -280,7 +280,9 @@ export function createEdge(d: EdgeDeps): Edge {
     h2,
     listen: (port) =>
       new Promise<number>((resolve, reject) => {
-        listener.once('error', (e) => reject(listenError(e, { name: 'PORT', setting: 'server.port', port })));
+        listener.once('error', (e) =>
+          reject(listenError(e, { name: 'PORT', setting: 'server.port', port, host: s.host })),
+        );
         const opts: net.ListenOptions & { reusePort?: boolean } = { port, host: s.host };
         if (d.reusePort) opts.reusePort = true;
         listener.listen(opts, () => {

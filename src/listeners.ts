@@ -123,7 +123,7 @@ export function listenersPart(d: ListenerDeps): Part & {
     new Promise<number>((resolve, reject) => {
       const front = fronts.get(server);
       const l: net.Server = front?.server ?? server;
-      l.once('error', (e) => reject(listenError(e, { name, setting, port })));
+      l.once('error', (e) => reject(listenError(e, { name, setting, port, host })));
       l.listen(port, host, () => {
         // Behind TLS the HTTP server never listens itself: this starts its connection tracking.
         if (front) server.emit('listening');

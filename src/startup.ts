@@ -94,8 +94,15 @@ export async function checkServer(cfg: Readonly<Config>, store: Store): Promise<
 }
 
 /** A listener that could not listen, as one line naming its setting. */
-export function listenError(e: unknown, what: { name: string; setting: string; port: number }): unknown {
+export function listenError(e: unknown, what: { name: string; setting: string; port: number; host?: string }): unknown {
   const code = (e as { code?: string }).code;
+  if (what.host !== undefined && (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN')) {
+    // The host beside the port: PORT's is HOST (server.host), OPS_PORT's OPS_HOST, management.port's management.host.
+    const name = what.name.replace(/port$/, 'host').replace(/PORT$/, 'HOST');
+    const setting = what.setting.replace(/port$/, 'host');
+    const why = code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : 'does not resolve to an address';
+    return new StartError(`${name} ${what.host} ${why} (${setting}): listen on one of this machine's addresses`);
+  }
   if (code === 'EADDRINUSE')
     return new StartError(
       `${what.name} ${what.port} is in use (${what.setting}): stop what holds it, or choose another port`,
@@ -111,7 +118,7 @@ export function listenError(e: unknown, what: { name: string; setting: string; p
  * Whether a port can be listened on as the gateway will, tried before anything else
  * starts: a port in use is said at once, not after the store is opened and migrated.
  * `reusePort` as the real listen will have it (edge threads share the main port), so
- * what the real listen would accept is accepted here too. Port 0 is always free.
+ * what the real listen would accept is accepted here too. Port 0 is always free; its host is tried.
  */
 export async function portFree(
   port: number,
@@ -119,7 +126,7 @@ export async function portFree(
   reusePort: boolean,
   what: { name: string; setting: string },
 ): Promise<void> {
-  if (port === 0) return;
+  // Port 0 is always free, but its host is tried all the same: one not on this machine is said now, not after the store is opened.
   const probe = net.createServer();
   try {
     await new Promise<void>((resolve, reject) => {
@@ -129,7 +136,7 @@ export async function portFree(
       probe.listen(opts, () => resolve());
     });
   } catch (e) {
-    throw listenError(e, { ...what, port });
+    throw listenError(e, { ...what, port, host });
   } finally {
     if (probe.listening) await new Promise<void>((r) => probe.close(() => r()));
   }

@@ -229,6 +229,22 @@ function crossCheck(cfg: Parsed<Config>): Problem[] {
       'management.tls',
       'applies to the separate management listener (management.listener: separate); the ops listener takes server.ops_tls',
     );
+  // Two listeners on one port of one address: the second's listen would fail after the store is
+  // opened, reported as a port something else holds. 0 is a free port each.
+  const srv = cfg.server;
+  const bound: [string, number | undefined, string | undefined][] = [
+    ['server.port', srv?.port, srv?.host],
+    ['server.ops_port', srv?.ops_port, srv?.ops_host],
+  ];
+  if (m?.listener === 'separate') bound.push(['management.port', m.port, m.host]);
+  const wildcard = (h: string | undefined) => h === '0.0.0.0' || h === '::' || h === '';
+  bound.forEach(([key, port, host], i) => {
+    for (const [other, p2, h2] of bound.slice(0, i)) {
+      if (port === undefined || port === 0 || port !== p2) continue;
+      if (host === h2 || wildcard(host) || wildcard(h2))
+        fail(key, `${port} is ${other} too: each listener needs a port of its own`);
+    }
+  });
   const st = cfg.storage;
   if (st?.cluster !== undefined && st.cluster !== null && st.clickhouse_url === null) {
     // The embedded engine is one process: a cluster is servers, reached over HTTP.
