@@ -440,7 +440,9 @@ describe('fuzzing', () => {
           // gateway's error body unless Node refused an Expect (417).
           if (method === 'CONNECT') {
             expect(status, raw).toBeGreaterThanOrEqual(400);
-            expect(status, raw).toBeLessThan(500);
+            // 501: a transfer coding the gateway does not decode (`x, chunked`), refused before the target.
+            if (status === 501) expect(lines, raw).toMatch(/transfer-encoding/i);
+            else expect(status, raw).toBeLessThan(500);
             if (status !== 417) expect(r.text, raw).toMatch(/"error":\{"type":"[a-z_]+","message":/);
             return;
           }
