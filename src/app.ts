@@ -95,7 +95,9 @@ export class Gateway {
   /**
    * Builds (if init has not), listens, then installs the bootstrap admin key.
    * `beforeAnnounce` runs after that and before the "listening" log line (main prints
-   * a generated key there).
+   * a generated key there). A start that fails, while building or while opening its
+   * listeners, has closed what it opened by the time it rejects (stop() then has
+   * nothing left to do): the process may exit at once.
    */
   async start(beforeAnnounce?: () => void): Promise<{ port: number; opsPort: number; managementPort: number }> {
     await this.init();

@@ -333,8 +333,37 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     bus.resume();
     capture.batcher.resume();
 
-    /** Starts the edges (this thread's, or the edge threads), then the ops and management listeners. */
+    // Drains the edges, then closes every subsystem, last built first: once, for a stop or for a start that failed.
+    let closing: Promise<void> | null = null;
+    const closeAll = (graceMs: number): Promise<void> => {
+      closing ??= (async () => {
+        state.stopping = true;
+        if (edge) await edge.drain(graceMs);
+        edges?.stopWithin(graceMs);
+        await parts.close(log);
+      })();
+      return closing;
+    };
+
+    /**
+     * Starts the edges (this thread's, or the edge threads), then the ops and management
+     * listeners. A start that fails here (a host this machine does not have, a port taken
+     * since it was checked) closes what it opened, as a build that fails does: the
+     * listeners already bound, the edge threads, the store and its engine, every timer.
+     * The caller may then exit at once: nothing of this start is left running.
+     */
     const listen = async (
+      beforeAnnounce?: () => void,
+    ): Promise<{ port: number; opsPort: number; managementPort: number }> => {
+      try {
+        return await open(beforeAnnounce);
+      } catch (e) {
+        // Nothing was served yet that a grace period would let finish.
+        await closeAll(0);
+        throw e;
+      }
+    };
+    const open = async (
       beforeAnnounce?: () => void,
     ): Promise<{ port: number; opsPort: number; managementPort: number }> => {
       // WAKEGATE_ADMIN_KEY (its secret is the operator's) is installed, and the key it
@@ -429,13 +458,11 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       state,
       /** Reads every TLS listener's certificates again now (SIGHUP); true when all load. */
       reloadTls: () => tls.reload(),
-      /** Drains the edges, then closes every subsystem, last built first. */
+      /** Drains the edges, then closes every subsystem, last built first (at once when a failed start closed them). */
       async close(graceMs: number): Promise<void> {
-        state.stopping = true;
-        if (edge) await edge.drain(graceMs);
-        edges?.stopWithin(graceMs);
-        await parts.close(log);
-        log.info('wakegate stopped');
+        const first = closing === null;
+        await closeAll(graceMs);
+        if (first) log.info('wakegate stopped');
       },
     };
     return control;

@@ -21,6 +21,19 @@ const out = (s: string): void => {
   process.stdout.write(s);
 };
 
+/**
+ * A reader that has gone (`wakegate wakes tail | head -n 1`, `| grep -m1`): there is
+ * nobody left to tell anything, so the command ends quietly with status 0, as `yes |
+ * head` does, never with Node's stack of an unhandled EPIPE. No command writes to
+ * stdout with the store open; serve, which must not end so, hears it otherwise (serve).
+ */
+const stdoutGone = (e: NodeJS.ErrnoException): void => {
+  if (e.code === 'EPIPE') process.exit(0);
+  process.stderr.write(`wakegate: stdout cannot be written (${e.code ?? e.message})\n`);
+  process.exit(1);
+};
+process.stdout.on('error', stdoutGone);
+
 function version(): string {
   const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string };
   return pkg.version;
@@ -59,13 +72,16 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
     new Error(
       `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
     );
+  const { checkServer, holdDataDir, storageError } = await import('./startup.js');
   let lock: DirLock;
   try {
     lock = await lockDataDir(cfg.storage.data_dir);
   } catch (e) {
-    throw e instanceof DirHeld ? held(e.pid) : e;
+    if (e instanceof DirHeld) throw held(e.pid);
+    // A directory that cannot be used (a file in its path, no permission): said as serve
+    // says it, naming DATA_DIR and storage.data_dir, by serve's own attempt to hold it.
+    lock = await holdDataDir(cfg);
   }
-  const { checkServer, storageError } = await import('./startup.js');
   let store: Store;
   try {
     store = await openStore(cfg.storage);
@@ -103,6 +119,12 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
     source: { file, dropIn: process.env.ORIGIN_URL || null },
     testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
   });
+  // A gateway does not end because its stdout has gone (`wakegate serve | head`): it logs
+  // on stderr, and writes to stdout only a bootstrap admin key it generated, once it listens.
+  process.stdout.off('error', stdoutGone);
+  process.stdout.on('error', (e: Error) =>
+    gw.log.warn('stdout cannot be written: a bootstrap admin key printed there was not shown', { err: e }),
+  );
   // Signals are heard from the first moment: one that comes while the gateway starts
   // stops it once it has started (a start half done is never left running).
   let signals = 0;
@@ -175,6 +197,7 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
     cfg,
     'create the key through its API instead: wakegate keys create --url ... --key-file ...',
   );
+  let said: string;
   try {
     await migrate(store);
     const table = new KeyTable(store);
@@ -210,14 +233,14 @@ async function keysCreateOffline(cfg: Readonly<Config>, args: Args): Promise<voi
       });
     await events.flush();
     const view = svc.view(key, secret);
-    out(
-      args.bools.has('json')
-        ? `${JSON.stringify(view, null, 2)}\n`
-        : `${fields(view as unknown as Record<string, unknown>)}\nThis is the only time the secret is shown. Store it now.\n`,
-    );
+    said = args.bools.has('json')
+      ? `${JSON.stringify(view, null, 2)}\n`
+      : `${fields(view as unknown as Record<string, unknown>)}\nThis is the only time the secret is shown. Store it now.\n`;
   } finally {
     await store.close();
   }
+  // Once the store is closed: a reader gone ends the process at once (stdoutGone).
+  out(said);
 }
 
 async function main(): Promise<void> {
@@ -235,10 +258,10 @@ async function main(): Promise<void> {
     onlyFlags(args, [], LOCAL);
     operands(args, 1, null);
     const cfg = await configFrom(args.flags);
-    const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
     const { migrate } = await import('./store/migrations.js');
-    const applied = await migrate(store);
-    await store.close();
+    const store = await openDirect(cfg, 'the running gateway applied its migrations when it started');
+    // Closed whatever migrate does: the process never exits with the engine open.
+    const applied = await migrate(store).finally(() => store.close());
     return out(`migrations applied: ${applied.length ? applied.join(', ') : 'none (up to date)'}\n`);
   }
   if (c0 === 'keys' && c1 === 'create' && args.bools.has('offline'))
