@@ -72,15 +72,14 @@ async function openDirect(cfg: Readonly<Config>, instead: string): Promise<Store
     new Error(
       `the store in ${cfg.storage.data_dir} is held by a running gateway${pid === null ? '' : ` (pid ${pid})`}; ${instead}`,
     );
-  const { checkServer, holdDataDir, storageError } = await import('./startup.js');
+  const { checkServer, dataDirError, storageError } = await import('./startup.js');
   let lock: DirLock;
   try {
     lock = await lockDataDir(cfg.storage.data_dir);
   } catch (e) {
-    if (e instanceof DirHeld) throw held(e.pid);
-    // A directory that cannot be used (a file in its path, no permission): said as serve
-    // says it, naming DATA_DIR and storage.data_dir, by serve's own attempt to hold it.
-    lock = await holdDataDir(cfg);
+    // Held: this command says what to do instead. A directory that cannot be used (a file
+    // in its path, no permission): said as serve says it, naming storage.data_dir.
+    throw e instanceof DirHeld ? held(e.pid) : dataDirError(cfg, e);
   }
   let store: Store;
   try {

@@ -26,12 +26,17 @@ export async function holdDataDir(cfg: Readonly<Config>): Promise<DirLock> {
   try {
     return await lockDataDir(cfg.storage.data_dir);
   } catch (e) {
-    if (e instanceof DirHeld)
-      throw dataDirInUse(cfg, e.pid === null ? 'by another gateway' : `by the gateway with pid ${e.pid}`);
-    throw new StartError(
-      `DATA_DIR ${cfg.storage.data_dir} cannot be held (${(e as NodeJS.ErrnoException).code ?? firstLine(String(e))}): check storage.data_dir`,
-    );
+    throw dataDirError(cfg, e);
   }
+}
+
+/** What holding DATA_DIR threw (lockDataDir), as one line naming the setting. */
+export function dataDirError(cfg: Readonly<Config>, e: unknown): StartError {
+  if (e instanceof DirHeld)
+    return dataDirInUse(cfg, e.pid === null ? 'by another gateway' : `by the gateway with pid ${e.pid}`);
+  return new StartError(
+    `DATA_DIR ${cfg.storage.data_dir} cannot be held (${(e as NodeJS.ErrnoException).code ?? firstLine(String(e))}): check storage.data_dir`,
+  );
 }
 
 const dataDirInUse = (cfg: Readonly<Config>, by: string) =>

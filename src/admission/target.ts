@@ -77,9 +77,8 @@ export const FRAMING_REFUSED = new GatewayError(
  * the client sent as one would be read as the next request: 400, and the connection is
  * closed (RFC 9112 §6.3). (`chunked` before another coding is the parser's 400.)
  */
-export function codingProblem(te: string | string[] | undefined): GatewayError | null {
+export function codingProblem(te: string | undefined): GatewayError | null {
   if (te === undefined || te === 'chunked') return null;
-  if (typeof te !== 'string') return FRAMING_REFUSED;
   // A list's empty elements are no codings (RFC 9110 §5.6.1): `, chunked` is chunked alone.
   const codings = te
     .toLowerCase()

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { replaceFile, replaceFileLater } from '../durable.js';
 import type { Logger } from '../log.js';
-import { readBounded } from '../tls/material.js';
+import { readBounded } from '../tls/files.js';
 import { refilledFrom } from './buckets.js';
 import { EPS } from './limiter.js';
 import { allocateBuckets, quotaCells, SharedBuckets, type SharedBucketsLayout, seedOf } from './shared-buckets.js';

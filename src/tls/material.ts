@@ -5,9 +5,6 @@ import type { ListenerTls } from '../config/tls-schema.js';
 import { firstLine, MAX_PEM_BYTES, readBounded } from './files.js';
 import { readTicketFile, type TicketSource } from './tickets.js';
 
-// The bounded read, also where the buckets file (src/ratelimit/persist.ts) takes it from.
-export { MAX_PEM_BYTES, readBounded } from './files.js';
-
 /**
  * What a TLS listener serves, read from its files: each certificate chain and key
  * (PEM text, so it crosses to the edge threads as it is), the client CAs and the

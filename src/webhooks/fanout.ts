@@ -248,7 +248,7 @@ export class FanOut {
         environment: e.environment,
         type: e.type,
         raised: e.created_at,
-        now: this.o.clock.now(),
+        now,
         except,
       });
       if (targets.length === 0) continue;
