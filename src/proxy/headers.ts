@@ -1,4 +1,5 @@
 import { basicCredentials, holdsGatewayKey } from '../capture/text.js';
+import { boundTracestate } from '../tracing/tracestate.js';
 import { headerValue } from './header-value.js';
 
 /**
@@ -123,6 +124,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   let xfh: string | null = null;
   let fwd: string | null = null;
   let host = '';
+  let states: string[] | null = null;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
     const value = raw[i + 1] as string;
@@ -147,7 +149,15 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
     // for `-`. Only a name holding a `_` is looked at again.
     if (lower.indexOf('_') !== -1 && spellsOwn(lower)) continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
-    if (lower.length >= 10 && o.traceparent !== undefined && isTraceHeader(lower, o.keepTracestate === true)) continue;
+    if (lower.length >= 10 && o.traceparent !== undefined) {
+      if (isTraceHeader(lower, o.keepTracestate === true)) continue;
+      // A kept tracestate goes on as one list within W3C's bounds (tracing/tracestate.ts).
+      if (lower === 'tracestate' && !carriesGatewayKey(value)) {
+        if (states === null) states = [value];
+        else states.push(value);
+        continue;
+      }
+    }
     if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
     // A key in the value, in the field's name, or as Basic credentials (which the origin decodes).
     if (carriesGatewayKey(value) || carriesGatewayKey(name)) continue;
@@ -161,6 +171,8 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   // A trusted proxy's Forwarded chain gains the gateway's hop, as X-Forwarded-For does (RFC 7239 §4).
   if (fwd !== null) out.push('Forwarded', `${fwd}, for=${forwardedNode(o.clientIp)};proto=${o.proto}`);
   if (o.traceparent !== undefined && o.traceparent !== null) out.push('traceparent', o.traceparent);
+  const state = states === null ? null : boundTracestate(states);
+  if (state !== null) out.push('tracestate', state);
   if (o.identity) {
     // Stored values: percent-encoded (header-value.ts), so none can fail the request or be read trimmed.
     out.push('x-wakegate-key-id', headerValue(o.identity[0]), 'x-wakegate-consumer', headerValue(o.identity[1]));
