@@ -148,11 +148,18 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
   // SIGHUP reloads the TLS certificates (every thread; a file that does not load leaves the old ones serving).
+  // nginx and Envoy read their whole config again on it: one line says what this one did, and what it did not.
+  const hasTls = cfg.server.tls !== null || cfg.server.ops_tls !== null || cfg.management.tls !== null;
   process.on(
     'SIGHUP',
     () =>
       void started.then(
-        () => gw.reloadTls(),
+        () => {
+          const loaded = hasTls ? gw.reloadTls() : true;
+          gw.log.info(sighupLine(hasTls, loaded), {
+            not_reloaded: 'the config file and environment (routes, limits, storage, keys): restart to apply them',
+          });
+        },
         () => {},
       ),
   );
@@ -165,6 +172,14 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   });
   await started;
 }
+
+/** What a SIGHUP did, for its log line. */
+const sighupLine = (hasTls: boolean, loaded: boolean): string =>
+  !hasTls
+    ? 'SIGHUP: no TLS certificates to read again'
+    : loaded
+      ? 'SIGHUP: TLS certificates read again'
+      : 'SIGHUP: TLS certificates read again, some not loaded (the old ones serve)';
 
 const unknownEnvironment = (name: string): ApiError =>
   new ApiError(422, {
