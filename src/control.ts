@@ -85,6 +85,11 @@ export interface ControlOptions {
   source?: { file: string | null; dropIn: string | null };
   /** Ends a start that waits for another instance's migrations (a stop asked meanwhile). */
   startSignal?: AbortSignal;
+  /**
+   * Where a generated bootstrap admin key's secret would be shown cannot be read (stdout is
+   * /dev/null): none is generated, as one shown nowhere could never be used.
+   */
+  secretUnseen?: boolean;
   /** Test hooks (WAKEGATE_TEST_HOOKS=1): the serving thread in a header, and a way to crash an edge thread. */
   testHooks?: boolean;
   /** How certificate files are watched for changes (tests trigger reloads themselves); and their debounce. */
@@ -400,7 +405,12 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       ports.management = managementPort;
       // A generated admin key is made only once the gateway listens: a start that fails
       // (a port in use) leaves no key behind that was never shown.
-      const boot = early ?? (await keys.keys.bootstrap(cfg.admin_key));
+      const boot = early ?? (await keys.keys.bootstrap(cfg.admin_key, { generate: opts.secretUnseen !== true }));
+      if (boot.unseen) {
+        log.warn('no key exists, and none was generated: stdout is /dev/null, where its secret would be shown once', {
+          fix: 'start once with stdout to a terminal or a file, or set WAKEGATE_ADMIN_KEY, or run `wakegate keys create --offline`',
+        });
+      }
       state.generatedAdminSecret = boot.secret;
       if (boot.replaced.length > 0) {
         // One line for a rotation (never the secret); the old key is revoked.

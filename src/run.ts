@@ -2,7 +2,7 @@
  * The CLI's commands (serve, migrate, keys, endpoints, deliveries, wakes, replay), run by main.ts once
  * it has hidden a key given on the command line.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, fstatSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative } from 'node:path';
 import { type Args, LOCAL, nearest, onlyFlags, operands, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
@@ -117,6 +117,7 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
     startSignal: startAbort.signal,
     source: { file, dropIn: process.env.ORIGIN_URL || null },
     testHooks: process.env.WAKEGATE_TEST_HOOKS === '1',
+    secretUnseen: stdoutIsDevNull(),
   });
   // A gateway does not end because its stdout has gone (`wakegate serve | head`): it logs
   // on stderr, and writes to stdout only a bootstrap admin key it generated, once it listens.
@@ -171,6 +172,19 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
     );
   });
   await started;
+}
+
+/**
+ * Stdout is /dev/null (`serve > /dev/null 2>&1 &`, or closed: Node opens /dev/null for a
+ * closed one), where a generated bootstrap admin key's secret would be shown once and lost.
+ */
+function stdoutIsDevNull(): boolean {
+  try {
+    const out = fstatSync(1);
+    return out.isCharacterDevice() && out.rdev === statSync('/dev/null').rdev;
+  } catch {
+    return false;
+  }
 }
 
 /** What a SIGHUP did, for its log line. */

@@ -495,20 +495,26 @@ export class KeyService {
    * start with no keys at all, a generated one whose secret is returned so the caller
    * can print it once.
    */
-  bootstrap(adminSecret: string | null): ReturnType<KeyService['bootstrapNow']> {
-    return this.writes.run(() => this.bootstrapNow(adminSecret));
+  bootstrap(adminSecret: string | null, o: { generate?: boolean } = {}): ReturnType<KeyService['bootstrapNow']> {
+    return this.writes.run(() => this.bootstrapNow(adminSecret, o.generate !== false));
   }
 
-  private async bootstrapNow(adminSecret: string | null): Promise<{
+  private async bootstrapNow(
+    adminSecret: string | null,
+    generate: boolean,
+  ): Promise<{
     created: KeyRecord | null;
     secret: string | null;
     /** The keys revoked because this one replaced them; `current` is the bootstrap key in force. */
     replaced: KeyRecord[];
     current?: KeyRecord;
+    /** No key exists and none was generated (`generate` false: its secret could not be shown). */
+    unseen?: boolean;
   }> {
     const env = Object.entries(this.cfg.environments).find(([, e]) => e.class === 'live')?.[0] as string;
     if (!adminSecret) {
       if (this.ring.size > 0 || (await this.table.count()) > 0) return { created: null, secret: null, replaced: [] };
+      if (!generate) return { created: null, secret: null, replaced: [], unseen: true };
       const secret = newKeySecret('live');
       const key = this.adminRecord(env, hashSecret(secret), this.clock.now());
       await this.save(key);
