@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Admission } from './admission/admission.js';
 import { keyedPathsExposed } from './admission/exposure.js';
 import { RouteTable } from './admission/routes.js';
+import { ViaValues, viaName } from './admission/via.js';
 import type { OpenApiServer } from './api/context.js';
 import { Cursors, cursorKey } from './api/cursor.js';
 import { type ListenerAddress, listenerServer } from './api/openapi.js';
@@ -215,6 +216,8 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
     // Behind server.trusted_proxies a /v2 call is its X-Forwarded-For client's, on every listener, as a proxied request is.
     const trusted = trustedProxies(cfg.server.trusted_proxies);
     const admission = new Admission({ routes, ring, limiter: limiter.limiter, metrics, clock, trusted });
+    // The gateway's name in Via, the same on every thread and instance of an installation (admission/via.ts).
+    const via = new ViaValues(viaName(sealingKey));
     const replay = parts.add(
       replayPart(
         new Replayer({
@@ -225,6 +228,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           events: bus,
           log,
           trace: traceStart(cfg),
+          via,
         }),
       ),
     );
@@ -299,6 +303,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
               reusePort: false,
               threadLabel: opts.testHooks ? '1' : null,
               tls: mainTls,
+              via,
             }),
           )
         : null;
@@ -387,6 +392,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
           authorityBuckets: limiter.authorityLayout,
           keys: () => [...ring.all()],
           redactionKey: redactionKey(sealingKey),
+          via: via.name,
           internal: listeners.internalAddress(),
           retryMs: opts.spoolRetryMs,
           testHooks: opts.testHooks === true,

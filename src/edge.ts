@@ -5,6 +5,7 @@ import { Admission } from './admission/admission.js';
 import { hostProblem } from './admission/host.js';
 import { RouteTable } from './admission/routes.js';
 import { toOriginForm } from './admission/target.js';
+import type { ViaValues } from './admission/via.js';
 import type { KeyHolds } from './auth/key-holds.js';
 import type { KeyRing } from './auth/keyring.js';
 import type { Capture } from './capture/pipeline.js';
@@ -142,6 +143,8 @@ export interface EdgeDeps {
   threadLabel: string | null;
   /** TLS on the main listener (server.tls): its certificates and session-ticket keys; absent or null: plain HTTP. */
   tls?: EdgeTls | null;
+  /** The gateway's `Via` values: added to each forwarded request, and a request naming them is a loop (admission/via.ts). */
+  via: ViaValues;
 }
 
 /**
@@ -175,7 +178,15 @@ export function createEdge(d: EdgeDeps): Edge {
   const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
   const trusted = trustedProxies(s.trusted_proxies);
   const proxyDeps = {
-    admission: new Admission({ routes, ring: d.ring, limiter: d.limiter, metrics: d.metrics, clock: d.clock, trusted }),
+    admission: new Admission({
+      routes,
+      ring: d.ring,
+      limiter: d.limiter,
+      metrics: d.metrics,
+      clock: d.clock,
+      trusted,
+      via: d.via,
+    }),
     recorder: d.capture.recorder,
     metrics: d.metrics,
     log: d.log,
@@ -193,6 +204,7 @@ export function createEdge(d: EdgeDeps): Edge {
       sendTimeoutMs: s.send_timeout_ms,
     },
     trace: traceStart(cfg, trusted),
+    via: d.via,
   };
   const proxy = new ProxyHandler(proxyDeps);
   const onMain = cfg.management.on_main;

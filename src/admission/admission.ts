@@ -29,6 +29,7 @@ import {
 } from './refusal.js';
 import { type Origin, type Route, type RouteTable, unsafePath } from './routes.js';
 import { codingProblem } from './target.js';
+import { LOOP_REFUSED, type ViaValues } from './via.js';
 
 export interface AdmissionDeps {
   /** The route table in force now. */
@@ -44,6 +45,8 @@ export interface AdmissionDeps {
    * per-address limits and the wake.
    */
   trusted?: (ip: string) => boolean;
+  /** The gateway's `Via` name: a proxied request that names it has looped (via.ts). */
+  via?: ViaValues;
 }
 
 /** An admitted request: where it goes, as whom, and the rate-limit headers of its answer. */
@@ -123,7 +126,10 @@ export class Admission {
     // Host: one line of it, required over HTTP/1.1 (RFC 9112 §3.2), uri-host and port only
     // (RFC 9110 §7.2); HTTP/2's :authority alike (host.ts). Anything else would reach the
     // origin as X-Forwarded-Host, which origins build absolute URLs from.
-    const bad = hostProblem(req) ?? codingProblem(req.headers['transfer-encoding']);
+    const bad =
+      hostProblem(req) ??
+      codingProblem(req.headers['transfer-encoding']) ??
+      (this.d.via?.passed(req.headers.via) === true ? LOOP_REFUSED : null);
     if (bad !== null) {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;

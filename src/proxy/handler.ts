@@ -4,6 +4,7 @@ import { type Admission, isRefusal, type Routed } from '../admission/admission.j
 import { NONE, type Refusal } from '../admission/refusal.js';
 import { upstreamPath } from '../admission/routes.js';
 import { FRAMING_REFUSED } from '../admission/target.js';
+import type { ViaValues } from '../admission/via.js';
 import { newTap } from '../capture/detail.js';
 import { BodyRefused, KeyGate, refusedBody, scannedBody } from '../capture/key-scan.js';
 import type { Exchange, Recorder } from '../capture/recorder.js';
@@ -34,6 +35,8 @@ export interface ProxyDeps {
   downloads: DownloadLimits;
   /** W3C Trace Context: reads the client's traceparent, mints the gateway's span id. */
   trace: TraceStart;
+  /** The gateway's `Via` values (admission/via.ts), one added to every forwarded request. */
+  via?: ViaValues;
 }
 
 /** Placeholder of a request's origin headers until it is admitted. */
@@ -165,6 +168,7 @@ export class ProxyHandler {
       identity: key ? [key.id, key.consumer, key.environment] : null,
       traceparent: traceparentOf(x),
       keepTracestate: x.parentSpanId !== '',
+      via: this.d.via?.of(req.httpVersionMajor, req.httpVersionMinor),
     });
     let h = this.overhead.get(x.route);
     if (h === undefined) {

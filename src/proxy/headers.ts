@@ -42,6 +42,8 @@ export interface ForwardHeadersOptions {
    */
   traceparent?: string | null;
   keepTracestate?: boolean;
+  /** The gateway's own `Via` value (admission/via.ts), added after any the client sent. */
+  via?: string;
 }
 
 /**
@@ -171,6 +173,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
   // A trusted proxy's Forwarded chain gains the gateway's hop, as X-Forwarded-For does (RFC 7239 §4).
   if (fwd !== null) out.push('Forwarded', `${fwd}, for=${forwardedNode(o.clientIp)};proto=${o.proto}`);
   if (o.traceparent !== undefined && o.traceparent !== null) out.push('traceparent', o.traceparent);
+  if (o.via !== undefined) out.push('Via', o.via);
   const state = states === null ? null : boundTracestate(states);
   if (state !== null) out.push('tracestate', state);
   if (o.identity) {

@@ -1,6 +1,7 @@
 import { type Admission, isRefusal, type Routed } from '../admission/admission.js';
 import { pairsOverrideToWrite } from '../admission/override.js';
 import { upstreamPath } from '../admission/routes.js';
+import type { ViaValues } from '../admission/via.js';
 import type { KeyRecord } from '../auth/key.js';
 import { buildDetail, DetailRate, type DetailSalts, detailSettings, newTap } from '../capture/detail.js';
 import { storedBody, type WakeDetail } from '../capture/detail-types.js';
@@ -44,6 +45,8 @@ export interface ReplayDeps {
   log: Logger;
   /** A replay is a request of its own: a new trace when tracing is on (the captured traceparent is not sent). */
   trace?: TraceStart;
+  /** The gateway's `Via` values: a replay says it passed here, as a proxied request does. */
+  via?: ViaValues;
   /** How many replays may run at once: in the process, and for one caller key (REPLAY_LIMITS by default). */
   limits?: ReplayLimits;
 }
@@ -255,6 +258,7 @@ export class Replayer {
       identity: x.key ? [x.key.id, x.key.consumer, x.key.environment] : null,
       traceparent: traceparentOf(x),
       keepTracestate: false,
+      via: this.d.via?.of(1, 1),
     });
     headers.push('x-wakegate-replay-of', headerValue(w.id), 'x-wakegate-replayed-by', headerValue(o.by));
     if (body) headers.push('content-length', String(body.length));

@@ -313,6 +313,7 @@ export function handleUpgrade(d: UpgradeDeps, req: IncomingMessage, socket: Dupl
       identity: key ? [key.id, key.consumer, key.environment] : null,
       traceparent: traceparentOf(x),
       keepTracestate: x.parentSpanId !== '',
+      via: d.via?.of(req.httpVersionMajor, req.httpVersionMinor),
     });
     // Only the upgrade itself is hop-by-hop information the origin needs, and only the
     // protocols the route lists: the origin is never offered one it could switch to unchecked.

@@ -1,4 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
+import { ViaValues } from '../admission/via.js';
 import { KeyHolds } from '../auth/key-holds.js';
 import { KeyRing } from '../auth/keyring.js';
 import type { RowListener, Sink } from '../capture/batcher.js';
@@ -97,6 +98,7 @@ export async function startEdgeThread(
     reusePort: true,
     threadLabel: data.testHooks ? String(data.index) : null,
     tls: data.tls ?? null,
+    via: new ViaValues(data.via),
   });
 
   /** Key uses go back to the control thread, which writes them (last_used_at) with its own. */

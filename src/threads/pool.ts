@@ -27,6 +27,8 @@ export interface PoolDeps {
   authorityBuckets: SharedBucketsLayout | null;
   keys: () => KeyRecord[];
   redactionKey: Buffer;
+  /** The gateway's `Via` name (admission/via.ts). */
+  via: string;
   internal: EdgeData['internal'];
   retryMs: number | undefined;
   testHooks: boolean;
@@ -100,6 +102,7 @@ export class EdgePool {
       authorityBuckets: d.authorityBuckets,
       keys: d.keys(),
       redactionKey: new Uint8Array(d.redactionKey),
+      via: d.via,
       internal: d.internal,
       retryMs: d.retryMs,
       testHooks: d.testHooks,

@@ -27,6 +27,8 @@ export interface EdgeData {
   authorityBuckets: SharedBucketsLayout | null;
   keys: KeyRecord[];
   redactionKey: Uint8Array;
+  /** The gateway's `Via` name (admission/via.ts), the same on every thread. */
+  via: string;
   /** The control thread's loopback listener for /v2 calls, and the token it asks of them. */
   internal: { port: number; token: string };
   retryMs: number | undefined;

@@ -62,6 +62,7 @@ describe('the edge root, called in one thread', () => {
         authorityBuckets: null,
         keys: [],
         redactionKey: randomBytes(32),
+        via: 'wakegate-test',
         internal: { port: 1, token: 'unused' },
         retryMs: undefined,
         testHooks: false,
