@@ -86,9 +86,10 @@ export function listenersPart(d: ListenerDeps): Part & {
           ? null
           : consoleH2({
               http,
+              limits: cfg.server.http2_limits,
               idleTimeoutMs: cfg.server.keep_alive_timeout_ms,
-              maxConcurrentStreams: cfg.server.http2_limits.max_concurrent_streams,
-              maxHeaderListBytes: cfg.server.http2_limits.max_header_list_bytes,
+              requestTimeoutMs: cfg.server.request_timeout_ms,
+              goaway: d.metrics.h2Goaway,
             }),
     });
   const opsTls = tlsOf(ops, cfg.server.ops_tls, 'server.ops_tls', 'ops');

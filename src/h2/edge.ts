@@ -1,67 +1,21 @@
-import { METHODS } from 'node:http';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
-import { errorBody } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
 import { H2Request, H2Response } from './exchange.js';
 import { FlushSweep } from './flush-sweep.js';
+import {
+  answer,
+  calm,
+  type GoawayCounter,
+  type H2Limits,
+  headerListSize,
+  headerListTooLarge,
+  malformedAnswer,
+} from './guards.js';
 import { ResetWindow } from './resets.js';
 
-/** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed. */
-const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
-/** Host and :authority both sent, naming different authorities (compared without case). */
-function otherHost(h: IncomingHttpHeaders): boolean {
-  const host = h.host;
-  const authority = h[':authority'];
-  // The same string (nearly always, when both come) is decided without a lower-cased copy.
-  if (host === undefined || authority === undefined || host === authority) return false;
-  return host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase();
-}
-
-/**
- * The userinfo of an authority (`user:pass@host`), which `:authority` MUST NOT hold (RFC 9113
- * §8.3.1), nor Host (RFC 9110 §7.2: uri-host and port only): its answer, naming the field, or
- * null. No host or port can hold a `@`, so any `@` is userinfo.
- */
-function userinfoIn(h: IncomingHttpHeaders): string | null {
-  const authority = h[':authority'];
-  if (authority !== undefined) return authority.indexOf('@') === -1 ? null : USERINFO_AUTHORITY;
-  const host = h.host;
-  return host === undefined || host.indexOf('@') === -1 ? null : USERINFO_HOST;
-}
-
-const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
-const userinfo = (param: string) =>
-  JSON.stringify(
-    errorBody(
-      'invalid_request',
-      null,
-      `${param} must not hold userinfo (user@host): send credentials in Authorization (RFC 9113 section 8.3.1)`,
-      param,
-    ),
-  );
-const USERINFO_AUTHORITY = userinfo(':authority');
-const USERINFO_HOST = userinfo('host');
-
-/**
- * A header list's size as RFC 9113 §6.5.2 has it: each field's name and value octets
- * plus 32, pseudo-headers included (Node's strings hold one octet per character).
- */
-export function headerListSize(raw: readonly string[]): number {
-  let n = 0;
-  for (let i = 0; i < raw.length; i++) n += (raw[i] as string).length;
-  return n + (raw.length >> 1) * 32;
-}
-
-const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
-
-/** server.http2_limits. */
-export interface H2Limits {
-  max_concurrent_streams: number;
-  max_header_list_bytes: number;
-  max_resets_per_10s: number;
-}
+const { NGHTTP2_HTTP_1_1_REQUIRED, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 export interface H2EdgeDeps {
   limits: H2Limits;
@@ -75,7 +29,7 @@ export interface H2EdgeDeps {
   handle: (req: ClientRequest, res: ClientResponse, expectsContinue: boolean) => void;
   /** Paths HTTP/2 does not serve here (/v2): reset with HTTP_1_1_REQUIRED, so the client retries on HTTP/1.1. */
   http1Only: (path: string) => boolean;
-  goaway: { labels(reason: string): { inc(): void } };
+  goaway: GoawayCounter;
   log: Logger;
   /** Time for the reset window (ms). */
   now: () => number;
@@ -102,16 +56,6 @@ interface SessionState {
 
 const ignore = (): void => {};
 
-/** The gateway's own error answer to a request it does not serve (no wake); what the client still sends is read and dropped. */
-function answer(stream: ServerHttp2Stream, status: number, body: string): void {
-  stream.respond({ ':status': status, 'content-type': 'application/json', 'content-length': body.length });
-  stream.end(body);
-  stream.resume();
-}
-
-/** How long a session sent GOAWAY for rapid reset keeps its socket, so the GOAWAY is read. */
-const CALM_CLOSE_MS = 500;
-
 /**
  * HTTP/2 on Node's core stream API (no compatibility layer: it measured 2.6x the
  * cost per request here): each stream is handed to the proxy as a request like any
@@ -121,13 +65,7 @@ const CALM_CLOSE_MS = 500;
  */
 export function createH2Edge(d: H2EdgeDeps): H2Edge {
   const l = d.limits;
-  const TOO_LARGE = JSON.stringify(
-    errorBody(
-      'request_header_fields_too_large',
-      null,
-      `the request's header list is larger than server.http2_limits.max_header_list_bytes (${l.max_header_list_bytes} bytes)`,
-    ),
-  );
+  const TOO_LARGE = headerListTooLarge(l.max_header_list_bytes);
   const server = http2.createServer({
     settings: {
       maxConcurrentStreams: l.max_concurrent_streams,
@@ -171,15 +109,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
   server.on('sessionError', (e: Error) => d.log.debug('h2 session error', { err: e.message }));
 
   const onResetPast = (session: ServerHttp2Session) => {
-    if (session.destroyed || session.closed) return;
-    d.goaway.labels('rapid_reset').inc();
-    d.log.debug('h2 session reset too many streams: GOAWAY');
-    // GOAWAY first, the socket closed a moment later: closing at once, with the client's
-    // frames still unread, makes the kernel reset the connection and the GOAWAY is lost.
-    // Meanwhile nghttp2 ignores every new stream (past the GOAWAY's last stream id).
-    session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
-    session.close();
-    setTimeout(() => session.destroy(), CALM_CLOSE_MS).unref();
+    if (calm(session, d.goaway)) d.log.debug('h2 session reset too many streams: GOAWAY');
   };
 
   /** One stream: handed to the proxy as a request, its reset counted if the client cancels it. */
@@ -208,19 +138,10 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
       return;
     }
-    // Any token can be :method here (of any length, up to the header list): only those
-    // HTTP/1.1's parser takes are requests, the others malformed as they are there (400, no wake).
-    // A Host naming another authority than :authority is malformed too (RFC 9113 §8.3.1):
-    // the gateway and the origin must not each read a different one.
-    if (!HTTP1_METHODS.has(headers[':method'] as string) || otherHost(headers)) {
-      answer(stream, 400, MALFORMED);
-      return;
-    }
-    // Userinfo in the authority (`user:pass@host`) is malformed too: never served, nor passed
-    // on as X-Forwarded-Host (400 naming the field, no wake).
-    const withUserinfo = userinfoIn(headers);
-    if (withUserinfo !== null) {
-      answer(stream, 400, withUserinfo);
+    // Malformed (the method, Host against :authority, userinfo): 400, no wake (guards.ts).
+    const malformed = malformedAnswer(headers);
+    if (malformed !== null) {
+      answer(stream, 400, malformed);
       return;
     }
     st.open++;

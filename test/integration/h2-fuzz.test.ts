@@ -4,7 +4,7 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { headerListSize } from '../../src/h2/edge.js';
+import { headerListSize } from '../../src/h2/guards.js';
 import { flushed, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { h2once } from '../helpers/h2.js';
 import { F, frame, hpack, RawH2, request, rstStream, settings, T, windowUpdate } from '../helpers/h2-frames.js';
