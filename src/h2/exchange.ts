@@ -7,11 +7,13 @@ import http2, {
 import type { Socket } from 'node:net';
 import { errorBody } from '../errors.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from '../proxy/client.js';
-import { addFields, CONNECTION_SPECIFIC, flatten, originHeaders } from './fields.js';
+import { addFields, flatten, originHeaders, trailerFields } from './fields.js';
 import type { FlushSweep } from './flush-sweep.js';
 
 const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR: NO_ERROR } = http2.constants;
 const NONE: string[] = [];
+/** No trailer fields: Node's sendTrailers then ends the stream with an empty DATA frame with END_STREAM. */
+const NO_TRAILERS: OutgoingHttpHeaders = Object.freeze({});
 
 /**
  * An HTTP/2 request as the proxy reads requests (proxy/client.ts): its headers are
@@ -95,7 +97,7 @@ function joined(raw: readonly string[], name: string): string {
  * frame (connection-specific fields dropped), the body DATA frames under the
  * stream's flow control (write returns false when the client's window is spent and
  * Node holds the rest: the proxy then paces the origin exactly as for a slow
- * HTTP/1.1 reader). Trailers are sent when the answer announced them (Trailer).
+ * HTTP/1.1 reader). Trailer fields follow any answer that may carry them (see writeHead).
  */
 export class H2Response implements ClientResponse {
   sendDate = true;
@@ -185,16 +187,17 @@ export class H2Response implements ClientResponse {
     const h: OutgoingHttpHeaders = { ':status': status };
     let announced = addFields(h, raw);
     if (this.extra !== null) announced = addFields(h, this.extra) || announced;
-    // Trailers can follow only if the stream waits for them; only an answer that says so pays for that.
-    this.chunkedEncoding = announced && !this.head;
+    const length = h['content-length'];
+    // Trailers can follow only if the stream waits for them (waitForTrailers), so only an answer
+    // that may carry them pays for that: one of no announced length (the origin's chunked answer,
+    // which may send trailer fields it never named in a Trailer field, RFC 9110 §6.5), or one
+    // that announced them. Never a HEAD's, a 204's, a 205's or a 304's (no content can follow).
+    this.chunkedEncoding = !this.head && (length === undefined || announced) && mayHaveContent(status);
     // sendDate (true unless set otherwise): Node adds its Date only when the fields hold none
     // (RFC 9110 §6.6.1), so an origin's passes as it came and an answer without one gets the gateway's.
     this.stream.respond(h, RESPOND[(this.sendDate ? 1 : 0) + (this.chunkedEncoding ? 2 : 0)]);
-    if (this.chunkedEncoding) this.stream.once('wantTrailers', () => this.stream.sendTrailers(this.trailers ?? {}));
-    else {
-      const length = h['content-length'];
-      if (typeof length === 'string' && !this.head) this.left = Number(length);
-    }
+    if (this.chunkedEncoding) this.stream.once('wantTrailers', () => this.sendTrailers());
+    else if (typeof length === 'string' && !this.head) this.left = Number(length);
     return this;
   }
 
@@ -270,14 +273,23 @@ export class H2Response implements ClientResponse {
    */
   private endUpload(): void {
     const s = this.stream;
-    if (!this.ended || s.endAfterHeaders || s.readableEnded) return;
-    s.once('finish', () => {
-      if (s.destroyed || s.closed || s.readableEnded) return;
-      s.close(NO_ERROR);
-      // The body's unread chunks would hold the stream open (its readable side never ends
-      // on Node 20): it is done with now.
-      if (!s.destroyed) s.destroy();
-    });
+    // An answer that waits for trailers is not sent at 'finish' (Node's comes before its
+    // END_STREAM): its upload is stopped once they are (sendTrailers).
+    if (!this.ended || this.chunkedEncoding || s.endAfterHeaders || s.readableEnded) return;
+    s.once('finish', () => stopUpload(s));
+  }
+
+  /**
+   * 'wantTrailers' (the answer's last DATA is out): its trailer fields, or none, which Node
+   * sends as an empty DATA frame with END_STREAM (not close(): that would be RST_STREAM in
+   * place of END_STREAM). A request body still coming is then stopped (endUpload), on the
+   * turn after the one on which Node hands the trailers to nghttp2, so that its RST_STREAM
+   * follows their END_STREAM: at 'finish', it went first and the trailers were lost.
+   */
+  private sendTrailers(): void {
+    const s = this.stream;
+    s.sendTrailers(this.trailers ?? NO_TRAILERS);
+    if (!s.endAfterHeaders && !s.readableEnded) setImmediate(stopUpload, s);
   }
 
   /** An ended answer not yet sent whole is left to the sweep, unless the send timer watches it already. */
@@ -294,13 +306,9 @@ export class H2Response implements ClientResponse {
     return this;
   }
 
+  /** Sent at 'wantTrailers' (the answer waits for them: chunkedEncoding); throws, as node:http's does, on a field it refuses. */
   addTrailers(pairs: [string, string][]): void {
-    const t: OutgoingHttpHeaders = {};
-    for (const [name, value] of pairs) {
-      const lower = name.toLowerCase();
-      if (!CONNECTION_SPECIFIC.has(lower)) t[lower] = value;
-    }
-    this.trailers = t;
+    this.trailers = trailerFields(pairs);
   }
 
   setTimeout(ms: number, onTimeout: () => void): this {
@@ -353,6 +361,21 @@ export class H2Response implements ClientResponse {
     else this.moreOnClose = [listener];
   }
 }
+
+/**
+ * Closes a stream whose answer has been sent while its request's body is still coming, with
+ * RST_STREAM NO_ERROR (H2Response's endUpload).
+ */
+function stopUpload(s: ServerHttp2Stream): void {
+  if (s.destroyed || s.closed || s.readableEnded) return;
+  s.close(NO_ERROR);
+  // The body's unread chunks would hold the stream open (its readable side never ends
+  // on Node 20): it is done with now.
+  if (!s.destroyed) s.destroy();
+}
+
+/** A status whose answer can have content (RFC 9110 §15.3.5, §15.3.6, §15.4.5), so trailers after it. */
+const mayHaveContent = (status: number): boolean => status !== 204 && status !== 205 && status !== 304;
 
 /** respond()'s options, made once: [sendDate][waitForTrailers] (sendDate is Node's, not in its types). */
 const RESPOND: readonly (ServerStreamResponseOptions & { sendDate: boolean })[] = [

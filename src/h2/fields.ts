@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 
 /**
@@ -59,15 +60,38 @@ export function addFields(h: OutgoingHttpHeaders, raw: readonly string[]): boole
     const name = (raw[i] as string).toLowerCase();
     if (CONNECTION_SPECIFIC.has(name)) continue;
     if (name === 'trailer') trailer = true;
-    const value = raw[i + 1] as string;
-    const had = h[name];
-    if (had === undefined) h[name] = value;
-    // A field HTTP/2 allows once (Node refuses a list): the first is kept, as most clients read it.
-    else if (SINGLE_VALUE.has(name)) continue;
-    else if (Array.isArray(had)) had.push(value);
-    else h[name] = [String(had), value];
+    addField(h, name, raw[i + 1] as string);
   }
   return trailer;
+}
+
+/** Adds one field (`name` lower-case) to HTTP/2 headers: a repeated name as a list. */
+function addField(h: OutgoingHttpHeaders, name: string, value: string): void {
+  const had = h[name];
+  if (had === undefined) h[name] = value;
+  // A field HTTP/2 allows once (Node refuses a list): the first is kept, as most clients read it.
+  else if (SINGLE_VALUE.has(name)) return;
+  else if (Array.isArray(had)) had.push(value);
+  else h[name] = [String(had), value];
+}
+
+/**
+ * An answer's trailer fields as its last HEADERS frame carries them (RFC 9113 §8.1): the
+ * origin's, as HTTP/1.1 passes them on, less the connection-specific ones (§8.2.2: Node
+ * refuses to send them), repeated names as lists. Each name and value is checked as
+ * node:http's addTrailers checks them on HTTP/1.1: one it refuses throws, here as there,
+ * before anything is sent (Node's sendTrailers would throw it out of its 'wantTrailers'
+ * event, where nothing catches it, or send what the client then drops).
+ */
+export function trailerFields(pairs: readonly [string, string][]): OutgoingHttpHeaders {
+  const t: OutgoingHttpHeaders = {};
+  for (const [name, value] of pairs) {
+    validateHeaderName(name);
+    validateHeaderValue(name, value);
+    const lower = name.toLowerCase();
+    if (!CONNECTION_SPECIFIC.has(lower)) addField(t, lower, value);
+  }
+  return t;
 }
 
 /**

@@ -35,7 +35,7 @@ export interface ClientResponse {
   readonly destroyed: boolean;
   readonly writableFinished: boolean;
   readonly writableLength: number;
-  /** True when trailer fields may follow the body (HTTP/1.1: chunked; HTTP/2: announced by Trailer). */
+  /** True when trailer fields may follow the body (HTTP/1.1: chunked; HTTP/2: no Content-Length, or announced by Trailer). */
   readonly chunkedEncoding: boolean;
   sendDate: boolean;
   shouldKeepAlive: boolean;
