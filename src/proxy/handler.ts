@@ -19,7 +19,7 @@ import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { forwardRequestHeaders, forwardResponseHeaders, reflectedRequest } from './headers.js';
-import { forwardRequestTrailers, forwardWithTrailers } from './trailers.js';
+import { forwardRequestTrailers, forwardWithTrailers, responseTrailerPairs } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -671,12 +671,12 @@ class Forwarding {
   /** `trailers`: raw name/value pairs. */
   onComplete(trailers: string[] | null): void {
     this.release();
-    // Trailer fields after a chunked answer (gRPC-web's status, checksums) are passed on.
+    // Trailer fields after a chunked answer (gRPC-web's status, checksums) are passed on,
+    // less the gateway's own and those no trailer section may hold (trailers.ts).
     if (trailers !== null && trailers.length > 0 && this.res.chunkedEncoding) {
-      const pairs: [string, string][] = [];
-      for (let i = 0; i < trailers.length; i += 2) pairs.push([trailers[i] as string, trailers[i + 1] ?? '']);
+      const pairs = responseTrailerPairs(trailers, this.a.limitHeaders !== null);
       try {
-        this.res.addTrailers(pairs);
+        if (pairs.length > 0) this.res.addTrailers(pairs);
       } catch {
         // A field Node refuses as a trailer is dropped, not the answer.
       }

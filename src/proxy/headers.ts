@@ -185,7 +185,7 @@ export function forwardRequestHeaders(raw: string[], o: ForwardHeadersOptions): 
 }
 
 /** A rate-limit field of the gateway's own (limiter.ts): x-ratelimit-*, RateLimit, RateLimit-Policy. */
-function isLimitField(lower: string): boolean {
+export function isLimitField(lower: string): boolean {
   const c = lower.charCodeAt(0);
   if (c === 120) return lower.startsWith('x-ratelimit-');
   return c === 114 && (lower === 'ratelimit' || lower === 'ratelimit-policy');

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Origin } from '../admission/routes.js';
 import { connectOptions } from '../tls/origin-trust.js';
-import { carriesGatewayKey, HOP_BY_HOP } from './headers.js';
+import { carriesGatewayKey, HOP_BY_HOP, isLimitField } from './headers.js';
 import type { OriginHandler } from './origin-client.js';
 
 /**
@@ -43,6 +43,25 @@ export function forwardRequestTrailers(raw: string[]): string[] | null {
     out.push(name, value);
   }
   return out;
+}
+
+/**
+ * An origin's trailer fields for the client, as pairs: those its header fields' rules
+ * would pass, less what RFC 9110 §6.5.1 keeps out of a trailer section (framing, routing,
+ * content metadata). The gateway's own fields (x-wake-id, x-wakegate-*, and its rate-limit
+ * fields when it sent its own: `ownLimits`) are its to write, in the head: an origin's
+ * trailer of those names would sit beside them for any client that merges the two.
+ */
+export function responseTrailerPairs(raw: readonly string[], ownLimits: boolean): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const lower = name.toLowerCase();
+    if (DROPPED.has(lower) || lower === 'x-wake-id' || lower.startsWith('x-wakegate-')) continue;
+    if (ownLimits && isLimitField(lower)) continue;
+    pairs.push([name, raw[i + 1] ?? '']);
+  }
+  return pairs;
 }
 
 const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
