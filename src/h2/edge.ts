@@ -52,6 +52,8 @@ interface SessionState {
   socket: Socket;
   resets: ResetWindow;
   open: number;
+  /** The idle timer ran out while a stream was open: armed again when the last one closes. */
+  idleMissed: boolean;
 }
 
 const ignore = (): void => {};
@@ -91,6 +93,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       socket: pending as Socket,
       resets: new ResetWindow(l.max_resets_per_10s),
       open: 0,
+      idleMissed: false,
     };
     sessions.set(session, st.socket);
     session.on('error', ignore);
@@ -100,8 +103,13 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     session.on('close', () => sessions.delete(session));
     // Idle (no stream open): closed. This also ends a session nghttp2 has sent GOAWAY for a
     // bad frame (FRAME_SIZE_ERROR, garbage), whose socket Node would otherwise keep open.
-    session.setTimeout(d.idleTimeoutMs, () => {
+    // Listened to with on(), not setTimeout's callback (once): a timer run out while a stream
+    // was open (an origin slower than the idle timeout) is armed again by the frames that
+    // follow, and the session idle after them is closed then.
+    session.setTimeout(d.idleTimeoutMs);
+    session.on('timeout', () => {
       if (st.open === 0) session.destroy();
+      else st.idleMissed = true;
     });
     if (draining) goaway(session, 'drain');
   });
@@ -150,7 +158,11 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     let timer: NodeJS.Timeout | null = null;
     // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
     stream.on('close', () => {
-      st.open--;
+      // A stream the gateway reset (a request timeout) writes no frame that arms the idle timer again.
+      if (--st.open === 0 && st.idleMissed && !session.destroyed) {
+        st.idleMissed = false;
+        session.setTimeout(d.idleTimeoutMs);
+      }
       if (timer !== null) clearTimeout(timer);
       // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset
       // limit. With NO_ERROR too, unless the gateway had ended its answer: a stream closed with both
