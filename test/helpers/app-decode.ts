@@ -119,7 +119,10 @@ export function sendInPieces(
   headers: Record<string, string>,
 ): Promise<{ status: number; body: string; wake: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
+    // A connection of its own (agent: false): a kept one may be closed by the gateway's
+    // keep-alive timeout just as it is reused, a reset no POST survives (a loaded host's late timers).
+    const post = { method: 'POST', agent: false, headers: { ...headers, 'transfer-encoding': 'chunked' } };
+    const req = request(url, post, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () =>
