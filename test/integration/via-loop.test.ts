@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { spawnGateway } from '../helpers/child.js';
 import { startGateway } from '../helpers/gateway.js';
+import { h2once } from '../helpers/h2.js';
 import { startServer } from '../helpers/origin.js';
 
 // RFC 9110 §7.6.3: a gateway MUST add Via to the requests it forwards. Without it a route
@@ -76,6 +77,7 @@ describe('Via, and a route whose origin is the gateway itself', () => {
       res.end('ok');
     });
     const inner = await startGateway({
+      server: { http2: 'h2c' },
       routes: [{ name: 'all', prefix: '/', auth: 'none', origins: { production: origin.url } }],
     });
     const dir = mkdtempSync(join(tmpdir(), 'wakegate-via-'));
@@ -100,10 +102,13 @@ describe('Via, and a route whose origin is the gateway itself', () => {
       });
       expect(ten).toBe(200);
       expect(seen[1]).toBe(`1.0 ${ours?.[1]}`);
+      // An HTTP/2 client's request: received as version 2.
+      expect((await h2once(inner.url, { ':method': 'GET', ':path': '/h2' })).status).toBe(200);
+      expect(seen[2]).toBe(`2 ${ours?.[1]}`);
       // Chained on purpose: a gateway of another installation in front passes, each naming itself.
       const chained = await get(`${outer.url}/c`);
       expect(chained.status, chained.body).toBe(200);
-      const names = (seen[2] as string).split(', ');
+      const names = (seen[3] as string).split(', ');
       expect(names).toHaveLength(2);
       expect(names[1]).toBe(`1.1 ${ours?.[1]}`);
       expect(names[0]).toMatch(/^1\.1 wakegate-[0-9a-f]{8}$/);
