@@ -122,14 +122,12 @@ export class Admission {
       keyId: '',
       caller: null,
       environment: '',
+      looped: this.d.via?.passed(req.headers.via) === true,
     };
     // Host: one line of it, required over HTTP/1.1 (RFC 9112 §3.2), uri-host and port only
     // (RFC 9110 §7.2); HTTP/2's :authority alike (host.ts). Anything else would reach the
     // origin as X-Forwarded-Host, which origins build absolute URLs from.
-    const bad =
-      hostProblem(req) ??
-      codingProblem(req.headers['transfer-encoding']) ??
-      (this.d.via?.passed(req.headers.via) === true ? LOOP_REFUSED : null);
+    const bad = hostProblem(req) ?? codingProblem(req.headers['transfer-encoding']);
     if (bad !== null) {
       x.path = ask.path;
       x.environment = this.d.routes.fallbackEnvironment;
@@ -170,6 +168,7 @@ export class Admission {
       keyId: '',
       caller: null,
       environment: '',
+      looped: false,
     };
     // The Host rule of a proxied request (request()), on whichever listener the call came.
     const bad = hostProblem(req);
@@ -220,6 +219,7 @@ export class Admission {
       keyId: wake.key_id,
       caller,
       environment: wake.environment,
+      looped: false,
     };
     return this.admit(ask, null) as Verdict<Routed>;
   }
@@ -259,6 +259,9 @@ export class Admission {
       x.route = gate.name;
       if (gate.defaultEnvironment !== null) x.environment = gate.defaultEnvironment;
     }
+    // Come round (via.ts): refused with its route named, charged to no one. In a loop the
+    // client is the gateway itself, whose address allowance a 508 charged would turn into 429s.
+    if (a.looped) return keyRefusal(LOOP_REFUSED);
     // The key: a header read against the ring, or a replay's wake's key by its id.
     let key: KeyRecord | null = null;
     if (a.kind === 'replay') {

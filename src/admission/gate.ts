@@ -76,6 +76,8 @@ export interface Ask {
   keyId: string;
   /** A replay: the key asking for it (admitted by its own /v2 call), charged and scope-checked. */
   caller: KeyRecord | null;
+  /** A proxied request whose Via names this gateway: it came round (via.ts), refused once its route is known. */
+  looped: boolean;
   /** A replay: the wake's environment, which chooses the origin. */
   environment: string;
 }

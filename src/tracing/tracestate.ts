@@ -3,7 +3,8 @@
  * (W3C Trace Context Level 1 §3.3): its fields joined into one list (§3.3.1: several
  * fields are one list), malformed and repeated members dropped (§3.3.1.3 keys, §3.3.1.4
  * values, keys unique), at most 32 members, and at most 512 characters, reached by first
- * dropping members longer than 128 and then members from the end (§3.3.1.5). An origin's
+ * dropping members longer than 128 (from the end, until it fits) and then members from
+ * the end (§3.3.1.5). An origin's
  * tracer that finds a list past those bounds may throw the whole of it away (OpenTelemetry's
  * does), which loses every vendor's entry, not only the bad one's. Null when nothing is left.
  */
@@ -37,20 +38,23 @@ export function boundTracestate(fields: readonly string[]): string | null {
   return members.length === 0 ? null : withinLength(members);
 }
 
-/** The list joined, shortened to MAX_LENGTH as §3.3.1.5 says: long members first, then from the end. */
+/**
+ * The list joined, shortened to MAX_LENGTH as §3.3.1.5 says: members longer than 128 go
+ * first, from the end, only until it fits; then members from the end.
+ */
 function withinLength(members: string[]): string | null {
   let length = joinedLength(members);
-  if (length <= MAX_LENGTH) return members.join(',');
-  let kept = members;
-  if (members.some((m) => m.length > LONG_MEMBER)) {
-    kept = members.filter((m) => m.length <= LONG_MEMBER);
-    length = joinedLength(kept);
+  for (let i = members.length - 1; i >= 0 && length > MAX_LENGTH; i--) {
+    const m = members[i] as string;
+    if (m.length <= LONG_MEMBER) continue;
+    members.splice(i, 1);
+    length -= m.length + (members.length > 0 ? 1 : 0);
   }
-  while (length > MAX_LENGTH && kept.length > 0) {
-    const last = kept.pop() as string;
-    length -= last.length + (kept.length > 0 ? 1 : 0);
+  while (length > MAX_LENGTH && members.length > 0) {
+    const last = members.pop() as string;
+    length -= last.length + (members.length > 0 ? 1 : 0);
   }
-  return kept.length === 0 ? null : kept.join(',');
+  return members.length === 0 ? null : members.join(',');
 }
 
 function joinedLength(members: readonly string[]): number {
