@@ -83,4 +83,19 @@ describe('the tracestate an origin receives', () => {
     const r = await through(`${t.url}/open/d`, ['traceparent', 'zz-bad', 'tracestate', 'congo=t61rcWkgMzE']);
     expect(r.seen).toEqual([]);
   });
+
+  // From a review of this session's changes: long members go only until the list fits.
+  it('past 512 characters: long members go from the end only until the list fits', async () => {
+    const l1 = `l1=${'x'.repeat(140)}`;
+    const l2 = `l2=${'y'.repeat(140)}`;
+    const mids = Array.from({ length: 4 }, (_, i) => `m${i}=${'z'.repeat(57)}`);
+    const list = [l1, ...mids, l2].join(','); // 531 characters: dropping l2 alone leaves 387
+    expect(list.length).toBe(531);
+    const one = await through(`${t.url}/open/e`, ['traceparent', TRACEPARENT, 'tracestate', list]);
+    expect(one.seen).toEqual([[l1, ...mids].join(',')]);
+    // Only long members: two of three fit (401 characters), where all were dropped.
+    const longs = ['a', 'b', 'c'].map((k) => `${k}=${k.repeat(198)}`);
+    const two = await through(`${t.url}/open/f`, ['traceparent', TRACEPARENT, 'tracestate', longs.join(',')]);
+    expect(two.seen).toEqual([longs.slice(0, 2).join(',')]);
+  });
 });

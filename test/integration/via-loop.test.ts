@@ -70,6 +70,41 @@ describe('Via, and a route whose origin is the gateway itself', () => {
     }
   });
 
+  // From a review of this session's changes: the refusal is charged to no rate limit (the
+  // gateway's own address allowance ran out, and the loop became 429s).
+  it('a looping auth: required route stays 508 for a keyed client however many requests loop', async () => {
+    const port = await freePort();
+    const t = await startGateway({
+      server: { port },
+      rate_limits: { unauthenticated: { limit: 3, burst: 3, window: 'minute' } },
+      routes: [
+        {
+          name: 'self',
+          prefix: '/',
+          auth: 'required',
+          scopes: { read: 'self:read', write: 'self:write' },
+          origins: { production: `http://127.0.0.1:${port}` },
+        },
+      ],
+    });
+    try {
+      const statuses: number[] = [];
+      const types: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await get(`${t.url}/loop/${i}`, { authorization: `Bearer ${t.admin}` });
+        statuses.push(r.status);
+        types.push((JSON.parse(r.body) as { error?: { type?: string } }).error?.type ?? '');
+      }
+      // Each keyed request loops once; each is a loop, and each should say so.
+      expect({ statuses, types }).toEqual({
+        statuses: [508, 508, 508, 508, 508, 508],
+        types: Array(6).fill('upstream_unavailable'),
+      });
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('adds its own Via after the client’s, by the client’s version; another installation in front passes', async () => {
     const seen: string[] = [];
     const origin = await startServer((req, res) => {
