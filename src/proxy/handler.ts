@@ -18,7 +18,7 @@ import { isVerifyError } from '../tls/origin-trust.js';
 import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
-import { forwardRequestHeaders, forwardResponseHeaders, reflectedRequest } from './headers.js';
+import { connectionTokens, forwardRequestHeaders, forwardResponseHeaders, reflectedRequest } from './headers.js';
 import { forwardRequestTrailers, forwardWithTrailers, responseTrailerPairs } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
@@ -560,6 +560,8 @@ class Forwarding {
   /** The origin's slots whose streaming place this answer holds (it streams at the client's pace). */
   streams: Slots | null = null;
   private resume: (() => void) | null = null;
+  /** The origin's answer fields: the names its `Connection` lists leave its trailers too. */
+  private resRaw: string[] = NONE_MUTABLE;
 
   constructor(
     private readonly p: ProxyHandler,
@@ -649,6 +651,7 @@ class Forwarding {
       req.method !== 'HEAD';
     const res = this.res;
     if (x.tap !== null) x.tap.resHeaders = raw;
+    this.resRaw = raw;
     // Node adds its Date (RFC 9110 §6.6.1) only to an answer whose fields hold none: the
     // origin's passes as it came (res.sendDate stays true, on HTTP/2 too: exchange.ts).
     this.headed = true;
@@ -674,7 +677,7 @@ class Forwarding {
     // Trailer fields after a chunked answer (gRPC-web's status, checksums) are passed on,
     // less the gateway's own and those no trailer section may hold (trailers.ts).
     if (trailers !== null && trailers.length > 0 && this.res.chunkedEncoding) {
-      const pairs = responseTrailerPairs(trailers, this.a.limitHeaders !== null);
+      const pairs = responseTrailerPairs(trailers, this.a.limitHeaders !== null, connectionTokens(this.resRaw));
       try {
         if (pairs.length > 0) this.res.addTrailers(pairs);
       } catch {

@@ -66,7 +66,7 @@ export function basicHoldsKey(value: string): boolean {
  * null when it names none but the hop-by-hop ones (the usual `keep-alive`), so
  * the common request allocates nothing here.
  */
-function connectionTokens(raw: string[]): Set<string> | null {
+export function connectionTokens(raw: readonly string[]): Set<string> | null {
   let out: Set<string> | null = null;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;

@@ -51,13 +51,20 @@ export function forwardRequestTrailers(raw: string[]): string[] | null {
  * content metadata). The gateway's own fields (x-wake-id, x-wakegate-*, and its rate-limit
  * fields when it sent its own: `ownLimits`) are its to write, in the head: an origin's
  * trailer of those names would sit beside them for any client that merges the two.
+ * `named`: the fields the head's `Connection` listed (headers.ts connectionTokens).
  */
-export function responseTrailerPairs(raw: readonly string[], ownLimits: boolean): [string, string][] {
+export function responseTrailerPairs(
+  raw: readonly string[],
+  ownLimits: boolean,
+  named: ReadonlySet<string> | null,
+): [string, string][] {
   const pairs: [string, string][] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
     const lower = name.toLowerCase();
     if (DROPPED.has(lower) || lower === 'x-wake-id' || lower.startsWith('x-wakegate-')) continue;
+    // Named by the head's Connection: hop-by-hop, trailer or header (RFC 9110 §7.6.1).
+    if (named?.has(lower)) continue;
     if (ownLimits && isLimitField(lower)) continue;
     pairs.push([name, raw[i + 1] ?? '']);
   }
