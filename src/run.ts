@@ -2,7 +2,7 @@
  * The CLI's commands (serve, migrate, keys, endpoints, deliveries, wakes, replay), run by main.ts once
  * it has hidden a key given on the command line.
  */
-import { existsSync, fstatSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, fstatSync, readFileSync, statSync, writeSync } from 'node:fs';
 import { isAbsolute, join, relative } from 'node:path';
 import { type Args, LOCAL, nearest, onlyFlags, operands, parseArgs, UsageError } from './cli/args.js';
 import { ApiError } from './cli/client.js';
@@ -122,9 +122,7 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   // A gateway does not end because its stdout has gone (`wakegate serve | head`): it logs
   // on stderr, and writes to stdout only a bootstrap admin key it generated, once it listens.
   process.stdout.off('error', stdoutGone);
-  process.stdout.on('error', (e: Error) =>
-    gw.log.warn('stdout cannot be written: a bootstrap admin key printed there was not shown', { err: e }),
-  );
+  process.stdout.on('error', (e: Error) => gw.log.warn('stdout cannot be written', { err: e }));
   // Signals are heard from the first moment: one that comes while the gateway starts
   // stops it once it has started (a start half done is never left running).
   let signals = 0;
@@ -167,9 +165,18 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   started = gw.start(() => {
     if (!gw.generatedAdminSecret) return;
     // Printed once, on the first start with no keys, once the gateway listens; only its hash is stored.
-    out(
-      `\nA bootstrap admin key was generated. It is shown only this once; store it now:\n\n  ${gw.generatedAdminSecret}\n\n`,
-    );
+    // Written at once, so a stdout whose reader has gone (`serve | head -0`) is known here.
+    try {
+      writeSync(
+        1,
+        `\nA bootstrap admin key was generated. It is shown only this once; store it now:\n\n  ${gw.generatedAdminSecret}\n\n`,
+      );
+    } catch (e) {
+      gw.log.warn('the generated bootstrap admin key could not be shown: stdout cannot be written', {
+        err: (e as NodeJS.ErrnoException).code ?? String(e),
+        fix: 'set WAKEGATE_ADMIN_KEY to a svc_live_ secret of your own and restart: it replaces this key',
+      });
+    }
   });
   await started;
 }
