@@ -37,9 +37,10 @@ export class ViaValues {
     return minor === 0 ? this.v10 : this.v11;
   }
 
-  /** Whether a request's `Via` says it has passed this gateway already. */
+  /** Whether a request's `Via` says it has passed this gateway already (compared without case: an intermediary may fold it). */
   passed(via: string | undefined): boolean {
-    return via?.includes(this.name) === true;
+    if (via === undefined) return false;
+    return via.includes(this.name) || via.toLowerCase().includes(this.name);
   }
 }
 
