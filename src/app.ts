@@ -83,8 +83,8 @@ export class Gateway {
     if (!e) throw new Error('tunnels are the edge threads’ (threads > 1)');
     return e.tunnels;
   }
-  /** Reads the TLS certificates again (SIGHUP): true when the new ones serve, false when the old ones stay. */
-  reloadTls(): boolean {
+  /** Reads the TLS certificates again (SIGHUP): true when the new ones serve, false when the old ones stay, null with no TLS listener. */
+  reloadTls(): boolean | null {
     return this.c.reloadTls();
   }
   /** Secret of a bootstrap admin key generated on this start (printed once by main). */

@@ -148,14 +148,12 @@ async function serve(cfg: Readonly<Config>, file: string | null): Promise<void> 
   process.on('SIGINT', () => onSignal('SIGINT'));
   // SIGHUP reloads the TLS certificates (every thread; a file that does not load leaves the old ones serving).
   // nginx and Envoy read their whole config again on it: one line says what this one did, and what it did not.
-  const hasTls = cfg.server.tls !== null || cfg.server.ops_tls !== null || cfg.management.tls !== null;
   process.on(
     'SIGHUP',
     () =>
       void started.then(
         () => {
-          const loaded = hasTls ? gw.reloadTls() : true;
-          gw.log.info(sighupLine(hasTls, loaded), {
+          gw.log.info(sighupLine(gw.reloadTls()), {
             not_reloaded: 'the config file and environment (routes, limits, storage, keys): restart to apply them',
           });
         },
@@ -194,9 +192,9 @@ function stdoutIsDevNull(): boolean {
   }
 }
 
-/** What a SIGHUP did, for its log line. */
-const sighupLine = (hasTls: boolean, loaded: boolean): string =>
-  !hasTls
+/** What a SIGHUP did (reloadTls: null with no TLS listener), for its log line. */
+const sighupLine = (loaded: boolean | null): string =>
+  loaded === null
     ? 'SIGHUP: no TLS certificates to read again'
     : loaded
       ? 'SIGHUP: TLS certificates read again'

@@ -9,6 +9,7 @@ import {
   headerListSize,
   headerListTooLarge,
   malformedAnswer,
+  SessionIdle,
 } from './guards.js';
 import { ResetWindow } from './resets.js';
 
@@ -27,11 +28,11 @@ export interface ConsoleH2Deps {
   goaway: GoawayCounter;
 }
 
-/** What is kept of one session: its resets, its streams handed on and not yet closed. */
+/** What is kept of one session: its resets, and its idle close (which counts its streams handed on). */
 interface SessionState {
   session: ServerHttp2Session;
   resets: ResetWindow;
-  open: number;
+  idle: SessionIdle;
 }
 
 const ignore = (): void => {};
@@ -77,29 +78,23 @@ export function consoleH2(d: ConsoleH2Deps): (socket: tls.TLSSocket) => void {
     if (headerListSize(raw) > l.max_header_list_bytes) return answer(stream, 431, TOO_LARGE);
     const malformed = malformedAnswer(headers);
     if (malformed !== null) return answer(stream, 400, malformed);
-    st.open++;
+    st.idle.opened();
     track(stream, d.requestTimeoutMs, (reset) => {
       if (reset) onReset(st);
-      // Node's idle timer is refreshed by frames read and data written, not by a stream's close
-      // (an RST_STREAM the gateway sent is neither), and it may have run out while this stream
-      // was open: the session's idle period starts again when its last stream closes.
-      if (--st.open === 0) st.session.setTimeout(d.idleTimeoutMs);
+      st.idle.closed();
     });
     compat.emit('stream', stream, headers, o.flags, raw);
   };
 
   h2.on('session', (session: ServerHttp2Session) => {
-    const st: SessionState = { session, resets: new ResetWindow(l.max_resets_per_10s), open: 0 };
+    const st: SessionState = {
+      session,
+      resets: new ResetWindow(l.max_resets_per_10s),
+      idle: new SessionIdle(session, d.idleTimeoutMs),
+    };
     session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) =>
       onStream(st, { stream, headers, flags, raw }),
     );
-    // Idle with no stream open: closed, which also ends a session nghttp2 sent GOAWAY for a bad
-    // frame. Listened to with on(), not setTimeout's callback (once): a session idle while a
-    // stream was open is closed at its next idle period.
-    session.setTimeout(d.idleTimeoutMs);
-    session.on('timeout', () => {
-      if (st.open === 0) session.destroy();
-    });
   });
   // A session that fails (a bad frame, the client gone) ends by itself; nothing to log.
   h2.on('sessionError', ignore);

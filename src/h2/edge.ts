@@ -12,6 +12,7 @@ import {
   headerListSize,
   headerListTooLarge,
   malformedAnswer,
+  SessionIdle,
 } from './guards.js';
 import { ResetWindow } from './resets.js';
 
@@ -51,9 +52,8 @@ export interface H2Edge {
 interface SessionState {
   socket: Socket;
   resets: ResetWindow;
-  open: number;
-  /** The idle timer ran out while a stream was open: armed again when the last one closes. */
-  idleMissed: boolean;
+  /** Closes the session once idle; counts its open streams. */
+  idle: SessionIdle;
 }
 
 const ignore = (): void => {};
@@ -92,8 +92,7 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     const st: SessionState = {
       socket: pending as Socket,
       resets: new ResetWindow(l.max_resets_per_10s),
-      open: 0,
-      idleMissed: false,
+      idle: new SessionIdle(session, d.idleTimeoutMs),
     };
     sessions.set(session, st.socket);
     session.on('error', ignore);
@@ -101,16 +100,6 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       onStream(session, st, stream, headers, raw),
     );
     session.on('close', () => sessions.delete(session));
-    // Idle (no stream open): closed. This also ends a session nghttp2 has sent GOAWAY for a
-    // bad frame (FRAME_SIZE_ERROR, garbage), whose socket Node would otherwise keep open.
-    // Listened to with on(), not setTimeout's callback (once): a timer run out while a stream
-    // was open (an origin slower than the idle timeout) is armed again by the frames that
-    // follow, and the session idle after them is closed then.
-    session.setTimeout(d.idleTimeoutMs);
-    session.on('timeout', () => {
-      if (st.open === 0) session.destroy();
-      else st.idleMissed = true;
-    });
     if (draining) goaway(session, 'drain');
   });
   // A session's own errors (a bad frame, a socket reset) end that session only.
@@ -152,17 +141,13 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       answer(stream, 400, malformed);
       return;
     }
-    st.open++;
+    st.idle.opened();
     const req = new H2Request(stream, headers, raw, st.socket);
     const res = new H2Response(stream, headers[':method'] === 'HEAD', sweep);
     let timer: NodeJS.Timeout | null = null;
     // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
     stream.on('close', () => {
-      // A stream the gateway reset (a request timeout) writes no frame that arms the idle timer again.
-      if (--st.open === 0 && st.idleMissed && !session.destroyed) {
-        st.idleMissed = false;
-        session.setTimeout(d.idleTimeoutMs);
-      }
+      st.idle.closed();
       if (timer !== null) clearTimeout(timer);
       // A client reset (not the gateway's cut, nor the session's end): counted against the rapid-reset
       // limit. With NO_ERROR too, unless the gateway had ended its answer: a stream closed with both

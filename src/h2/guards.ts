@@ -123,3 +123,38 @@ export function calm(session: ServerHttp2Session, goaway: GoawayCounter): boolea
   setTimeout(() => session.destroy(), CALM_CLOSE_MS).unref();
   return true;
 }
+
+/**
+ * A session closed once idle (no stream open) for `ms` (server.keep_alive_timeout_ms); it
+ * also ends a session nghttp2 sent GOAWAY for a bad frame, whose socket Node would keep.
+ * Node's timer is refreshed by frames read and data written, and calls setTimeout's callback
+ * once: the 'timeout' event is listened to instead, and a timer run out while a stream was
+ * open is armed again when the last one closes (a stream the gateway reset writes no frame
+ * that would arm it). Streams are counted with `opened` and `closed`.
+ */
+export class SessionIdle {
+  open = 0;
+  private missed = false;
+
+  constructor(
+    private readonly session: ServerHttp2Session,
+    private readonly ms: number,
+  ) {
+    session.setTimeout(ms);
+    session.on('timeout', () => {
+      if (this.open === 0) session.destroy();
+      else this.missed = true;
+    });
+  }
+
+  opened(): void {
+    this.open++;
+  }
+
+  closed(): void {
+    if (--this.open === 0 && this.missed && !this.session.destroyed) {
+      this.missed = false;
+      this.session.setTimeout(this.ms);
+    }
+  }
+}

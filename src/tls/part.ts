@@ -27,7 +27,7 @@ export function tlsPart(d: {
   listeners: Reloadable[];
   watch?: WatchFiles;
   debounceMs?: number;
-}): Part & { reload(): boolean } {
+}): Part & { reload(): boolean | null } {
   const metrics = tlsMetrics(d.metrics.registry);
   const reloaders: Reloader[] = d.listeners.map((l) =>
     certReloader({
@@ -40,7 +40,8 @@ export function tlsPart(d: {
   );
   return {
     name: 'tls',
-    reload: () => reloaders.map((r) => r.reload()).every(Boolean),
+    // Null: no TLS listener, nothing to read again.
+    reload: () => (reloaders.length === 0 ? null : reloaders.map((r) => r.reload()).every(Boolean)),
     close() {
       for (const r of reloaders) r.close();
     },
