@@ -141,6 +141,9 @@ export async function buildApi(
     const wakeId = (request.raw as WithExchange)[EXCHANGE]?.id ?? null;
     if (g.status === 401) reply.header('www-authenticate', 'Bearer');
     if (g.retryAfter !== null) reply.header('retry-after', String(g.retryAfter));
+    // Fastify closes an HTTP/1.1 connection whose body it stopped reading; HTTP/2 has no such
+    // field (Node's compatibility layer would warn of it on stderr): there the stream alone ends.
+    if (request.raw.httpVersionMajor >= 2) reply.removeHeader('connection');
     reply
       .code(g.status)
       .type('application/json; charset=utf-8')

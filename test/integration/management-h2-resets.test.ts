@@ -27,6 +27,7 @@ describe('the management listener over HTTP/2: rapid reset', () => {
     t = await startGateway({
       server: {
         http2_limits: { max_concurrent_streams: 100, max_header_list_bytes: 65_536, max_resets_per_10s: LIMIT },
+        api_body_limit_bytes: 1024,
       },
       management: {
         listener: 'separate',
@@ -125,5 +126,39 @@ describe('the management listener over HTTP/2: rapid reset', () => {
     for (let i = 0; i < 3 * LIMIT; i++) expect(await status(s)).toBe(200);
     expect(s.closed || s.destroyed).toBe(false);
     expect(await rapidResets()).toBe(before);
+  });
+
+  it("streams the gateway itself ends (a /v2 body past its limit, refused 413 and cut) are no client's resets", async () => {
+    const before = await rapidResets();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    const s = await connect();
+    /** A POST /v2/api-keys whose body is past api_body_limit_bytes: its status. */
+    const tooLarge = () =>
+      new Promise<number>((resolve) => {
+        const r = s.request({
+          ':method': 'POST',
+          ':path': '/v2/api-keys',
+          'content-type': 'application/json',
+          ...bearer(t.admin),
+        });
+        let st = 0;
+        r.on('response', (h) => {
+          st = Number(h[':status']);
+        });
+        r.on('error', () => {});
+        r.on('close', () => resolve(st));
+        r.resume();
+        r.write(Buffer.alloc(200_000, 'a'));
+        r.end();
+      });
+    for (let i = 0; i < 3 * LIMIT; i++) expect(await tooLarge()).toBe(413);
+    expect(s.closed || s.destroyed).toBe(false);
+    expect(await status(s)).toBe(200);
+    expect(await rapidResets()).toBe(before);
+    process.off('warning', onWarning);
+    // No `Connection` field on an HTTP/2 answer (Node's compatibility layer warned of it on stderr).
+    expect(warnings).toEqual([]);
   });
 });
