@@ -102,12 +102,16 @@ interface Batch<T> {
 
 /** Statuses worth asking again (OTLP/HTTP spec: 429, 502, 503, 504), and no answer at all (0). */
 const RETRYABLE = new Set([0, 429, 502, 503, 504]);
+/** No answer (unreachable, or not in time): retried as a 503 is. */
+const NO_ANSWER: Answer = Object.freeze({ status: 0, retryAfterMs: null, rejected: 0, message: '' });
 /**
  * The first retry waits up to this long, each later one up to twice the one before (1 s,
  * 2 s, 4 s...), spread over the last half of that at random (OTLP/HTTP asks for jitter,
  * so exporters that failed together do not come back together).
  */
 const BACKOFF_MS = 1000;
+/** How long an abandoned POST is given to settle before it is no longer waited for. */
+const ABANDON_GRACE_MS = 100;
 /** A collector's Retry-After is honoured up to this long (a longer one is waited this long). */
 const MAX_RETRY_AFTER_MS = 60_000;
 /** A stop's last export of what is left waits at most this long. */
@@ -129,7 +133,8 @@ export class SpanExporter<T> {
   /** The flush timer armed is the 0 ms one of a full batch. */
   private soon = false;
   private retryTimer: unknown = null;
-  private inflight: AbortController | null = null;
+  /** Abandons the export in flight (null: none): its signal aborted, and its answer no longer waited for. */
+  private inflight: ((why: string) => void) | null = null;
   private settle: (() => void) | null = null;
   /** Export requests that succeeded (a stop asks again only while they do). */
   private succeeded = 0;
@@ -256,11 +261,28 @@ export class SpanExporter<T> {
   private attempt(batch: Batch<T>, tries: number, timeoutMs: number): void {
     const { body, n } = batch;
     const ac = new AbortController();
-    this.inflight = ac;
-    const timer = this.o.timers.setTimeout(() => ac.abort(new Error('timed out')), timeoutMs);
+    let over = false;
+    let grace: unknown = null;
+    // Abandoned: the POST is told (one that heeds it settles at once, with what it had: a 2xx
+    // whose body was still coming is the collector's word all the same), and is no longer
+    // waited for past ABANDON_GRACE_MS whether or not it heeds it (a client still connecting
+    // may not: undici waits for its own connect timeout).
+    const abandon = (why: string) => {
+      if (over || grace !== null) return;
+      ac.abort(new Error(why));
+      grace = this.o.timers.setTimeout(
+        () => done(NO_ANSWER, `the collector did not answer (${why})`),
+        ABANDON_GRACE_MS,
+      );
+    };
+    this.inflight = abandon;
+    const timer = this.o.timers.setTimeout(() => abandon('timed out'), timeoutMs);
     const done = (a: Answer, why: string) => {
+      if (over) return;
+      over = true;
       const status = a.status;
       this.o.timers.clearTimeout(timer);
+      if (grace !== null) this.o.timers.clearTimeout(grace);
       this.inflight = null;
       if (status >= 200 && status < 300) {
         this.o.reusable?.();
@@ -309,10 +331,7 @@ export class SpanExporter<T> {
         done(a, `the collector answered ${a.status}`);
       },
       (e: Error) =>
-        done(
-          { status: 0, retryAfterMs: null, rejected: 0, message: '' },
-          `the collector could not be reached (${(e as { code?: string }).code ?? e.message})`,
-        ),
+        done(NO_ANSWER, `the collector could not be reached (${(e as { code?: string }).code ?? e.message})`),
     );
   }
 
@@ -326,15 +345,17 @@ export class SpanExporter<T> {
     this.closed = true;
     for (const t of [this.flushTimer, this.retryTimer]) if (t !== null) this.o.timers.clearTimeout(t);
     this.flushTimer = null;
+    let healthy = true;
     if (this.retryTimer !== null) {
-      // A batch waiting for its retry: dropped now (the collector was failing).
+      // A batch waiting for its retry: dropped now, and nothing more is sent to a collector
+      // that was failing or had asked to be left alone for a while (429, 503 Retry-After).
       this.retryTimer = null;
       this.o.dropped('export_failed', this.retrying);
       this.retrying = 0;
       this.busy = false;
+      healthy = false;
     }
     const deadline = performance.now() + LAST_EXPORT_MS;
-    let healthy = true;
     if (this.busy) {
       // An export in flight at the stop is given the stop's time to be answered: a collector
       // answering it in time is healthy, and what waits leaves after it. Past the deadline it
@@ -344,7 +365,7 @@ export class SpanExporter<T> {
         this.settle = r;
       });
       const cut = this.o.timers.setTimeout(
-        () => this.inflight?.abort(new Error('stopping')),
+        () => this.inflight?.('stopping'),
         Math.max(1, deadline - performance.now()),
       );
       await settled;

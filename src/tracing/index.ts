@@ -153,7 +153,9 @@ export function createTracing(d: TracingDeps): Tracing {
     exporter,
     async close() {
       await exporter.close();
-      await agent?.close();
+      // What the exporter let go of at its deadline is cut, not waited for (a connect that
+      // never completes would hold the stop until undici's own connect timeout).
+      await agent?.destroy();
     },
   };
 }
@@ -183,14 +185,20 @@ function otlpPost(url: string, headers: Record<string, string>, agent: Agent): P
       let n = 0;
       // Accepted: the answer is read as far as a partial success can be, never further (a
       // collector streaming an endless body kept the export, and the process, reading it).
-      for await (const c of res.body as AsyncIterable<Buffer>) {
-        chunks.push(c);
-        n += c.length;
-        if (n > ANSWER_BYTES) break; // leaving the loop destroys the body, and its connection
+      // The status is the collector's word: a body cut or still trickling at the export's
+      // time leaves the spans accepted, never sent again.
+      try {
+        for await (const c of res.body as AsyncIterable<Buffer>) {
+          chunks.push(c);
+          n += c.length;
+          if (n > ANSWER_BYTES) break; // leaving the loop destroys the body, and its connection
+        }
+        if (n > 0 && n <= ANSWER_BYTES)
+          ps = answerOf(Buffer.concat(chunks, n), String(res.headers['content-type'] ?? ''));
+      } catch {
+        res.body.destroy();
       }
-      if (n > 0 && n <= ANSWER_BYTES)
-        ps = answerOf(Buffer.concat(chunks, n), String(res.headers['content-type'] ?? ''));
-    } else await res.body.dump();
+    } else await res.body.dump().catch(() => res.body.destroy());
     const ra = res.headers['retry-after'];
     const wait = status === 429 || status === 503 ? parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, Date.now()) : null;
     return { status, retryAfterMs: wait === null ? null : wait * 1000, ...ps };
