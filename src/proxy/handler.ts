@@ -19,7 +19,7 @@ import { type TraceStart, traceparentOf } from '../tracing/context.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from './client.js';
 import { type DownloadLimits, Downloads } from './downloads.js';
 import { connectionTokens, forwardRequestHeaders, forwardResponseHeaders, reflectedRequest } from './headers.js';
-import { forwardRequestTrailers, forwardWithTrailers, responseTrailerPairs } from './trailers.js';
+import { chunkedWithTrailers, forwardRequestTrailers, responseTrailerPairs } from './trailers.js';
 import { countedBody, type Slots, Upstreams } from './upstream.js';
 
 export interface ProxyDeps {
@@ -51,11 +51,9 @@ const BUFFER_FULL = new GatewayError(
   'service_unavailable',
   'the gateway holds its most request body bytes awaiting forwarding (server.max_buffered_request_bytes); retry shortly',
 );
-const KEY_IN_TRAILER = new GatewayError(
-  'invalid_request',
-  'a gateway key was sent in a trailer field; the origin must never see it: send it in the Authorization header only, and revoke this one',
-  'trailers',
-);
+const KEY_IN_TRAILER_MESSAGE =
+  'a gateway key was sent in a trailer field; the origin must never see it: send it in the Authorization header only, and revoke this one';
+const KEY_IN_TRAILER = new GatewayError('invalid_request', KEY_IN_TRAILER_MESSAGE, 'trailers');
 const UNREADABLE = new GatewayError('internal_error', 'the body could not be read');
 const UPSTREAM_TIMEOUT = new GatewayError('upstream_timeout');
 const HEADER_REFUSED = new GatewayError(
@@ -349,10 +347,25 @@ export class ProxyHandler {
       else this.streaming.set(ip, left);
     });
     // Searched for gateway keys as it streams: a key found stops it before the origin has it (key-scan.ts).
-    const counted = countedBody(req, read, (c) => {
-      x.reqBytes += c.length;
-      x.tap?.req?.add(c);
-    });
+    // Its trailer fields, once it has ended, are filtered as a buffered body's are: a key in
+    // one stops it the same way (the scan still holds its last bytes); the others follow a
+    // chunked request's last chunk (origin-client.ts; a body of a declared length has no place for them).
+    let trailers: readonly string[] = NONE;
+    const counted = countedBody(
+      req,
+      read,
+      (c) => {
+        x.reqBytes += c.length;
+        x.tap?.req?.add(c);
+      },
+      () => {
+        if (req.rawTrailers.length === 0) return;
+        const t = forwardRequestTrailers(req.rawTrailers);
+        if (t === null) throw new BodyRefused('invalid_request', KEY_IN_TRAILER_MESSAGE, 'trailers');
+        trailers = t;
+      },
+    );
+    fw.trailersAfter = () => trailers;
     const body = Readable.from(scannedBody(counted, gate), { objectMode: false });
     this.dispatch(fw, body);
   }
@@ -370,7 +383,7 @@ export class ProxyHandler {
     });
   }
 
-  /** Forwards on undici (or, with request trailers, node:http), holding `slots`' slot until the exchange ends. */
+  /** Forwards to the origin, holding `slots`' slot until the exchange ends. */
   private send(fw: Forwarding, slots: Slots, body: Buffer | Readable | null, trailers?: string[]): void {
     const a = fw.a;
     fw.slot = slots;
@@ -378,23 +391,27 @@ export class ProxyHandler {
     // The path as sent upstream, made only now, from the path and query admission split once.
     const path = upstreamPath(a.route, a.origin, a.ask.path, a.ask.query);
     fw.x.upstreamPath = path;
+    let headers = fw.headers;
+    let after = fw.trailersAfter;
     if (trailers !== undefined) {
-      const req = {
-        method: fw.req.method ?? 'POST',
-        path,
-        headers: fw.headers,
-        body: body as Buffer,
-        trailers,
-      };
-      return forwardWithTrailers(a.origin, req, a.route.cfg.timeout_ms, fw);
+      // A buffered body the client sent trailer fields after: chunked to the origin, the
+      // fields (announced in `Trailer`) after its last chunk, as a streamed body's are.
+      headers = chunkedWithTrailers(headers, trailers);
+      body = Readable.from([body as Buffer], { objectMode: false });
+      after = () => trailers;
     }
     try {
-      this.upstreams
-        .client(a.origin, a.route.cfg.max_response_header_bytes)
-        .dispatch(
-          { path, method: fw.req.method ?? 'GET', headers: fw.headers, body, headersTimeout: a.route.cfg.timeout_ms },
-          fw,
-        );
+      this.upstreams.client(a.origin, a.route.cfg.max_response_header_bytes).dispatch(
+        {
+          path,
+          method: fw.req.method ?? 'GET',
+          headers,
+          body,
+          headersTimeout: a.route.cfg.timeout_ms,
+          trailers: after,
+        },
+        fw,
+      );
     } catch (e) {
       fw.onError(e as Error & { code?: string });
     }
@@ -562,6 +579,8 @@ class Forwarding {
   private resume: (() => void) | null = null;
   /** The origin's answer fields: the names its `Connection` lists leave its trailers too. */
   private resRaw: string[] = NONE_MUTABLE;
+  /** A streamed body's trailer fields for the origin, filtered, known once it has ended (handler's stream). */
+  trailersAfter: (() => readonly string[]) | undefined = undefined;
 
   constructor(
     private readonly p: ProxyHandler,

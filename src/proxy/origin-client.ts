@@ -37,6 +37,11 @@ export interface OriginRequest {
   body: Buffer | Readable | null;
   /** Longest wait for the answer's header block once the request is written (routes[].timeout_ms). */
   headersTimeout: number;
+  /**
+   * A streamed body sent chunked: the trailer fields (name, value, ...) to write after its
+   * last chunk, asked for once the body has ended (the client's come only then).
+   */
+  trailers?: () => readonly string[];
 }
 
 /** An exchange's failure the proxy tells apart (handler.ts), coded as undici codes them. */
@@ -68,6 +73,7 @@ interface ParserClass {
   kOnHeadersComplete: number;
   kOnBody: number;
   kOnMessageComplete: number;
+  kLenientChunkedLength?: number;
 }
 
 /**
@@ -85,6 +91,16 @@ export const originParser: ParserClass | null = (() => {
     return null;
   }
 })();
+
+/**
+ * llhttp's one leniency the client takes: a Content-Length field in an answer's trailer
+ * section, which RFC 9110 §6.5.1 says is not to be used (the proxy drops it: trailers.ts),
+ * fails the whole answer otherwise, llhttp reading it as a Content-Length beside the
+ * head's Transfer-Encoding. The flag allows that pair in the head too (its one other use,
+ * for requests only, a response parser never meets): onHeadersComplete refuses such a
+ * head itself, as llhttp did (framingClash).
+ */
+const LENIENT = originParser?.kLenientChunkedLength ?? 0;
 
 /** A field value Node's own client would refuse: a control character (CR, LF, NUL among them) or past Latin-1. */
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
@@ -189,6 +205,25 @@ export class OriginPool {
     this.open.clear();
     this.idle.length = 0;
   }
+}
+
+const NO_FIELDS: readonly string[] = [];
+
+/**
+ * A chunked body's end: the last chunk and its trailer section (RFC 9112 §7.1.2). A field
+ * that could not be written as it is (as requestHead's) fails the request before the
+ * origin has its end.
+ */
+function lastChunk(trailers: readonly string[]): string {
+  let out = '0\r\n';
+  for (let i = 0; i < trailers.length; i += 2) {
+    const name = trailers[i] as string;
+    const value = trailers[i + 1] as string;
+    if (!TOKEN.test(name) || BAD_VALUE.test(value))
+      throw new OriginError('UND_ERR_INVALID_ARG', 'a trailer field the origin connection refuses');
+    out += `${name}: ${value}\r\n`;
+  }
+  return `${out}\r\n`;
 }
 
 const MISMATCH = () =>
@@ -305,7 +340,7 @@ class OriginConnection {
     this.ended = false;
     this.skipBody = r.method === 'HEAD';
     this.pending.length = 0;
-    this.parser.initialize(this.pool.P.RESPONSE, {}, this.pool.maxHeaderSize, 0);
+    this.parser.initialize(this.pool.P.RESPONSE, {}, this.pool.maxHeaderSize, LENIENT);
     // timeout_ms is the origin's time to answer: a new connection's starts once it is connected.
     if (this.connected) this.armHeadersTimer(r.headersTimeout);
     h.onConnect(this.abort);
@@ -320,12 +355,20 @@ class OriginConnection {
       this.sock.uncork();
     } else {
       this.sock.write(head, 'latin1');
-      void this.pump(body, h, length);
+      void this.pump(body, h, length, r.trailers);
     }
   }
 
-  /** A streamed body, at the socket's pace: chunked, or of the `length` announced (else the request fails). */
-  private async pump(body: Readable, h: OriginHandler, length: number): Promise<void> {
+  /**
+   * A streamed body, at the socket's pace: chunked (then `trailers` after it), or of the
+   * `length` announced (else the request fails).
+   */
+  private async pump(
+    body: Readable,
+    h: OriginHandler,
+    length: number,
+    trailers: (() => readonly string[]) | undefined,
+  ): Promise<void> {
     this.writing = true;
     const sock = this.sock;
     const chunked = length === -1;
@@ -348,7 +391,7 @@ class OriginConnection {
         if (!ok && !(await drained(sock))) break;
       }
       if (this.h === h && !sock.destroyed) {
-        if (chunked) sock.write('0\r\n\r\n', 'latin1');
+        if (chunked) sock.write(lastChunk(trailers?.() ?? NO_FIELDS), 'latin1');
         else if (sent !== length) throw MISMATCH();
         // The wait for the answer counts from here.
         this.timer?.refresh();
@@ -430,6 +473,14 @@ class OriginConnection {
     if (raw === undefined) {
       raw = this.pending;
       this.pending = [];
+    }
+    // Transfer-Encoding and Content-Length in one head: a smuggling shape (RFC 9112 §6.3),
+    // refused as llhttp refuses it without LENIENT.
+    if (LENIENT !== 0 && framingClash(raw)) {
+      this.fail(
+        new OriginError('UND_ERR_SOCKET', "the origin's answer could not be parsed (HPE_UNEXPECTED_CONTENT_LENGTH)"),
+      );
+      return 1;
     }
     if (status < 200) {
       // 1xx information (100 Continue, 103 Early Hints) is not passed on; the answer follows.
@@ -606,6 +657,18 @@ class OriginConnection {
 }
 
 const closeParser = (p: Parser): void => p.close();
+
+/** A head holding both a Transfer-Encoding and a Content-Length field (names as llhttp matches them: any case). */
+function framingClash(raw: readonly string[]): boolean {
+  let te = false;
+  let cl = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') te = true;
+    else if (name.length === 14 && name.toLowerCase() === 'content-length') cl = true;
+  }
+  return te && cl;
+}
 
 const replayable = (r: OriginRequest): boolean =>
   IDEMPOTENT.has(r.method) && (r.body === null || Buffer.isBuffer(r.body));

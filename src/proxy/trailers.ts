@@ -1,9 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
-import type { Origin } from '../admission/routes.js';
-import { connectOptions } from '../tls/origin-trust.js';
 import { carriesGatewayKey, HOP_BY_HOP, isLimitField } from './headers.js';
-import type { OriginHandler } from './origin-client.js';
 
 /**
  * Trailer fields never passed on: the header rules' hop-by-hop and proxy fields, plus
@@ -71,99 +66,20 @@ export function responseTrailerPairs(
   return pairs;
 }
 
-const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
-
 /**
- * Forwards a request whose client sent trailer fields after its (buffered) body:
- * undici's client cannot send request trailers, so this one request goes through
- * node:http, chunked, with the trailers after the body (RFC 9112 §7.1.2). The answer
- * is handed to the same handler as any other.
+ * A buffered request's header fields for a chunked request whose `trailers` (name, value,
+ * ...) follow its body: its Content-Length left out, and the trailer names announced in
+ * `Trailer` (RFC 9110 §6.6.2).
  */
-export function forwardWithTrailers(
-  o: Origin,
-  req: { method: string; path: string; headers: string[]; body: Buffer; trailers: string[] },
-  timeoutMs: number,
-  h: OriginHandler,
-): void {
-  const headers: [string, string][] = [];
-  for (let i = 0; i < req.headers.length; i += 2) {
-    const name = req.headers[i] as string;
+export function chunkedWithTrailers(headers: readonly string[], trailers: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i] as string;
     if (name.toLowerCase() === 'content-length') continue;
-    headers.push([name, req.headers[i + 1] as string]);
+    out.push(name, headers[i + 1] as string);
   }
-  const names = [];
-  for (let i = 0; i < req.trailers.length; i += 2) names.push(req.trailers[i] as string);
-  headers.push(['Transfer-Encoding', 'chunked'], ['Trailer', names.join(', ')]);
-  let up: http.ClientRequest;
-  try {
-    up = (o.protocol === 'https:' ? https : http).request({
-      host: o.hostname,
-      port: o.port,
-      method: req.method,
-      path: req.path,
-      headers: headers.flat(),
-      agent: o.protocol === 'https:' ? agents.https : agents.http,
-      timeout: timeoutMs,
-      ...connectOptions(o.trust),
-    });
-  } catch (e) {
-    // node:http checks fields as it takes them (ERR_INVALID_CHAR): an answer, never a throw out of the handler.
-    h.onError(e as Error & { code?: string });
-    return;
-  }
-  let answered = false;
-  h.onConnect((err) => up.destroy(err));
-  up.on('timeout', () => {
-    if (answered) return;
-    up.destroy(Object.assign(new Error('headers timeout'), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
-  });
-  // The handler hears of one failure at most: a second would cut the error answer the first wrote.
-  let failed = false;
-  const fail = (e: Error & { code?: string }) => {
-    if (failed) return;
-    failed = true;
-    h.onError(e);
-  };
-  up.on('error', fail);
-  up.on('response', (res) => {
-    answered = true;
-    up.setTimeout(0);
-    res.on('error', fail);
-    // As undici does for its dispatch handlers: whatever the handler throws (writing the answer
-    // to its client) is this request's error, never an exception out of an event listener.
-    const broke = (e: unknown) => {
-      fail(e as Error & { code?: string });
-      res.destroy();
-    };
-    try {
-      h.onHeaders(res.statusCode ?? 502, res.rawHeaders, () => res.resume(), res.statusMessage ?? '');
-    } catch (e) {
-      return broke(e);
-    }
-    res.on('data', (c: Buffer) => {
-      try {
-        if (!h.onData(c)) res.pause();
-      } catch (e) {
-        broke(e);
-      }
-    });
-    res.on('end', () => {
-      try {
-        h.onComplete(res.rawTrailers);
-      } catch (e) {
-        broke(e);
-      }
-    });
-  });
-  const trailers: [string, string][] = [];
-  for (let i = 0; i < req.trailers.length; i += 2)
-    trailers.push([req.trailers[i] as string, req.trailers[i + 1] as string]);
-  up.write(req.body);
-  try {
-    up.addTrailers(trailers);
-  } catch (e) {
-    up.destroy(e as Error);
-    return;
-  }
-  up.end();
+  const names: string[] = [];
+  for (let i = 0; i < trailers.length; i += 2) names.push(trailers[i] as string);
+  if (names.length > 0) out.push('Trailer', names.join(', '));
+  return out;
 }

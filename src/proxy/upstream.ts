@@ -213,13 +213,16 @@ export function onUndici(pool: Pool): OriginDispatcher {
 }
 
 /**
- * The request body as undici reads it: what was read already (counted), then the
- * rest, `seen` counting (and perhaps copying the start of) each chunk as it passes.
+ * The request body as the origin's client reads it: what was read already (counted), then
+ * the rest, `seen` counting (and perhaps copying the start of) each chunk as it passes;
+ * `ended` once the client's body has all come (its trailer fields with it), which may
+ * throw to fail the body before its end is sent (the key scan still holds its last bytes).
  */
 export async function* countedBody(
   req: ClientRequest,
   read: Buffer[],
   seen: (chunk: Buffer) => void,
+  ended?: () => void,
 ): AsyncGenerator<Buffer> {
   for (const c of read) yield c;
   // Not destroyed when undici stops early (the origin failed, or the key scan refused the
@@ -228,4 +231,5 @@ export async function* countedBody(
     seen(chunk as Buffer);
     yield chunk as Buffer;
   }
+  ended?.();
 }
