@@ -17,6 +17,13 @@
  * debts and quota cells; then those. The quota cells' count was a 0 before the quota
  * sketch, so an older file reads as one with none (its quota sketch empty); an older
  * gateway refuses a file holding some by its length (logged, fresh buckets).
+ *
+ * A file holding debts ends them with two records of a debt's shape whose indices no
+ * sketch has (an older gateway passes them by, as it does any index past its sketch):
+ * the file's clock (the latest instant a claim saw, every debt folded at or before it)
+ * and its latest debt. A start reads its clock stepped back since from the first (not
+ * only from the buckets' times: a file may hold debts and no bucket), and holds every
+ * debt to the second: no debt it holds is later, so a later one is damage.
  */
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,6 +49,9 @@ const QCELL = 4 + 8 + 4 + 4;
  * at least 1 - EPS (limiter.ts), and a claim starts from 0 or more.
  */
 const LEAST_TOKENS = -EPS;
+/** The debt records' indices past any sketch (at most 16,777,216 cells): the file's clock, its latest debt. */
+const CLOCK_RECORD = 0xffffffff;
+const LATEST_RECORD = 0xfffffffe;
 
 /** The table's live buckets, pending debts and quota counts, as the file holds them. */
 export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer {
@@ -69,14 +79,25 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
   let cells = 0;
   // The debts on the wall clock, as the buckets' times are (a clock stepped back: SharedBuckets.debtShift).
   const shift = t.debtShiftAt(now);
-  for (let c = 0; c < t.sketch.length; c++) {
-    const until = (t.sketch[c] as number) - shift;
-    if (!(until > now)) continue;
+  let latest = Number.NEGATIVE_INFINITY;
+  const debt = (c: number, until: number) => {
     room(CELL);
     out.writeUInt32LE(c, at);
     out.writeDoubleLE(until, at + 4);
     at += CELL;
     cells++;
+  };
+  for (let c = 0; c < t.sketch.length; c++) {
+    const until = (t.sketch[c] as number) - shift;
+    if (!(until > now)) continue;
+    debt(c, until);
+    if (until > latest) latest = until;
+  }
+  // The clock the debts are of, and the latest of them (decodeBuckets); unchanged while
+  // no claim comes, so an idle table's file stays the same bytes.
+  if (cells > 0) {
+    debt(CLOCK_RECORD, t.clockAt(now));
+    debt(LATEST_RECORD, latest);
   }
   // The quota sketch's cells of a window still running (each read as is: at most one fold old).
   const q = { end: 0, count: 0, owner: 0 };
@@ -109,13 +130,15 @@ export function encodeBuckets(layout: SharedBucketsLayout, now: number): Buffer 
  * still draining at `now`, its debts and quota counts); null if the bytes are not such a file.
  * A bucket out of the range a bucket can be in is put back within it, or not at all
  * (`damaged.buckets` counts them): a restored bucket is never worse than its policy allows.
+ * So is a debt (`damaged.debts`): one later than the file's latest is taken as that (no
+ * key owes longer than the file's table had any key owe), one at no date is dropped.
  */
 export function decodeBuckets(
   bytes: Buffer,
   slots: number,
   sketchCells: number,
   now: number,
-  damaged?: { buckets: number },
+  damaged?: { buckets: number; debts?: number },
 ): SharedBucketsLayout | null {
   if (bytes.length < HEAD || bytes.readUInt32LE(0) !== MAGIC) return null;
   const n = bytes.readUInt32LE(16);
@@ -132,6 +155,24 @@ export function decodeBuckets(
     for (let c = 0; c < 4; c++) i32[c] = bytes.readInt32LE(at + c * 4);
     for (let c = 0; c < 5; c++) f64[c] = bytes.readDoubleLE(at + 16 + c * 8);
   };
+  // The file's clock and its latest debt (absent from an older gateway's file: NaN).
+  let badDebts = 0;
+  let clock = Number.NaN;
+  let latestDebt = Number.NaN;
+  for (let k = 0; k < m; k++) {
+    const at = HEAD + n * ENTRY + k * CELL;
+    const c = bytes.readUInt32LE(at);
+    if (c !== CLOCK_RECORD && c !== LATEST_RECORD) continue;
+    const v = bytes.readDoubleLE(at + 4);
+    if (!isDate(v)) badDebts++;
+    else if (c === CLOCK_RECORD) clock = v;
+    else latestDebt = v;
+  }
+  // Every debt ends after the clock it was written at (a clock past them is no clock's).
+  if (clock > latestDebt) {
+    clock = Number.NaN;
+    badDebts++;
+  }
   // The sketches' cells are the hash modulo their size: kept only if the size is the same.
   // Set before the buckets are put back: a bucket finding no slot folds into them.
   if (bytes.readUInt32LE(12) === sketchCells) {
@@ -139,8 +180,20 @@ export function decodeBuckets(
     for (let k = 0; k < m; k++) {
       const at = HEAD + n * ENTRY + k * CELL;
       const c = bytes.readUInt32LE(at);
-      const until = bytes.readDoubleLE(at + 4);
-      if (c < sketchCells && Number.isFinite(until) && until > now) t.sketch[c] = until;
+      if (c === CLOCK_RECORD || c === LATEST_RECORD) continue;
+      let until = bytes.readDoubleLE(at + 4);
+      // No cell, or no date (1e300 would have every key of its cell refused its burst for ever).
+      if (c >= sketchCells || !isDate(until)) {
+        badDebts++;
+        continue;
+      }
+      // Later than any debt the file's table held (bytes changed on disk): every key of its
+      // cell would start empty at each claim until then, years maybe. Taken as the latest.
+      if (until > latestDebt) {
+        until = latestDebt;
+        badDebts++;
+      }
+      if (until > now) t.sketch[c] = until;
     }
     for (let k = 0; k < q; k++) {
       const at = HEAD + n * ENTRY + m * CELL + k * QCELL;
@@ -154,7 +207,9 @@ export function decodeBuckets(
   }
   // The file's clock at its last decision: stepped back since (by more than CLOCK_STEP_MS),
   // the debts just read are taken back by as much, and the buckets' times to now (restore).
-  let latest = Number.NEGATIVE_INFINITY;
+  // Its clock record if it has one (a file of debts and no bucket has no bucket time),
+  // else its latest bucket time (an older gateway's file).
+  let latest = Number.isNaN(clock) ? Number.NEGATIVE_INFINITY : clock;
   for (let k = 0; k < n; k++) {
     entry(k);
     if (wellFormed(i32, f64) && (f64[1] as number) > latest) latest = f64[1] as number;
@@ -176,12 +231,18 @@ export function decodeBuckets(
     }
     if (plausible(f64, now)) t.restore(i32, f64, now);
   }
-  if (damaged) damaged.buckets = outOfRange;
+  if (damaged) {
+    damaged.buckets = outOfRange;
+    damaged.debts = badDebts;
+  }
   return layout;
 }
 
 /** The largest time a Date holds (ECMA-262 §21.4.1.1), in ms from the epoch. */
 const MAX_TIME = 8.64e15;
+
+/** A time a Date can hold. */
+const isDate = (v: number): boolean => Number.isFinite(v) && Math.abs(v) <= MAX_TIME;
 
 /** Numbers a bucket can hold. */
 function wellFormed(i32: Int32Array, f64: Float64Array): boolean {
@@ -210,7 +271,7 @@ export function writeAtomic(dir: string, name: string, bytes: Buffer): void {
 
 /** The largest file a table of `slots` and `sketchCells` writes: every slot a live bucket, every cell a debt or a count. */
 const largestFile = (slots: number, sketchCells: number): number =>
-  HEAD + slots * ENTRY + sketchCells * CELL + quotaCells(sketchCells) * QCELL;
+  HEAD + slots * ENTRY + (sketchCells + 2) * CELL + quotaCells(sketchCells) * QCELL;
 
 /** Nothing at all at `file` (not even a dangling symlink): a first start. */
 function absent(file: string): boolean {
@@ -224,8 +285,8 @@ function absent(file: string): boolean {
 /**
  * The table saved in `storage.data_dir`, or undefined (none; or unreadable, damaged, no
  * regular file, or larger than this table's largest save: logged once, and a fresh table).
- * Buckets out of range in a file otherwise whole are put back within it or dropped
- * (decodeBuckets), and that is logged once too.
+ * Buckets and debts out of range in a file otherwise whole are put back within it or
+ * dropped (decodeBuckets), and that is logged once too.
  * Read through readBounded (non-blocking open, fstat): a FIFO or a device at that path,
  * or a symlink to one, is refused at once instead of holding up the start or being read
  * for ever. A file written by a larger table (`max_buckets` or `sketch_cells` lowered
@@ -250,14 +311,14 @@ export function restoredBuckets(
     });
     return undefined;
   }
-  const damaged = { buckets: 0 };
+  const damaged = { buckets: 0, debts: 0 };
   const layout = decodeBuckets(bytes, slots, sketchCells, now, damaged);
   if (!layout) log.warn('rate-limit buckets file unreadable: starting with fresh buckets', { file: BUCKETS_FILE });
-  else if (damaged.buckets > 0) {
-    log.warn('rate-limit buckets file holds buckets out of range: restored as just emptied, or full', {
-      file: BUCKETS_FILE,
-      buckets: damaged.buckets,
-    });
+  else if (damaged.buckets > 0 || damaged.debts > 0) {
+    log.warn(
+      'rate-limit buckets file holds buckets or debts out of range: restored as just emptied, full, or owing no later than its latest debt',
+      { file: BUCKETS_FILE, buckets: damaged.buckets, debts: damaged.debts },
+    );
   }
   return layout ?? undefined;
 }

@@ -554,6 +554,14 @@ export class SharedBuckets {
     return seen - (now + shift) > CLOCK_STEP_MS ? seen - now : shift;
   }
 
+  /**
+   * The latest instant a claim saw (every debt was folded at or before it), on the wall
+   * clock at `now` as `debtShiftAt` reads it: the time a snapshot's debts are of.
+   */
+  clockAt(now: number): number {
+    return (this.f64[SEEN] as number) - this.debtShiftAt(now);
+  }
+
   /** When slot `s`'s bucket is full again (and its quota window over) at `now`: until then it is not free. */
   fullAt(s: number, now: number): number {
     return Math.max(this.refilledAt(s, now), this.f64[this.f(s, Q_WIN)] as number);
