@@ -15,6 +15,11 @@ const POLL_OVERLAP_MS = 300_000;
 const REREAD_MS = [0, 50, 250, 1000];
 /** A revocation already in force is confirmed from storage a moment later, off the path of the requests it refuses. */
 const CONFIRM_MS = [250, 250, 1000];
+/**
+ * How much earlier than the use held an edge thread's use may be and still be a batch
+ * late (each thread hands its uses over every second): earlier than that, the clock stepped back.
+ */
+const USAGE_STEP_MS = 10_000;
 /** Announced keys being re-read at once, at most (more wait for the poll). */
 const MAX_REREADS = 1000;
 
@@ -185,9 +190,15 @@ export class KeyRing {
     return p;
   }
 
-  /** An edge thread's use of a key (to the second), written back with this ring's own. */
+  /**
+   * An edge thread's use of a key (to the second), written back with this ring's own. One
+   * earlier than the use held is another thread's batch a moment old (passed by), or, by
+   * more than USAGE_STEP_MS, a clock stepped back since the use held (NTP correcting a
+   * fast clock): the last use from then on, as `touch` records it.
+   */
   used(id: string, sec: number): void {
-    if ((this.usage.get(id) ?? 0) >= sec) return;
+    const held = this.usage.get(id) ?? 0;
+    if (held === sec || (held > sec && held - sec <= USAGE_STEP_MS)) return;
     this.usage.set(id, sec);
     this.dirtyUsage.set(id, sec);
     this.flushUsageSoon();

@@ -49,6 +49,21 @@ const WINDOW_S = { second: 1, minute: 60, hour: 3600, day: 86_400 } as const;
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
+/**
+ * A key's last use as shown, to the second, from this instance's memory and storage (either
+ * may be absent): the later of the two, and never later than `now`. Storage keeps the
+ * latest time ever written (key_usage is replaced by the later last_used_at), so a use
+ * stamped by a clock since stepped back (NTP correcting a fast clock) stays later than
+ * now there: then the use this instance recorded is the last one (touch records the
+ * corrected time), and with none the last use is shown as now (it was before now, and
+ * the clock that stamped it ran ahead).
+ */
+export function lastUse(mem: number | undefined, stored: number | undefined, now: number): number | null {
+  const t = stored !== undefined && stored > now && mem !== undefined ? mem : Math.max(mem ?? -1, stored ?? -1);
+  if (t < 0) return null;
+  return t > now ? now - (now % 1000) : t;
+}
+
 /** A label or consumer as stored (NFC), or 400 naming `param`. */
 function validName(value: string, param: 'label' | 'consumer'): string {
   const r = checkName(value);
@@ -140,7 +155,7 @@ export class KeyService {
       created_at: iso(k.created_at) as string,
       revoke_at: iso(k.revoke_at),
       revoked_at: iso(k.revoked_at ?? (k.revoke_at !== null && k.revoke_at <= this.clock.now() ? k.revoke_at : null)),
-      last_used_at: iso(mem ?? null),
+      last_used_at: iso(lastUse(mem, undefined, this.clock.now())),
       tls_fingerprint: k.tls_fingerprint ?? null,
     };
     if (secret !== undefined) v.secret = secret;
@@ -334,15 +349,14 @@ export class KeyService {
 
   /**
    * Views of these keys, each with its last use: the later of this instance's memory
-   * and storage (other instances, earlier runs), read in one query for all.
+   * and storage (other instances, earlier runs), read in one query for all (lastUse).
    */
   async views(keys: readonly KeyRecord[]): Promise<KeyView[]> {
     const stored = await this.table.lastUsedMany(keys.map((k) => k.id));
+    const now = this.clock.now();
     return keys.map((k) => {
       const v = this.view(k);
-      const mem = this.ring.lastUsedInMemory(k.id);
-      const t = Math.max(mem ?? -1, stored.get(k.id) ?? -1);
-      v.last_used_at = t < 0 ? null : new Date(t).toISOString();
+      v.last_used_at = iso(lastUse(this.ring.lastUsedInMemory(k.id), stored.get(k.id), now));
       return v;
     });
   }
