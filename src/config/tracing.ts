@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { originTlsSchema } from './tls-schema.js';
 
 /** Names a header may have (RFC 9110 §5.1 token). */
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
@@ -132,6 +133,8 @@ const tracingObject = z.strictObject({
   service_name: z.string().min(1).max(256),
   /** Sent with each export (a collector's auth token); the exporter's own (content-type, content-length, host, …) excepted. */
   headers: headersSchema,
+  /** How an https:// collector is verified, as a route's origins are (ca, servername); null: the system CAs, the URL's host. */
+  tls: originTlsSchema.nullable(),
   /** A link from the console to a trace: `{trace_id}` is replaced (e.g. http://jaeger:16686/trace/{trace_id}); null: no link. */
   trace_url: z
     .string()
@@ -166,6 +169,7 @@ export const tracingDefaults: TracingConfig = {
   always_sample: ['errors', 'slow'],
   service_name: 'wakegate',
   headers: {},
+  tls: null,
   trace_url: null,
   queue_size: 2048,
   batch_size: 512,

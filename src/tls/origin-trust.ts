@@ -50,8 +50,16 @@ export function connectOptions(t: OriginTrust | null): {
 /** The start's warnings: every route whose origins' certificates are not checked. */
 export function insecureOrigins(cfg: Readonly<Config>): string | null {
   const names = cfg.routes.filter((r) => r.tls?.insecure_skip_verify).map((r) => r.name);
-  if (names.length === 0) return null;
-  return `routes ${names.join(', ')}: tls.insecure_skip_verify is set; their origins' certificates are not checked (for tests only: anyone on the path can answer as the origin)`;
+  const lines: string[] = [];
+  if (names.length > 0)
+    lines.push(
+      `routes ${names.join(', ')}: tls.insecure_skip_verify is set; their origins' certificates are not checked (for tests only: anyone on the path can answer as the origin)`,
+    );
+  if (cfg.tracing.tls?.insecure_skip_verify)
+    lines.push(
+      "tracing.tls.insecure_skip_verify is set; the collector's certificate is not checked (for tests only: anyone on the path can take the spans and the collector's token)",
+    );
+  return lines.length === 0 ? null : lines.join('; ');
 }
 
 /** OpenSSL's verification failures, as Node codes them: the origin's certificate, not the network. */

@@ -5,6 +5,7 @@ import type { Config } from '../config/index.js';
 import { undici } from '../lazy-require.js';
 import type { Logger } from '../log.js';
 import { type Metrics, registerTracing } from '../metrics/index.js';
+import { connectOptions, originTrust } from '../tls/origin-trust.js';
 import { parseRetryAfter } from '../webhooks/backoff.js';
 import { HexPool } from './context.js';
 import { type Post, realTimers, SpanExporter, type Timers } from './exporter.js';
@@ -64,7 +65,9 @@ export function createTracing(d: TracingDeps): Tracing {
   const ids = new HexPool();
   const writer = new OtlpWriter({ serviceName: t.service_name, scopeName: 'wakegate', scopeVersion: VERSION });
   const ofWake = wakeSpans(d.cfg, ids);
-  const agent = d.post ? null : new (undici().Agent)({ keepAliveTimeout: 30_000, connections: 2 });
+  // An https:// collector is verified as a route's origins are (tracing.tls: a private CA, a name).
+  const connect = { ...connectOptions(originTrust(t.tls, 'tracing.tls')), timeout: t.export_timeout_ms };
+  const agent = d.post ? null : new (undici().Agent)({ keepAliveTimeout: 30_000, connections: 2, connect });
   const post = d.post ?? otlpPost(t.otlp_url, t.headers, agent as Agent);
   const warned = oncePerMinute(Date.now);
   // Said in the log without what may authenticate to it (user:password@, a token in the query).
