@@ -66,6 +66,16 @@ export interface ReplayLimits {
 export const REPLAY_LIMITS: ReplayLimits = { running: 64, perKey: 8 };
 /** Retry-After of a replay refused for the bound: a place frees when a running replay's answer is in. */
 const REPLAY_RETRY_AFTER_S = 1;
+/**
+ * A replay's whole answer arrives within this (or the route's timeout_ms when longer), else
+ * its wake says 504: an origin streaming for ever (server-sent events) or sending 1xx
+ * answers for ever (each re-arms undici's head timer) would hold its place, and a stop, for good.
+ */
+const REPLAY_ANSWER_MS = 60_000;
+/** At a stop, replays still running (the edges drained already) get this long, then are cut and recorded. */
+const REPLAY_CLOSE_MS = 2_000;
+/** Replays of replays followed back to the first wake, at most. */
+const MAX_CHAIN = 32;
 
 const NO_TRACE = new TraceStart({ enabled: false, sampleRatio: 0 });
 
@@ -96,6 +106,8 @@ export interface ReplayOptions {
 export class Replayer {
   private readonly upstreams = new Upstreams();
   private readonly running = new Set<Promise<void>>();
+  /** Each running replay's cut: its origin request aborted, its wake recorded as not answered. */
+  private readonly cuts = new Set<(why: 'stop') => void>();
   /** Places taken, from the first check to the answer recorded: per caller's environment and per caller key. */
   private readonly takenIn = new Map<string, number>();
   private readonly takenBy = new Map<string, number>();
@@ -209,6 +221,8 @@ export class Replayer {
     const fill = fillRedacted(detail, o.set ?? {}, (n) => this.d.redactor.isRedactedHeader(n));
     if (!fill.ok) throw refusalError(fill.refusal);
     const { filled, values } = fill;
+    // Marked as the wake it replays is: a replay's own markers carry the first wake's salt.
+    const first = await this.firstOf(env, w);
     const x = this.d.recorder.begin();
     x.route = route.name;
     x.environment = w.environment;
@@ -217,7 +231,12 @@ export class Replayer {
     x.path = w.path;
     x.replayOf = w.id;
     (this.d.trace ?? NO_TRACE).begin(x, undefined);
-    const salts = replaySalts(w.id, x.id, values);
+    // set's values in every spelling the request holds them in: a header's as its encoder passes it too.
+    const salts = replaySalts(
+      first,
+      x.id,
+      values.flatMap((v) => [v, passedValue(v)]),
+    );
     const p = this.send({ w, detail, filled, x, admitted: v, o: { ...o, by: caller.id, salts } })
       .catch((e: Error) => this.d.log.error('replay failed', { wake_id: w.id, err: e }))
       .finally(() => {
@@ -226,6 +245,25 @@ export class Replayer {
       });
     this.running.add(p);
     return { wake: w, replayWakeId: x.id };
+  }
+
+  /**
+   * The id of the wake a chain of replays began with (`w` itself when it is no replay):
+   * the salt of every marker along it, so a replay of a replay diffs equal values as
+   * equal. A chain longer than MAX_CHAIN, or one whose first wake is gone, is salted
+   * with the earliest wake still found.
+   */
+  private async firstOf(env: string, w: Wake): Promise<string> {
+    let id = w.id;
+    let of = w.replay_of;
+    for (let n = 0; of && n < MAX_CHAIN; n++) {
+      const t = of.startsWith('wk_') ? idTime(of) : null;
+      const before = t === null ? null : await this.d.wakes.get(env, of, t);
+      if (!before) break;
+      id = before.id;
+      of = before.replay_of;
+    }
+    return id;
   }
 
   /** Sends the admitted replay and records its wake, with how its answer differs from the original's. */
@@ -250,7 +288,9 @@ export class Replayer {
     for (const [k, v] of filled.headers) if (k.toLowerCase() !== 'content-length') raw.push(k, passedValue(v));
     const body = filled.body !== null && filled.body.length > 0 ? filled.body : null;
     const headers = forwardRequestHeaders(raw, {
-      dropAuthorization: true,
+      // As the proxy does: Authorization is the gateway's only when it carried the request's key
+      // (a keyless route's Authorization is the origin's own, sent from set when it was redacted).
+      dropAuthorization: Boolean(x.key),
       clientIp: w.client_ip,
       clientTrusted: false,
       proto: 'http',
@@ -267,16 +307,30 @@ export class Replayer {
     x.reqBytes = body?.length ?? 0;
     x.tUp = performance.now();
     let answer: Answer;
+    // Bounds of our own, which 1xx answers and a body's parts do not re-arm: the head within
+    // timeout_ms, the whole answer within REPLAY_ANSWER_MS; and a stop's cut (close).
+    const ac = new AbortController();
+    let cutFor: 'late' | 'stop' | null = null;
+    const cut = (why: 'late' | 'stop') => {
+      if (cutFor !== null) return;
+      cutFor = why;
+      ac.abort(new Error(why === 'stop' ? 'the gateway stopped' : 'no answer in time'));
+    };
+    this.cuts.add(cut);
+    const headTimer = setTimeout(() => cut('late'), route.cfg.timeout_ms);
+    const answerTimer = setTimeout(() => cut('late'), Math.max(REPLAY_ANSWER_MS, route.cfg.timeout_ms));
     try {
       const res = await this.upstreams.pool(origin).request({
         path,
         method: w.method as 'GET',
         headers,
         body,
+        signal: ac.signal,
         // The route's timeout_ms, as for the request it replays: for the answer's head, and between its body's parts.
         headersTimeout: route.cfg.timeout_ms,
         bodyTimeout: route.cfg.timeout_ms,
       });
+      clearTimeout(headTimer);
       x.status = res.statusCode;
       const flat: string[] = [];
       for (const [k, v] of Object.entries(res.headers))
@@ -290,14 +344,20 @@ export class Replayer {
       answer = { status: x.status, headers: built.response_headers, body: storedBody(built.response_body) };
       x.prebuilt = built;
     } catch (e) {
-      // No answer within the route's timeout_ms is 504 upstream_timeout, as it is for a proxied request.
+      // No answer within the route's timeout_ms is 504 upstream_timeout, as it is for a proxied request;
+      // one cut by a stop is 503 (the gateway's, not the origin's).
       const code = (e as { code?: string }).code;
-      const late = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-      x.status = late ? 504 : 502;
-      x.errorType = late ? 'upstream_timeout' : 'upstream_unavailable';
+      const stopped = (cutFor as string | null) === 'stop';
+      const late = cutFor === 'late' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      x.status = stopped ? 503 : late ? 504 : 502;
+      x.errorType = stopped ? 'service_unavailable' : late ? 'upstream_timeout' : 'upstream_unavailable';
       answer = { status: x.status, headers: null, body: null };
       x.prebuilt = { ...buildDetail(tap, this.d.redactor, o.salts), response_headers: null, response_body: null };
       this.d.log.warn('replay could not reach the origin', { wake_id: w.id, err: e as Error });
+    } finally {
+      clearTimeout(headTimer);
+      clearTimeout(answerTimer);
+      this.cuts.delete(cut);
     }
     const before: Answer = { status: w.status, headers: detail.response_headers, body: detail.response_body };
     const diff = diffAnswers(before, answer, o.ignore);
@@ -315,9 +375,16 @@ export class Replayer {
     this.d.events.emit('replay.finished', w.environment, data);
   }
 
-  /** Waits for running replays, then closes the pools. */
+  /**
+   * Waits for running replays (REPLAY_CLOSE_MS at most: then they are cut, and recorded as
+   * cut by the stop), then closes the pools.
+   */
   async close(): Promise<void> {
+    const timer = setTimeout(() => {
+      for (const cut of [...this.cuts]) cut('stop');
+    }, REPLAY_CLOSE_MS);
     await Promise.allSettled([...this.running]);
+    clearTimeout(timer);
     await this.upstreams.close();
   }
 }

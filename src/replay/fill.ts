@@ -56,6 +56,18 @@ export function fillRedacted(
     // A gateway key never reaches an origin, in any spelling: sent, the proxy refuses it (400).
     if (typeof v === 'string' && holdsGatewayKey(v))
       return refuse(name, `the value of ${JSON.stringify(name)} holds a gateway key, which never reaches an origin`);
+    // Text that UTF-8 cannot carry (a lone surrogate) is no value a request could hold.
+    if (typeof v === 'string' && !(v as unknown as { isWellFormed(): boolean }).isWellFormed())
+      return refuse(
+        name,
+        `the value of ${JSON.stringify(name)} is not well-formed Unicode (it holds a lone surrogate)`,
+      );
+    // A marker copied from the wake is not the value it stands for (never sent as if it were).
+    if (typeof v === 'string' && MARKER.test(v))
+      return refuse(
+        name,
+        `the value of ${JSON.stringify(name)} holds a redaction marker ([redacted:...]), which is never sent as if it were the value: give the value itself`,
+      );
   }
   const used = new Set<string>();
   const missing: string[] = [];
@@ -98,7 +110,9 @@ export function fillRedacted(
         (text.includes('=') &&
           (ct === '' || ct.startsWith('text/plain') || !text.trimEnd().includes('\n')) &&
           !isJson(text));
-      const out = form ? fillParams(text, slot, 'body') : fillJson(text, slot);
+      // A leading byte order mark is no part of a form's first name (as the redactor reads it): kept, and put back.
+      const bom = form && text.startsWith('\ufeff') ? '\ufeff' : '';
+      const out = form ? bom + fillParams(text.slice(bom.length), slot, 'body') : fillJson(text, slot);
       body = coding ? coding.encode(Buffer.from(out)) : Buffer.from(out);
     }
   }
