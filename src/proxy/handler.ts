@@ -300,7 +300,7 @@ export class ProxyHandler {
       // Trailer fields after the body: filtered as headers are, then passed on (a path of
       // their own, undici cannot send them); one holding a gateway key refuses the request.
       if (req.rawTrailers.length > 0) {
-        const trailers = forwardRequestTrailers(req.rawTrailers);
+        const trailers = forwardRequestTrailers(req.rawTrailers, connectionTokens(req.rawHeaders));
         if (trailers === null) {
           fw.gone = true;
           return this.fail(fw, KEY_IN_TRAILER);
@@ -360,7 +360,7 @@ export class ProxyHandler {
       },
       () => {
         if (req.rawTrailers.length === 0) return;
-        const t = forwardRequestTrailers(req.rawTrailers);
+        const t = forwardRequestTrailers(req.rawTrailers, connectionTokens(req.rawHeaders));
         if (t === null) throw new BodyRefused('invalid_request', KEY_IN_TRAILER_MESSAGE, 'trailers');
         trailers = t;
       },

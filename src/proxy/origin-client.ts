@@ -580,6 +580,19 @@ class OriginConnection {
 
   private parseFailed(e: Error & { code?: string }): void {
     if (this.h === null) return this.close();
+    // A Content-Length llhttp will not take once the head is in can only be in the trailer
+    // section (the head's own are checked before it completes, and framingClash refuses one
+    // beside Transfer-Encoding): a list (`5, 5`), repeated, or no number. The body has all
+    // come (trailers follow the last chunk), and RFC 9110 §6.5.1 says not to use the field:
+    // the answer ends here, its trailer section let go (the parser stopped inside it), and
+    // the connection is not used again.
+    if (this.headed && (e.code === 'HPE_UNEXPECTED_CONTENT_LENGTH' || e.code === 'HPE_INVALID_CONTENT_LENGTH')) {
+      this.keepAlive = false;
+      this.pending = [];
+      this.onMessageComplete();
+      if (this.ended && this.state === State.Busy) this.afterAnswer();
+      return;
+    }
     if (e.code === 'HPE_HEADER_OVERFLOW')
       return this.fail(new OriginError('UND_ERR_HEADERS_OVERFLOW', 'the answer header block is too large'));
     const err = new OriginError('UND_ERR_SOCKET', `the origin's answer could not be parsed (${e.code ?? 'error'})`);

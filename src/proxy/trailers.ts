@@ -25,7 +25,7 @@ const DROPPED = new Set([
  * in), which refuses the request; otherwise those left once the gateway's own,
  * forwarding, credential and hop-by-hop names are dropped (possibly none).
  */
-export function forwardRequestTrailers(raw: string[]): string[] | null {
+export function forwardRequestTrailers(raw: string[], named: ReadonlySet<string> | null = null): string[] | null {
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
@@ -35,6 +35,10 @@ export function forwardRequestTrailers(raw: string[]): string[] | null {
     const lower = name.toLowerCase();
     const folded = lower.indexOf('_') === -1 ? lower : lower.replaceAll('_', '-');
     if (DROPPED.has(folded) || folded.startsWith('x-wakegate-') || folded.startsWith('x-forwarded-')) continue;
+    // A client's own word for its address (nginx realip's field), dropped as in the headers.
+    if (folded === 'x-real-ip') continue;
+    // Named by the request's Connection: hop-by-hop, in its trailers as in its head (RFC 9110 §7.6.1).
+    if (named?.has(lower)) continue;
     out.push(name, value);
   }
   return out;
