@@ -51,15 +51,15 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 
 /**
  * A key's last use as shown, to the second, from this instance's memory and storage (either
- * may be absent): the later of the two, and never later than `now`. Storage keeps the
- * latest time ever written (key_usage is replaced by the later last_used_at), so a use
- * stamped by a clock since stepped back (NTP correcting a fast clock) stays later than
- * now there: then the use this instance recorded is the last one (touch records the
- * corrected time), and with none the last use is shown as now (it was before now, and
- * the clock that stamped it ran ahead).
+ * may be absent): the later of the two, never later than `now`. Storage keeps the latest
+ * time ever written (key_usage is replaced by the later last_used_at), so a use stamped
+ * by a clock running ahead (this one's before NTP stepped it back, or another instance's)
+ * stays later than now there: that use was made before now, and is shown as now, not as
+ * an older use this instance remembers (which could be a day old while the fleet uses the
+ * key: an operator waiting for last_used_at to stop moving must not see it stopped).
  */
 export function lastUse(mem: number | undefined, stored: number | undefined, now: number): number | null {
-  const t = stored !== undefined && stored > now && mem !== undefined ? mem : Math.max(mem ?? -1, stored ?? -1);
+  const t = Math.max(mem ?? -1, stored ?? -1);
   if (t < 0) return null;
   return t > now ? now - (now % 1000) : t;
 }
