@@ -90,7 +90,8 @@ Filters (those of GET /v2/wakes):
 list prints one page, newest first (--cursor for the next). tail polls every second
 and prints each new wake once, oldest first, until Ctrl-C or --max N wakes (--json: one
 JSON object a line); it leaves out the gateway's own traffic, its own polls among it,
-unless --management include.
+unless --management include. A gateway restarting or busy, or a 429, is waited out
+(said once on stderr).
 
 ${COMMON}`,
   replay: `Usage:

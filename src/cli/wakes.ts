@@ -1,6 +1,6 @@
 import { type Args, onlyFlags, operands, timeOption, UsageError } from './args.js';
-import type { ApiClient } from './client.js';
-import { fields, printable, table } from './table.js';
+import { type ApiClient, ApiError, Unreachable } from './client.js';
+import { fields, printable, printableLines, table } from './table.js';
 
 /** The filters of GET /v2/wakes, as options (src/api/wakes.ts listWakesQuery). */
 export const WAKE_FILTERS: Record<string, string> = {
@@ -107,7 +107,8 @@ function exchange(x: Exchange): string {
   if (x.body_encoding === 'omitted')
     return `${s}\n  (body of ${x.body_bytes} bytes kept as size and SHA-256 only: ${x.body_omitted_reason ?? '-'}; sha256 ${x.body_sha256 ?? '-'})\n`;
   const note = `${x.body_encoding === 'base64' ? 'base64 of ' : ''}${x.body_bytes} bytes${x.body_truncated ? ', cut at the capture limit' : ''}`;
-  return `${s}\n${printable(x.body ?? '').replace(/^/gm, '  ')}\n  (${note})\n`;
+  // Its lines as lines (pretty JSON, HTML), each indented; every other control character escaped.
+  return `${s}\n${printableLines(x.body ?? '').replace(/^/gm, '  ')}\n  (${note})\n`;
 }
 
 export interface Diff {
@@ -197,13 +198,35 @@ export async function wakesTail(
     return fresh.sort((a, b) => a.captured_at.localeCompare(b.captured_at) || a.id.localeCompare(b.id));
   };
   // The first poll learns the newest wake; the second, every wake of the window before it.
+  // When there is none yet, no time of this machine's is taken for the gateway's (their
+  // clocks may differ): every wake found from then on is new.
   await poll();
   if (newest !== null) await poll();
-  newest ??= Date.now();
   process.stderr.write(`wakegate: tailing wakes every ${interval} ms (Ctrl-C stops)\n`);
+  let outage: string | null = null;
+  let wait = interval;
   for (;;) {
-    await sleep(interval);
-    for (const w of await poll()) {
+    await sleep(wait);
+    wait = interval;
+    let fresh: WakeRow[];
+    try {
+      fresh = await poll();
+    } catch (e) {
+      // A gateway restarting, or busy, or the key's own rate limit: said once, and waited out
+      // (as long as a 429 asks), until Ctrl-C. A refusal of the key or the query ends the tail.
+      const passing = e instanceof Unreachable || (e instanceof ApiError && (e.status === 429 || e.status >= 500));
+      if (!passing) throw e;
+      const said = (e as Error).message;
+      if (outage === null) process.stderr.write(`wakegate: ${said}; still tailing\n`);
+      outage = said;
+      if (e instanceof ApiError && e.retryAfter !== null) wait = Math.max(interval, e.retryAfter * 1000);
+      continue;
+    }
+    if (outage !== null) {
+      process.stderr.write('wakegate: the gateway answers again\n');
+      outage = null;
+    }
+    for (const w of fresh) {
       out(args.bools.has('json') ? `${JSON.stringify(w)}\n` : `${tailLine(w)}\n`);
       if (max > 0 && ++printed >= max) return;
     }

@@ -32,7 +32,7 @@ describe("the CLI's key is never left in /proc/PID/cmdline", () => {
       req.resume();
       const answer = () => {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{"data":[],"has_more":false,"next_cursor":null}');
+        res.end('{"object":"list","data":[],"has_more":false,"next_cursor":null}');
       };
       const w = waiting.shift();
       if (w) w({ authorization: req.headers.authorization, answer });
@@ -108,7 +108,8 @@ describe("the CLI's key is never left in /proc/PID/cmdline", () => {
     });
     child.stdin.end('');
     expect(await new Promise((r) => child.on('exit', r))).toBe(2);
-    expect(stderr).toMatch(/^wakegate: this command needs a key: WAKEGATE_KEY, or --key-file PATH \(- for stdin\)\n/);
+    // It names the stdin that held no key (it said only that a key was needed).
+    expect(stderr).toMatch(/^wakegate: --key-file - \(stdin\) holds no key: its first line is empty\n/);
   }, 30_000);
 
   it('property: for any command line, no value given to --key survives the mask, and the line never grows', () => {
