@@ -41,9 +41,10 @@ function describe(v: unknown): string {
 /** A setting holding a secret (a password, a key, a token, a URL that may hold credentials). */
 function secretSetting(path: readonly PropertyKey[]): boolean {
   const last = String(path[path.length - 1] ?? '');
-  // Headers sent to a collector carry its credentials: the whole setting, written in any
-  // shape (OpenTelemetry's `key=value` text, a header line), and each of its values.
-  if (path.some((p) => p === 'headers')) return true;
+  // tracing.headers carry the collector's credentials: the whole setting, written in any
+  // shape (OpenTelemetry's `key=value` text, a header line), and each of its values (not
+  // capture.detail.headers, a boolean, whose wrong value is shown as it was written).
+  if (path[0] === 'tracing' && path[1] === 'headers') return true;
   return /password|secret|token|_key$|^key$|admin_key|encryption|credentials|_url$/i.test(last);
 }
 
