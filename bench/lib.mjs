@@ -82,6 +82,9 @@ export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/$
  * never refuses, capture, metrics), `auth: none` is pass-through. Returns the process
  * (stop it), its URLs, its data directory and the headers a request needs.
  */
+/** BENCH_GATEWAY_NODE_ARGS: Node's own flags for the gateways a bench starts (V8's GC flags, say), space-separated. */
+const gatewayNodeArgs = () => (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
 export async function startBenchGateway(dir, originUrl, auth = 'required', extraYaml = '', env = {}, threads = null) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
@@ -122,7 +125,7 @@ export async function startBenchGateway(dir, originUrl, auth = 'required', extra
   const gateway = await startProcess(
     `wakegate (${auth})`,
     process.execPath,
-    [join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
+    [...gatewayNodeArgs(), join(ROOT, 'dist/main.js'), 'serve', '--config', cfgFile],
     { ...env, DATA_DIR: dataDir },
     `http://127.0.0.1:${port}/`,
   );

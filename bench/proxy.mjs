@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // bench:proxy — throughput at 50 connections and p50/p99 latency at a fixed
-// request rate, for the origin direct, wakegate (everything on), wakegate
+// request rate (an open-loop load, bench/steady.mjs: evenly spaced, latency from
+// when each request was due), for the origin direct, wakegate (everything on), wakegate
 // pass-through (auth: none), bare http-proxy-3, fastify + @fastify/reply-from and
 // nginx (when installed), side by side in one run: warm-up, interleaved rounds,
 // medians; and each Node target's own event-loop delay p99 at the fixed rate.
@@ -24,6 +25,7 @@ import {
   table,
   treeCpuSeconds,
 } from './lib.mjs';
+import { steady } from './steady.mjs';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -186,7 +188,7 @@ http {
   const results = Object.fromEntries(
     targets.map((t) => [
       t.name,
-      { rps: [], cpu: [], storageCpu: [], p50: [], p99: [], loop: [], ok2xx: 0, errors: 0, non2xx: 0 },
+      { rps: [], cpu: [], storageCpu: [], p50: [], p99: [], loop: [], late: [], ok2xx: 0, errors: 0, non2xx: 0 },
     ]),
   );
   const tally = (t, r) => {
@@ -239,13 +241,14 @@ http {
       process.stderr.write(`round ${round}: latency at ${RATE}/s ${t.name}\n`);
       const resume = await alone(t);
       if (t.loop) await t.loop.take(t.pid);
-      const r = await cannon({
+      const r = await steady({
         url: `${t.url}/bench/items?id=${round}`,
         connections: 20,
-        overallRate: RATE,
+        rate: RATE,
         duration: DURATION,
         headers: t.headers,
       });
+      results[t.name].late.push(r.late);
       tally(t, r);
       results[t.name].p50.push(r.latency.p50);
       results[t.name].p99.push(r.latency.p99);
@@ -294,13 +297,14 @@ http {
       m(t.name, 'p99').toFixed(1),
       (m(t.name, 'p99') - directP99).toFixed(1),
       t.loop ? m(t.name, 'loop').toFixed(1) : '-',
+      String(m(t.name, 'late')),
       String(results[t.name].errors + results[t.name].non2xx),
     ];
   });
   const fullRps = m('wakegate (full)', 'rps');
   const passRps = m('wakegate (pass-through)', 'rps');
   console.log(
-    `\nbench:proxy — ${ROUNDS} interleaved rounds of ${DURATION}s after ${WARMUP}s warm-up; ${CONNECTIONS} connections; latency at ${RATE} req/s (20 connections); medians\n`,
+    `\nbench:proxy — ${ROUNDS} interleaved rounds of ${DURATION}s after ${WARMUP}s warm-up; ${CONNECTIONS} connections; latency at ${RATE} req/s evenly spaced (20 connections, from when each was due); medians\n`,
   );
   console.log(
     table(
@@ -317,6 +321,7 @@ http {
         'p99 ms @rate',
         'p99 added vs direct',
         'loop delay p99 ms @rate',
+        'sent 1 ms late @rate',
         'errors+non2xx',
       ],
       rows,
