@@ -49,6 +49,7 @@ import { loadSealingKey, SecretBox } from './seal.js';
 import { startProbe } from './start-probe.js';
 import { checkServer, holdDataDir, portFree, resolveThreads, startLine, storageError } from './startup.js';
 import { openStore } from './store/client.js';
+import { releaseEngineLoadPages } from './store/engine-pages.js';
 import { EventTable } from './store/events.js';
 import { KeyTable } from './store/keys.js';
 import { migrate } from './store/migrations.js';
@@ -439,6 +440,10 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
         log.warn(w);
       beforeAnnounce?.();
       if (why) log.info(why);
+      // The embedded engine has loaded, migrated and read its tables: what only that touched of its library leaves the resident set.
+      const released = store.readsFiles ? releaseEngineLoadPages() : null;
+      if (released !== null)
+        log.info("storage engine: its library's load-time pages let go", { mb: Math.round(released / 2 ** 20) });
       log.info(
         'wakegate listening',
         startLine(cfg, {
