@@ -149,7 +149,7 @@ export class Dispatcher {
    * The bound is checked before the first await: a caller that saw room() > 0 in
    * the same synchronous run gets its delivery taken.
    */
-  async add(rows: DeliveryRecord[]): Promise<number> {
+  async add(rows: DeliveryRecord[], stored?: () => void): Promise<number> {
     const room = this.room();
     const take = rows.length <= room ? rows : rows.slice(0, room);
     if (take.length === 0) return 0;
@@ -159,6 +159,8 @@ export class Dispatcher {
     } finally {
       this.adding -= take.length;
     }
+    // What must follow their being stored, before any attempt is started (a replay's original superseded).
+    stored?.();
     this.tick();
     return take.length;
   }

@@ -60,10 +60,11 @@ export async function redeliver(o: RedeliverOptions): Promise<DeliveryRecord> {
     next_attempt_at: now,
     updated_at: now,
   };
-  // Checked before the original is superseded; from here to add's own check nothing awaits, so the room stays.
   if (o.dispatcher.room() < 1) throw queueFull();
-  // The original's own retries end: the new delivery is its next attempt (else the receiver gets it twice).
-  if (d.status === 'failed') o.dispatcher.supersede(d, r.id);
-  if ((await o.dispatcher.add([r])) === 0) throw queueFull();
+  // The original's own retries end once the new delivery is stored, as its next attempt (else the
+  // receiver gets it twice), and before any attempt starts. Not before it is stored: a replay that
+  // cannot be queued (storage refusing its row) changes nothing, and the original goes on retrying.
+  const supersede = d.status === 'failed' ? () => o.dispatcher.supersede(d, r.id) : undefined;
+  if ((await o.dispatcher.add([r], supersede)) === 0) throw queueFull();
   return r;
 }
