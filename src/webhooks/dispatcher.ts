@@ -7,7 +7,7 @@ import { longestWait, retryDelay, scheduleEnd, waitBefore } from './backoff.js';
 import type { EndpointService } from './endpoints.js';
 import type { DeliveryQueue } from './queue.js';
 import type { DeliveryRecord } from './records.js';
-import { MAX_STORED_BODY, type Send } from './sender.js';
+import { type Send, utf8Prefix } from './sender.js';
 
 /** What a refused test send or replay asks to wait (s): deliveries leave the queue as they end. */
 export const QUEUE_FULL_RETRY_S = 30;
@@ -256,7 +256,7 @@ export class Dispatcher {
       ...d,
       attempt: n,
       response_status: out.status,
-      response_body: (out.error ?? out.body).slice(0, MAX_STORED_BODY),
+      response_body: utf8Prefix(out.error ?? out.body),
       duration_ms: out.durationMs,
       attempt_log: {
         attempt: n,
@@ -264,7 +264,7 @@ export class Dispatcher {
         response_status: out.status,
         duration_ms: out.durationMs,
         error: out.error,
-        response_body: out.body.slice(0, MAX_STORED_BODY),
+        response_body: utf8Prefix(out.body),
       },
     };
     let next: DeliveryRecord;

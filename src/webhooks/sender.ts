@@ -14,6 +14,21 @@ import { sign, signStandard } from './signer.js';
 /** Receiver response bodies are kept up to this many bytes. */
 export const MAX_STORED_BODY = 20 * 1024;
 
+/**
+ * `text` cut to at most `max` bytes of UTF-8, at a character's end: a body of bytes that are
+ * not UTF-8 decodes to U+FFFD, three bytes for each, so a cut by characters could store three
+ * times the cap.
+ */
+export function utf8Prefix(text: string, max = MAX_STORED_BODY): string {
+  if (text.length * 3 <= max) return text;
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= max) return text;
+  let end = max;
+  // Back to the start of the character the cut falls in (a continuation byte is 10xxxxxx).
+  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end).toString('utf8');
+}
+
 export interface SendOptions {
   /** This attempt's number (1..max_attempts), on the wire as x-service-attempt. */
   attempt: number;
@@ -108,11 +123,16 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
       agent: isHttps ? agents.https : agents.http,
       lookup: filteredLookup(o.allowPrivate, o.resolver ?? systemResolver) as unknown as net.LookupFunction,
     });
+    /** Settles on the receiver's answer as far as it came (set once its status line is in). */
+    let answered: (() => void) | null = null;
     // The attempt ends at its timeout whatever the request's state: one already destroyed
     // (Node closes the socket of an answer it takes for an upgrade) raises no event then.
+    // An answer whose status came in time is the receiver's word, however its body ends (a
+    // 2xx that trickles or never ends is delivered: sending it again would repeat the event).
     const timer = setTimeout(() => {
+      if (answered) answered();
+      else done(fail(`no answer within ${o.timeoutMs} ms`));
       req.destroy();
-      done(fail(`no answer within ${o.timeoutMs} ms`));
     }, o.timeoutMs);
     // A 101 Switching Protocols (or any upgrade) is no delivery: Node hands it to 'upgrade', never to 'response'.
     req.on('upgrade', (res, socket) => {
@@ -134,22 +154,26 @@ export function sendAttempt(d: DeliveryRecord, ep: EndpointRecord, o: SendOption
       const status = res.statusCode ?? 0;
       const chunks: Buffer[] = [];
       let kept = 0;
-      res.on('data', (c: Buffer) => {
-        if (kept < MAX_STORED_BODY) {
-          const part = c.subarray(0, MAX_STORED_BODY - kept);
-          chunks.push(part);
-          kept += part.length;
-        }
-      });
       const finish = () =>
         done({
           ok: status >= 200 && status < 300,
           status,
-          body: Buffer.concat(chunks).toString('utf8'),
+          body: utf8Prefix(Buffer.concat(chunks).toString('utf8')),
           durationMs: Math.round(performance.now() - t0),
           retryAfter: status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after'], o.nowMs) : null,
           error: null,
         });
+      answered = finish;
+      res.on('data', (c: Buffer) => {
+        const part = c.subarray(0, MAX_STORED_BODY - kept);
+        chunks.push(part);
+        kept += part.length;
+        // What is kept is all there is to read: the rest of an endless body is not read for the whole timeout.
+        if (kept >= MAX_STORED_BODY) {
+          finish();
+          res.destroy();
+        }
+      });
       res.on('end', finish);
       res.on('error', finish);
       res.on('aborted', finish);
