@@ -296,14 +296,15 @@ export class Admission {
     if (route !== null) {
       const env = a.kind === 'replay' ? a.environment : (key?.environment ?? route.defaultEnvironment);
       origin = route.origins.get(env) ?? null;
-      if (origin === null) return refusal(noOrigin(a, route.name, env));
+      if (origin === null) return this.keyCharged(a, key, gate, noOrigin(a, route.name, env));
     }
     // The scope: the caller's (a replay's caller, or the key), then a replay's sender's.
     const caller = a.kind === 'replay' ? a.caller : key;
     if (gate.scopes !== null) {
       // A read only when the origin cannot be told to run another method (override.ts).
       const scope = READ.has(a.method) && !a.overridesToWrite ? gate.scopes.read : gate.scopes.write;
-      if (caller !== null && !hasScope(caller, scope)) return refusal(lacksScope(a, scope, gate.name));
+      if (caller !== null && !hasScope(caller, scope))
+        return this.keyCharged(a, caller, gate, lacksScope(a, scope, gate.name));
       if (a.kind === 'replay' && key !== null && !hasScope(key, scope)) {
         return refusal(senderLacksScope(a.keyId, scope, gate.name));
       }
@@ -356,6 +357,24 @@ export class Admission {
     const over = this.d.limiter?.refused(addressBucket(a.ip), a.now) ?? null;
     if (over instanceof Promise) return over.then((o) => this.flood(x, error, o));
     return this.flood(x, error, over);
+  }
+
+  /**
+   * A keyed request refused once its key was read (no origin for its environment, a scope
+   * it lacks) takes a token from its key's bucket as every keyed request does: past the
+   * limit it is a 429, not a 403 or 404 for ever, each a wake. A replay's refusal is told
+   * in its /v2 call's answer and takes none (docs: a replay refused before it is admitted).
+   */
+  private keyCharged(a: Ask, caller: KeyRecord | null, gate: Gate, error: GatewayError): Refusal | Promise<Refusal> {
+    const limiter = this.d.limiter;
+    if (limiter === null || gate.uncharged === true || caller === null || a.kind === 'replay') return refusal(error);
+    const dec = limiter.check(caller, a.ip, gate.policy, a.now);
+    if (dec instanceof Promise) return dec.then((d) => this.refusedWith(d, error));
+    return this.refusedWith(dec, error);
+  }
+
+  private refusedWith(dec: LimitDecision, error: GatewayError): Refusal {
+    return dec.allowed ? refusal(error, dec.headers) : this.limited(dec);
   }
 
   private flood(x: Exchange | null, error: GatewayError, over: LimitDecision | null): Refusal {
