@@ -259,9 +259,11 @@ export class Admission {
       x.route = gate.name;
       if (gate.defaultEnvironment !== null) x.environment = gate.defaultEnvironment;
     }
-    // Come round (via.ts): refused with its route named, charged to no one. In a loop the
-    // client is the gateway itself, whose address allowance a 508 charged would turn into 429s.
-    if (a.looped) return keyRefusal(LOOP_REFUSED);
+    // Come round (via.ts): refused with its route named, always a 508. In a loop the client is
+    // the gateway itself, whose allowance a 429 would hide the loop behind; but the Via can be
+    // forged (every origin sees it), so it draws from the address's allowance for refusals, and
+    // past it is sampled as those are: not a stored wake for each.
+    if (a.looped) return this.loopCharged(a, x);
     // The key: a header read against the ring, or a replay's wake's key by its id.
     let key: KeyRecord | null = null;
     if (a.kind === 'replay') {
@@ -375,6 +377,17 @@ export class Admission {
 
   private refusedWith(dec: LimitDecision, error: GatewayError): Refusal {
     return dec.allowed ? refusal(error, dec.headers) : this.limited(dec);
+  }
+
+  private loopCharged(a: Ask, x: Exchange | null): Refusal | Promise<Refusal> {
+    const over = this.d.limiter?.refused(addressBucket(a.ip), a.now) ?? null;
+    if (over instanceof Promise) return over.then((o) => this.looped(x, o));
+    return this.looped(x, over);
+  }
+
+  private looped(x: Exchange | null, over: LimitDecision | null): Refusal {
+    if (over !== null && !over.allowed && x !== null) x.sampledOut = ++this.floodSeq % FLOOD_SAMPLE !== 0;
+    return keyRefusal(LOOP_REFUSED);
   }
 
   private flood(x: Exchange | null, error: GatewayError, over: LimitDecision | null): Refusal {
