@@ -81,3 +81,17 @@ export interface Ask {
   /** A replay: the wake's environment, which chooses the origin. */
   environment: string;
 }
+
+/**
+ * The gate of a /v2 operation open to anyone (`GET /v2/openapi.json`): no key read, the
+ * call drawn from its client address's bucket (`default`) as a keyless request is, so one
+ * address cannot have the document served without end.
+ */
+export const OPEN_CALL: Gate = {
+  name: 'v2',
+  auth: 'none',
+  scopes: null,
+  policy: null,
+  origins: null,
+  defaultEnvironment: null,
+};

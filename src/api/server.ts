@@ -3,7 +3,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Admitted, isRefusal } from '../admission/admission.js';
-import { apiGate, type Gate } from '../admission/gate.js';
+import { apiGate, type Gate, OPEN_CALL } from '../admission/gate.js';
 import { type Refusal, refusal } from '../admission/refusal.js';
 import type { KeyRecord } from '../auth/key.js';
 import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
@@ -186,11 +186,14 @@ export async function buildApi(
     if (request.is404) gate = ANY_KEY;
     else {
       const auth = request.routeOptions.config.auth;
-      if (!auth || auth.scope === null) return refuseBody(request, reply);
-      gate = gates.get(auth);
-      if (gate === undefined) {
-        gate = apiGate(auth.scope, auth.policy ?? null, auth.charged === false);
-        gates.set(auth, gate);
+      if (!auth) return refuseBody(request, reply);
+      if (auth.scope === null) gate = OPEN_CALL;
+      else {
+        gate = gates.get(auth);
+        if (gate === undefined) {
+          gate = apiGate(auth.scope, auth.policy ?? null, auth.charged === false);
+          gates.set(auth, gate);
+        }
       }
     }
     const x = (request.raw as WithExchange)[EXCHANGE] ?? null;
@@ -199,6 +202,7 @@ export async function buildApi(
     if (headers !== null)
       for (let i = 0; i < headers.length; i += 2) reply.header(headers[i] as string, headers[i + 1]);
     if (isRefusal(v)) throw v.error;
+    // null for an operation open to anyone (OPEN_CALL), which reads no key.
     request.key = v.key as KeyRecord;
     return refuseBody(request, reply);
   });
