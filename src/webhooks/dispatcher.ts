@@ -29,7 +29,7 @@ export interface DispatcherOptions {
   /** Where deliveries wait and outcomes go: LocalQueue alone, FleetQueue in a fleet. */
   queue: DeliveryQueue;
   /** Whether an endpoint still takes deliveries, and its health (the 410 rule). */
-  endpoints: Pick<EndpointService, 'get' | 'recordAnswer'>;
+  endpoints: Pick<EndpointService, 'get' | 'recordAnswer'> & Partial<Pick<EndpointService, 'poll'>>;
   send: Send;
   clock: Clock;
   log: Logger;
@@ -49,6 +49,9 @@ export interface DispatcherOptions {
 /** The note of a delivery ended because its endpoint was deleted (DELETE /v2/webhooks/endpoints/{id}). */
 export const ENDPOINT_DELETED = 'endpoint deleted';
 
+/** How often the endpoints are read again at most before deliveries are ended for an endpoint not enabled. */
+const ENDPOINTS_READ_EVERY_MS = 1000;
+
 export class Dispatcher {
   private readonly o: DispatcherOptions;
   private readonly queue: DeliveryQueue;
@@ -66,6 +69,9 @@ export class Dispatcher {
   /** The tick's period once started (null before). */
   private everyMs: number | null = null;
   private stopped = false;
+  /** The endpoints' read before ending a delivery unsent (endpointsRead): the one running, and when the last began. */
+  private reading: Promise<void> | null = null;
+  private readAt = Number.NEGATIVE_INFINITY;
 
   constructor(o: DispatcherOptions) {
     this.o = o;
@@ -202,6 +208,23 @@ export class Dispatcher {
       });
   }
 
+  /**
+   * The endpoints read again from storage, at most once a second (the deliveries of a
+   * disabled endpoint falling due together share one read).
+   */
+  private endpointsRead(): Promise<void> {
+    const poll = this.o.endpoints.poll;
+    if (!poll) return Promise.resolve();
+    if (this.reading) return this.reading;
+    const now = this.o.clock.now();
+    if (now - this.readAt < ENDPOINTS_READ_EVERY_MS && now >= this.readAt) return Promise.resolve();
+    this.readAt = now;
+    this.reading = poll.call(this.o.endpoints).finally(() => {
+      this.reading = null;
+    });
+    return this.reading;
+  }
+
   /** Attempts `d`, for which `tick` reserved room. */
   private run(d: DeliveryRecord): void {
     const slot = { settled: false };
@@ -234,7 +257,13 @@ export class Dispatcher {
     const d = await this.queue.claim(taken);
     if (d === null) return;
     const { endpoints, metrics, clock, log } = this.o;
-    const ep = endpoints.get(d.endpoint_id);
+    let ep = endpoints.get(d.endpoint_id);
+    // This instance's copy may be behind storage (another instance of a fleet enabled the
+    // endpoint, or made it, since the last read): read again before a delivery is ended unsent.
+    if (ep?.status !== 'enabled') {
+      await this.endpointsRead();
+      ep = endpoints.get(d.endpoint_id);
+    }
     if (!ep || ep.status !== 'enabled') {
       await this.settle(
         {

@@ -50,7 +50,7 @@ export interface FanOutOptions {
   events: Pick<EventTable, 'serverNow' | 'recordedAfter'>;
   /** Which events already have deliveries (made before this process started). */
   deliveries: Pick<DeliveryTable, 'existingPairs'>;
-  endpoints: Pick<EndpointService, 'subscribers'>;
+  endpoints: Pick<EndpointService, 'subscribers'> & Partial<Pick<EndpointService, 'poll'>>;
   /** Takes the new deliveries; how many it holds decides when new ones are shed. */
   dispatcher: Pick<Dispatcher, 'queued' | 'add'>;
   clock: Clock;
@@ -158,6 +158,7 @@ export class FanOut {
     if (now < this.cursor - OVERLAP_MS) this.rewind(now, readAt);
     this.lastReadAt = readAt;
     let pos = { t: this.cursor - OVERLAP_MS, id: '' };
+    let refreshed = false;
     for (;;) {
       const page = await this.o.events.recordedAfter(pos.t, pos.id);
       // One row per event: an event raised again after a crash (its id derived from its
@@ -185,6 +186,13 @@ export class FanOut {
           )
           .map((e) => e.id);
         const done = early.length ? await this.o.deliveries.existingPairs(early) : new Set<string>();
+        // The endpoints as storage has them now: in a fleet this instance's copy can be behind
+        // (an endpoint registered on another instance moments before the event), and an event
+        // fanned out is never read again. A failed read leaves the copy as it was.
+        if (!refreshed && this.o.endpoints.poll) {
+          refreshed = true;
+          await this.o.endpoints.poll();
+        }
         await this.fanOut(fresh, done);
       }
       // Only now, with the deliveries written, are these events done: a failure above
