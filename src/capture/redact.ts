@@ -243,8 +243,12 @@ export class Redactor {
     count: () => (this.work as Work).match(),
   };
 
-  /** A GraphQL argument `name: "literal"` (or a bare number or word). */
-  private readonly graphqlArgs = /(\b([A-Za-z_][\w-]*)\s*:\s*)("(?:[^"\\]|\\.)*"|-?[\w.]+)/g;
+  /**
+   * A GraphQL argument `name: "literal"` (or a bare number or word). A name starts where no
+   * name character stands before it (not at every `-` inside a run, as `\b` would: each of
+   * those starts read to the run's end and back, quadratic in a value like `a-a-a-…`).
+   */
+  private readonly graphqlArgs = /((?<![\w-])([A-Za-z_][\w-]*)\s*:\s*)("(?:[^"\\]|\\.)*"|-?[\w.]+)/g;
   private namedArg(m: string, head: string, lit: string): string {
     (this.work as Work).match();
     const name = head.replace(/\s*:\s*$/, '');

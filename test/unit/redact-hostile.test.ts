@@ -57,6 +57,16 @@ const BOMBS: [string, Buffer, string, string | undefined][] = [
   ],
   ['plain form of names', Buffer.from(rep('password=x&', 32_000)), 'application/x-www-form-urlencoded', undefined],
   ['deep nesting', Buffer.from(`${'{"password":'.repeat(2000)}1${'}'.repeat(2000)}`), 'application/json', undefined],
+  // A run a pattern may read to its end from each of its starts (a review, 2026-11-28: the
+  // GraphQL argument pattern spent ~0.6 s on this 32 KB form, quadratic), in each text path.
+  ['form value a-a-a-', Buffer.from(`q=token+${rep('a-', 32_000)}`), 'application/x-www-form-urlencoded', undefined],
+  [
+    'json string a-a-a-',
+    Buffer.from(JSON.stringify({ q: `token ${rep('a-', 32_000)}` })),
+    'application/json',
+    undefined,
+  ],
+  ['text a_a_a_ :', Buffer.from(`token ${rep('a_', 32_000)} :`), 'text/plain', undefined],
   [
     'nested documents',
     Buffer.from(JSON.stringify({ a: rep(JSON.stringify({ password: 'x' }), 30_000) })),
@@ -98,6 +108,12 @@ describe('reading a hostile body costs a bounded amount (issue #25, item 1)', ()
       '\r\n--x\r\nContent-Disposition: form-data; name="password"\r\n\r\nPLANTED',
       '{"Message":"{\\"password\\":\\"PLANTED\\"}"}',
       'svc_live_',
+      // Runs a pattern could read from each of its starts: names, hyphens, colons, spaces.
+      'token a-',
+      'a-',
+      'a_b',
+      ' :',
+      'x: ',
     );
     const coding = fc.constantFrom<[string | undefined, (b: Buffer) => Buffer]>(
       [undefined, (b) => b],
