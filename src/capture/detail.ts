@@ -134,6 +134,22 @@ const headerValue = (raw: readonly string[] | null, name: string): string | unde
   return undefined;
 };
 
+/**
+ * A list header's value from raw headers: every line of it joined (RFC 9110 §5.3), as an
+ * origin or client reads `Content-Encoding: gzip` and `Content-Encoding: gzip` on two lines:
+ * one coding applied twice, never only the first.
+ */
+const headerList = (raw: readonly string[] | null, name: string): string | undefined => {
+  let out: string | undefined;
+  if (!raw) return out;
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i] as string;
+    if (n.length === name.length && n.toLowerCase() === name)
+      out = out === undefined ? (raw[i + 1] as string) : `${out}, ${raw[i + 1]}`;
+  }
+  return out;
+};
+
 /** How a replay's wake is marked: its request and its response apart, and values of its own (replay/salts.ts). */
 export interface DetailSalts {
   request: string;
@@ -155,7 +171,7 @@ export function buildDetail(t: DetailTap, r: Redactor, salt: string | DetailSalt
       tap.take(),
       tap.total,
       headerValue(headers, 'content-type'),
-      headerValue(headers, 'content-encoding'),
+      headerList(headers, 'content-encoding'),
       s.body,
       tap.short,
     );

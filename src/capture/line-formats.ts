@@ -56,6 +56,19 @@ export function redactLines(text: string, r: LineRedaction): string {
         const whole = [value, ...lines.slice(i + 1, i + 1 + taken)].join('\n');
         out = `${head}${quoted(value, r.mark(unquote(whole)))}`;
         if (taken > 0) lines.splice(i + 1, taken);
+      } else if (name !== '' && value === '' && r.named(name)) {
+        // `password:` with its value on the lines below, indented deeper (YAML reads
+        // `password:\n  hunter2` as `password: hunter2`; a nested mapping is its value whole).
+        const taken = indentedBelow(lines, i, indentOf(line));
+        if (taken > 0) {
+          r.count();
+          const whole = lines
+            .slice(i + 1, i + 1 + taken)
+            .map((l) => l.trim())
+            .join('\n');
+          out = `${line}${/[ \t]$/.test(line) ? '' : ' '}${r.mark(unquote(whole))}`;
+          lines.splice(i + 1, taken);
+        }
       }
     }
     if (out.indexOf('{') !== -1) out = inline(out, r);
@@ -65,6 +78,18 @@ export function redactLines(text: string, r: LineRedaction): string {
     }
   }
   return changed ? lines.join('\n') : text;
+}
+
+/** How many lines after line `i` are indented deeper than `indent` (blank ones among them; not those after the last). */
+function indentedBelow(lines: string[], i: number, indent: number): number {
+  let n = 0;
+  while (i + 1 + n < lines.length) {
+    const next = lines[i + 1 + n] as string;
+    if (next.trim() !== '' && indentOf(next) <= indent) break;
+    n++;
+  }
+  while (n > 0 && (lines[i + n] as string).trim() === '') n--;
+  return n;
 }
 
 /** How many lines after line `i` belong to its value: a block scalar's, a multi-line string's, continuations. */

@@ -82,7 +82,9 @@ function delimiterAt(text: string, delimiter: string, from: number): number {
  * its single quotes kept or taken off as PHP does).
  */
 function partNames(headers: string): string[] {
-  const d = DISPOSITION.exec(headers);
+  // A header folded onto lines that start with a space or tab (obsolete, RFC 5322 §2.2.3) is
+  // one line to the parsers that unfold it (dicer: busboy 0.x, @fastify/busboy, older multer).
+  const d = DISPOSITION.exec(FOLDED.test(headers) ? headers.replace(FOLDS, ' ') : headers);
   if (d === null) return NO_NAMES;
   const out: string[] = [];
   for (const m of d[0].matchAll(PART_NAMES_EXT)) out.push(extValue(m[1] as string));
@@ -99,6 +101,8 @@ function partNames(headers: string): string[] {
   return out;
 }
 const NO_NAMES: string[] = [];
+const FOLDED = /\n[ \t]/;
+const FOLDS = /\r?\n[ \t]+/g;
 
 /** An RFC 2231/5987 value: `charset'lang'percent-encoded`. */
 function extValue(v: string): string {

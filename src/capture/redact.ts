@@ -47,6 +47,9 @@ export interface FreshValues {
  * equal, while equal values in unrelated wakes get unrelated markers: nobody can
  * build a dictionary by sending guesses. Reading a body has a budget (budget.ts).
  */
+/** Content types whose bodies are read as text for named fields even when they are not UTF-8 (opaque_bodies: keep). */
+const TEXT_TYPED = /^$|^text\/|json|x-www-form-urlencoded|xml|yaml|toml|properties/;
+
 export class Redactor {
   private readonly headerNames: Set<string>;
   private readonly fields: FieldNames;
@@ -390,8 +393,13 @@ export class Redactor {
       if (why !== null) return omittedBody(sent, total, truncated, why);
     }
     if (!utf8) {
-      // Bytes kept (opaque_bodies: keep) as base64; a gateway key among them is replaced all the same.
-      const kept = Buffer.from(this.scrubKeys(buf.toString('latin1'), truncated), 'latin1');
+      // Bytes kept (opaque_bodies: keep) as base64; a gateway key among them is replaced all the
+      // same. A body of a text type (a form, JSON, text, untyped) has its named fields redacted
+      // too, read as Latin-1 (one byte, one character; ASCII as ASCII): one stray byte (a Latin-1
+      // name) makes it no UTF-8, but the servers that take it still read its fields.
+      const latin = buf.toString('latin1');
+      const read = TEXT_TYPED.test(ct) ? this.text(Buffer.from(latin, 'utf8'), ct, truncated) : null;
+      const kept = Buffer.from(read ?? this.scrubKeys(latin, truncated), 'latin1');
       return { data: Buffer.from(kept.toString('base64'), 'latin1'), bytes: total, truncated, encoding: 'base64' };
     }
     const text = this.text(bytes, ct, truncated);
