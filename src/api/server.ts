@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { type Admitted, isRefusal } from '../admission/admission.js';
 import { apiGate, type Gate, OPEN_CALL } from '../admission/gate.js';
 import { type Refusal, refusal } from '../admission/refusal.js';
+import { isRevoked } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import { EXCHANGE, type WithExchange } from '../capture/recorder.js';
 import { errorBody, GatewayError } from '../errors.js';
@@ -60,6 +61,7 @@ function toGatewayError(err: unknown, tooLarge: GatewayError): GatewayError {
  * has its path or method): any live key.
  */
 const ANY_KEY = apiGate('', null);
+const KEY_REVOKED = new GatewayError('key_revoked');
 
 /**
  * Builds the /v2 management API. The gateway owns the HTTP server; `handler` is
@@ -210,6 +212,14 @@ export async function buildApi(
   // An operation that takes no query parameters, or no body, says so as every other
   // does of what it does not know: 400 invalid_request naming the first one sent (DESIGN,
   // Errors), before it acts. Those that take some parse them with their own schema.
+  // A call's key is checked as its head comes; its body may come long after (a client holding
+  // it half-sent). A key revoked meanwhile, now or at its scheduled time, does nothing with it.
+  app.addHook('preHandler', async (request) => {
+    const k = request.key as KeyRecord | null;
+    if (k === null) return;
+    if (isRevoked(deps.ring.get(k.id) ?? k, deps.clock.now())) throw KEY_REVOKED;
+  });
+
   app.addHook('preValidation', async (request) => {
     const doc = request.routeOptions.config.doc;
     if (doc === undefined) return;
