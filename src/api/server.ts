@@ -217,7 +217,7 @@ export async function buildApi(
   app.addHook('preHandler', async (request) => {
     const k = request.key as KeyRecord | null;
     if (k === null) return;
-    if (isRevoked(deps.ring.get(k.id) ?? k, deps.clock.now())) throw KEY_REVOKED;
+    if (isRevoked(deps.ring.get(k.id) ?? k, deps.ring.revocationTime(deps.clock.now()))) throw KEY_REVOKED;
   });
 
   app.addHook('preValidation', async (request) => {

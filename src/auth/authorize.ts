@@ -34,7 +34,7 @@ export function authenticate(ring: KeyRing, header: string | undefined, now: num
   if (token === null) return { key: null, error: MALFORMED };
   const key = ring.bySecret(token);
   if (!key) return { key: null, error: UNKNOWN };
-  if (isRevoked(key, now)) return { key, error: REVOKED };
+  if (isRevoked(key, ring.revocationTime(now))) return { key, error: REVOKED };
   return { key, error: null };
 }
 
@@ -47,7 +47,7 @@ const NO_CERTIFICATE = new GatewayError(
 export function byCertificate(ring: KeyRing, fingerprint: string, now: number): AuthOutcome {
   const key = fingerprint === '' ? undefined : ring.byCertificate(fingerprint);
   if (!key) return { key: null, error: NO_CERTIFICATE };
-  if (isRevoked(key, now)) return { key, error: REVOKED };
+  if (isRevoked(key, ring.revocationTime(now))) return { key, error: REVOKED };
   return { key, error: null };
 }
 

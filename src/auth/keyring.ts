@@ -46,6 +46,8 @@ export class KeyRing {
   /** Keys a client certificate names (auth: mtls), by its fingerprint. */
   private readonly byFingerprint = new Map<string, KeyRecord>();
   private readonly usage = new Map<string, number>();
+  /** The latest time a key's revocation was checked at here (revocationTime). */
+  private latest = Number.NEGATIVE_INFINITY;
   private readonly dirtyUsage = new Map<string, number>();
   private maxUpdated = 0;
   private unfollow: (() => void) | null = null;
@@ -251,6 +253,17 @@ export class KeyRing {
 
   byHashValue(hash: string): KeyRecord | undefined {
     return this.byHash.get(hash);
+  }
+
+  /**
+   * The time a key's revocation is checked at: `now`, or a later time it was already
+   * checked at. A scheduled revocation in force stays so when the clock is stepped back
+   * before the sweep has made it final (revoked_at written): revocation is never undone
+   * by the clock (docs/keys-and-limits.md).
+   */
+  revocationTime(now: number): number {
+    if (now > this.latest) this.latest = now;
+    return this.latest;
   }
 
   get(id: string): KeyRecord | undefined {
