@@ -119,7 +119,7 @@ export function keysPlugin(app: FastifyInstance, deps: ApiDeps): void {
           body: createKeyBody,
           success: 201,
           object: 'api_key',
-          errors: [400, 401, 403, 404, 422, 429],
+          errors: [400, 401, 403, 404, 409, 422, 429],
         },
       },
     },

@@ -68,14 +68,17 @@ function describe(issue: z.core.$ZodIssue, input: unknown, what: 'query' | 'body
 }
 
 /**
- * Parses input with a schema; the first problem becomes 400 invalid_request naming
- * the offending parameter (`param`).
+ * Parses input with a schema; the first problem (a parameter it does not take, before
+ * any other) becomes 400 invalid_request naming the offending parameter (`param`).
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what: 'query' | 'body'): z.output<S> {
   if (what === 'body' && (input === undefined || input === null)) input = {};
   const r = schema.safeParse(input);
   if (r.success) return r.data;
-  const issue = r.error.issues[0] as z.core.$ZodIssue;
+  // A field the operation does not take is said first: what was sent by mistake, not a
+  // field it takes that the mistake left out (PATCH {"label": …} is no tls_fingerprint missing).
+  const issues = r.error.issues;
+  const issue = (issues.find((i) => i.code === 'unrecognized_keys') ?? issues[0]) as z.core.$ZodIssue;
   const param = paramOf(issue, what);
   throw new GatewayError('invalid_request', `${param}: ${describe(issue, input, what)}`, param);
 }
