@@ -30,7 +30,7 @@ export function render(doc) {
     'Generated from `GET /v2/openapi.json` by `npm run docs`; do not edit by hand.',
     '',
     'Every call carries `Authorization: Bearer <key>` and needs the scope named below ("any valid key": a key of any',
-    'scope). `GET /v2/openapi.json`, the OpenAPI 3.1 document this page is made from, needs no key (it draws from the client address\'s `default` bucket, as a keyless request does).',
+    "scope). `GET /v2/openapi.json`, the OpenAPI 3.1 document this page is made from, needs no key (it draws from the client address's `default` bucket, as a keyless request does).",
     'Bodies are JSON. Errors have the body `{"error": {"type", "message", "param", "retry_after", "wake_id"}}`;',
     'unknown query parameters and body fields are 400 `invalid_request` naming `param`, and a',
     'known path called with another method is 405 with `Allow`. A live-class key may act in',
