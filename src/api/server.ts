@@ -209,9 +209,6 @@ export async function buildApi(
     return refuseBody(request, reply);
   });
 
-  // An operation that takes no query parameters, or no body, says so as every other
-  // does of what it does not know: 400 invalid_request naming the first one sent (DESIGN,
-  // Errors), before it acts. Those that take some parse them with their own schema.
   // A call's key is checked as its head comes; its body may come long after (a client holding
   // it half-sent). A key revoked meanwhile, now or at its scheduled time, does nothing with it.
   app.addHook('preHandler', async (request) => {
@@ -220,6 +217,9 @@ export async function buildApi(
     if (isRevoked(deps.ring.get(k.id) ?? k, deps.ring.revocationTime(deps.clock.now()))) throw KEY_REVOKED;
   });
 
+  // An operation that takes no query parameters, or no body, says so as every other
+  // does of what it does not know: 400 invalid_request naming the first one sent (DESIGN,
+  // Errors), before it acts. Those that take some parse them with their own schema.
   app.addHook('preValidation', async (request) => {
     const doc = request.routeOptions.config.doc;
     if (doc === undefined) return;
