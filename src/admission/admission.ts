@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { authenticate, byCertificate, hasScope, isRevoked } from '../auth/authorize.js';
+import { authenticate, byCertificate, type ClassOf, hasScope, isRevoked, stands } from '../auth/authorize.js';
 import type { KeyRecord } from '../auth/key.js';
 import type { KeyRing } from '../auth/keyring.js';
 import { type Exchange, PEER, type RequestInfo, type WithPeer } from '../capture/recorder.js';
@@ -94,6 +94,9 @@ const MAX_CONSUMER = 128;
 export class Admission {
   private floodSeq = 0;
 
+  /** The class of an environment in the config in force now (a key's standing: stands()). */
+  private readonly classOf: ClassOf = (environment) => this.d.routes.classOf(environment);
+
   constructor(private readonly d: AdmissionDeps) {}
 
   /** A proxied request, plain or an upgrade (HTTP/1.1 or an HTTP/2 stream). */
@@ -143,7 +146,7 @@ export class Admission {
    * is invited; the call itself then passes admission whole (call()).
    */
   identifies(authorization: string | undefined): boolean {
-    return authenticate(this.d.ring, authorization, this.d.clock.now()).error === null;
+    return authenticate(this.d.ring, authorization, this.d.clock.now(), this.classOf).error === null;
   }
 
   /**
@@ -269,7 +272,8 @@ export class Admission {
     if (a.kind === 'replay') {
       if (a.keyId !== '') {
         key = this.d.ring.get(a.keyId) ?? null;
-        if (key === null || isRevoked(key, a.now)) return refusal(senderRevoked(a.keyId));
+        if (key === null || isRevoked(key, a.now) || !stands(key, this.classOf, null))
+          return refusal(senderRevoked(a.keyId));
       }
     } else if (
       gate.auth === 'required' ||
@@ -279,8 +283,8 @@ export class Admission {
       // mtls: the key the client certificate names (keys' tls_fingerprint), never a header.
       const found =
         gate.auth === 'mtls'
-          ? byCertificate(this.d.ring, a.fingerprint, a.now)
-          : authenticate(this.d.ring, a.authorization, a.now);
+          ? byCertificate(this.d.ring, a.fingerprint, a.now, this.classOf)
+          : authenticate(this.d.ring, a.authorization, a.now, this.classOf);
       if (found.key !== null && x !== null) {
         // Known even when refused (revoked, missing scope): the wake names the key.
         x.key = found.key;

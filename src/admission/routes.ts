@@ -1,3 +1,4 @@
+import type { EnvClass } from '../auth/secrets.js';
 import { DetailRate, type DetailSettings, detailSettings } from '../capture/detail.js';
 import type { Config, RouteConfig } from '../config/index.js';
 import { type OriginTrust, originTrust } from '../tls/origin-trust.js';
@@ -86,6 +87,8 @@ export class RouteTable {
 
   /** Environment of wakes that match no route: the first live environment. */
   readonly fallbackEnvironment: string;
+  /** Each configured environment's class (own names only). */
+  private readonly classes: ReadonlyMap<string, EnvClass>;
 
   constructor(
     routes: Config['routes'],
@@ -94,6 +97,7 @@ export class RouteTable {
   ) {
     this.fallbackEnvironment =
       Object.entries(environments).find(([, e]) => e.class === 'live')?.[0] ?? (Object.keys(environments)[0] as string);
+    this.classes = new Map(Object.entries(environments).map(([name, e]) => [name, e.class]));
     this.routes = routes
       .map((cfg, i) => {
         const trust = originTrust(cfg.tls, `routes[${i}].tls`);
@@ -132,6 +136,11 @@ export class RouteTable {
     this.folded = view((p) => asciiLower(lenientPath(p)));
     this.scan = (this.routes[0]?.prefix.length ?? 0) + 1;
     this.always = this.routes.some((r) => asciiLower(lenientPath(r.prefix)) !== r.prefix);
+  }
+
+  /** The class of a configured environment; null for a name the config does not have. */
+  classOf(environment: string): EnvClass | null {
+    return this.classes.get(environment) ?? null;
   }
 
   byName(name: string): Route | undefined {

@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors.js';
 import type { KeyRecord } from './key.js';
 import type { KeyRing } from './keyring.js';
-import { bearerToken } from './secrets.js';
+import { bearerToken, type EnvClass, secretClass } from './secrets.js';
 
 /**
  * True when the key is revoked at `now`: revoked at all (a revocation is final, whatever
@@ -22,19 +22,38 @@ const MALFORMED = new GatewayError(
 );
 const UNKNOWN = new GatewayError('authentication_required', 'this key is not known');
 const REVOKED = new GatewayError('key_revoked');
+const UNSTANDING = new GatewayError(
+  'authentication_required',
+  "this key's environment is no longer configured, or no longer of the key's class (svc_live_ or svc_test_); ask for a new key",
+);
+
+/** The class of a configured environment (null: the config has no such environment). */
+export type ClassOf = (environment: string) => EnvClass | null;
+
+/**
+ * Whether a key still stands under the config in force: its environment is configured and,
+ * for a secret, of the class its prefix names. An environment removed from the config, or
+ * made live from test (or test from live), takes its keys with it: a svc_test_ key never
+ * acts with a live environment's reach, and no key works that the API can no longer name.
+ */
+export function stands(key: KeyRecord, classOf: ClassOf, token: string | null): boolean {
+  const cls = classOf(key.environment);
+  return cls !== null && (token === null || secretClass(token) === cls);
+}
 
 /**
  * Checks an Authorization header against the key ring. Never throws and never
  * touches storage; the errors are shared constants, so a flood of bad keys
  * allocates little.
  */
-export function authenticate(ring: KeyRing, header: string | undefined, now: number): AuthOutcome {
+export function authenticate(ring: KeyRing, header: string | undefined, now: number, classOf: ClassOf): AuthOutcome {
   if (header === undefined || header === '') return { key: null, error: MISSING };
   const token = bearerToken(header);
   if (token === null) return { key: null, error: MALFORMED };
   const key = ring.bySecret(token);
   if (!key) return { key: null, error: UNKNOWN };
   if (isRevoked(key, ring.revocationTime(now))) return { key, error: REVOKED };
+  if (!stands(key, classOf, token)) return { key, error: UNSTANDING };
   return { key, error: null };
 }
 
@@ -44,10 +63,11 @@ const NO_CERTIFICATE = new GatewayError(
 );
 
 /** The key a verified client certificate names (auth: mtls routes), by its SHA-256 fingerprint ('' for none). */
-export function byCertificate(ring: KeyRing, fingerprint: string, now: number): AuthOutcome {
+export function byCertificate(ring: KeyRing, fingerprint: string, now: number, classOf: ClassOf): AuthOutcome {
   const key = fingerprint === '' ? undefined : ring.byCertificate(fingerprint);
   if (!key) return { key: null, error: NO_CERTIFICATE };
   if (isRevoked(key, ring.revocationTime(now))) return { key, error: REVOKED };
+  if (!stands(key, classOf, null)) return { key, error: UNSTANDING };
   return { key, error: null };
 }
 

@@ -556,7 +556,7 @@ export class KeyService {
     // it: a key of the same secret is never revoked (the secret would be refused).
     const others = activeBootstrapKeys(this.ring.all(), now).filter((k) => k.secret_hash !== hash);
     if (existing) {
-      await this.widen(existing);
+      await this.widen(existing, env);
       // A store from before the marker, or a start that stopped midway: the others go.
       await this.retire(existing, others, now);
       return { created: null, secret: null, replaced: others, current: existing };
@@ -593,11 +593,19 @@ export class KeyService {
    * issue keys for routes added since it was installed (a key only issues scopes it
    * holds). Only that key is widened (and marked), never one issued through the API.
    */
-  private async widen(k: KeyRecord): Promise<void> {
+  /**
+   * Gives the bootstrap key every scope of the config, and moves it to `env` (the first live
+   * environment) when its own was removed from the config or is no longer live: a key
+   * whose environment does not stand is refused (auth/authorize.ts stands()), and the
+   * operator's WAKEGATE_ADMIN_KEY must keep working across such a change.
+   */
+  private async widen(k: KeyRecord, env: string): Promise<void> {
     const missingScopes = [...this.scopes].filter((s) => !k.scopes.includes(s));
-    if ((missingScopes.length === 0 && k.bootstrap === true) || isRevoked(k, this.clock.now())) return;
+    const moved = this.envClass(k.environment) !== 'live';
+    if ((missingScopes.length === 0 && k.bootstrap === true && !moved) || isRevoked(k, this.clock.now())) return;
     const next = {
       ...k,
+      environment: moved ? env : k.environment,
       scopes: [...k.scopes, ...missingScopes],
       bootstrap: true,
       updated_at: Math.max(this.clock.now(), k.updated_at + 1),
@@ -605,6 +613,13 @@ export class KeyService {
     await this.save(next);
     if (missingScopes.length > 0) {
       this.log.info('bootstrap admin key given the scopes of the config', { key_id: k.id, scopes: missingScopes });
+    }
+    if (moved) {
+      this.log.warn('bootstrap admin key moved to the first live environment: its own is no longer a live one', {
+        key_id: k.id,
+        from: k.environment,
+        to: env,
+      });
     }
   }
 

@@ -55,7 +55,7 @@ interface Setup {
   recorder: Recorder;
   wakes: Wake[];
   ring: KeyRing;
-  key: (scopes: string[], more?: Partial<KeyRecord>) => { record: KeyRecord; secret: string };
+  key: (scopes: string[], more?: Partial<KeyRecord>, cls?: 'live' | 'test') => { record: KeyRecord; secret: string };
 }
 
 function setup(opts: { limiter?: 'real' | 'none' | RequestLimiter; values?: Record<string, unknown> } = {}): Setup {
@@ -77,8 +77,10 @@ function setup(opts: { limiter?: 'real' | 'none' | RequestLimiter; values?: Reco
   const routes = new RouteTable(cfg.routes, cfg.environments);
   const admission = new Admission({ routes, ring, limiter, metrics, clock });
   let n = 0;
-  const key = (scopes: string[], more: Partial<KeyRecord> = {}) => {
-    const secret = `svc_live_${newSecret()}`;
+  const key = (scopes: string[], more: Partial<KeyRecord> = {}, cls?: 'live' | 'test') => {
+    // The secret's prefix is its environment's class, as the API issues it (or `cls`).
+    const env = more.environment ?? 'production';
+    const secret = `svc_${cls ?? cfg.environments[env]?.class ?? 'live'}_${newSecret()}`;
     const id = `key_${++n}`;
     const record: KeyRecord = {
       id,
@@ -207,6 +209,25 @@ describe('admission of a proxied request', () => {
     const { x } = proxy(s, request('/api/x', { auth: bearer(revoked.secret) }));
     expect(x.key?.id).toBe(revoked.record.id);
     expect(x.consumer).toBe(revoked.record.consumer);
+  });
+
+  it('refuses a key whose environment the config no longer has, or whose class no longer matches its prefix, with 401', () => {
+    const s = setup();
+    const gone = s.key(['api:read'], { environment: 'staging' }, 'live');
+    const promoted = s.key(['api:read'], { environment: 'production' }, 'test');
+    const demoted = s.key(['api:read'], { environment: 'sandbox' }, 'live');
+    for (const k of [gone, promoted, demoted]) {
+      const { v, x } = proxy(s, request('/api/x', { auth: bearer(k.secret) }));
+      const r = refused(v);
+      expect(r.error.status, k.record.environment).toBe(401);
+      expect(r.error.type).toBe('authentication_required');
+      expect(r.error.message).toMatch(/no longer configured/);
+      expect(x.key?.id).toBe(k.record.id);
+      expect(s.admission.identifies(bearer(k.secret))).toBe(false);
+    }
+    // The same key in a standing environment is admitted.
+    const fine = s.key(['api:read'], { environment: 'production' }, 'live');
+    admitted(now(proxy(s, request('/api/x', { auth: bearer(fine.secret) })).v));
   });
 
   it('refuses a key whose environment the route has no origin for (404), the environment choosing the origin', () => {
