@@ -227,6 +227,20 @@ export class Admission {
     return this.admit(ask, null) as Verdict<Routed>;
   }
 
+  /**
+   * A replay refused by its checks (an unknown wake, one that cannot be sent again) or by
+   * its admission (a scope, a route): one token from the caller's own bucket, as a keyed
+   * request refused is charged (keyCharged), so that no key looks wakes up in storage
+   * without limit; past it, the 429 instead of the refusal.
+   */
+  replayRefused(caller: KeyRecord, error: GatewayError): Refusal | Promise<Refusal> {
+    const limiter = this.d.limiter;
+    if (limiter === null) return refusal(error);
+    const dec = limiter.check(caller, '', null, this.d.clock.now());
+    if (dec instanceof Promise) return dec.then((d) => this.refusedWith(d, error));
+    return this.refusedWith(dec, error);
+  }
+
   /** The steps, in order. A /v2 call and a replay have no exchange of their own to fill here (null). */
   private admit(a: Ask, x: Exchange | null): Verdict {
     // Route match: a /v2 call's router has matched it; anything else against the table in force now.
@@ -369,7 +383,7 @@ export class Admission {
    * A keyed request refused once its key was read (no origin for its environment, a scope
    * it lacks) takes a token from its key's bucket as every keyed request does: past the
    * limit it is a 429, not a 403 or 404 for ever, each a wake. A replay's refusal is told
-   * in its /v2 call's answer and takes none (docs: a replay refused before it is admitted).
+   * in its /v2 call's answer, and charged there (replayRefused).
    */
   private keyCharged(a: Ask, caller: KeyRecord | null, gate: Gate, error: GatewayError): Refusal | Promise<Refusal> {
     const limiter = this.d.limiter;

@@ -156,10 +156,18 @@ export class Replayer {
     // Taken before the first await, so concurrent calls cannot all pass the check.
     this.take(caller);
     let started = false;
+    const charge = { taken: false };
     try {
-      const r = await this.check(env, wakeId, o, caller);
+      const r = await this.check(env, wakeId, o, caller, charge);
       started = true;
       return r;
+    } catch (e) {
+      // Refused before its admission charged it (an unknown wake, one that cannot be sent
+      // again, a scope): one token of the caller's bucket, past it the 429.
+      if (!(e instanceof GatewayError) || charge.taken) throw e;
+      const r = await this.d.admission.replayRefused(caller, e);
+      if (r.headers.length > 0) o.limitHeaders?.(r.headers);
+      throw r.error;
     } finally {
       if (!started) this.give(caller);
     }
@@ -171,6 +179,7 @@ export class Replayer {
     wakeId: string,
     o: ReplayOptions,
     caller: KeyRecord,
+    charge: { taken: boolean },
   ): Promise<{ wake: Wake; replayWakeId: string }> {
     const t = wakeId.startsWith('wk_') ? idTime(wakeId) : null;
     const w = t === null ? null : await this.d.wakes.get(env, wakeId, t);
@@ -213,6 +222,8 @@ export class Replayer {
     }
     // Admitted as any request is (src/admission), against the routes in force now.
     const v = await this.d.admission.replay(w, caller, detail.request_headers);
+    // Admitted, it was charged; refused by the buckets, it was told so: nothing more is drawn.
+    charge.taken = !isRefusal(v) || v.error.type === 'rate_limit_exceeded' || v.error.status === 503;
     const limited = isRefusal(v) ? v.headers : v.limitHeaders;
     if (limited !== null) o.limitHeaders?.(limited);
     if (isRefusal(v)) throw v.error;

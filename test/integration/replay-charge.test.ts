@@ -5,7 +5,7 @@ import { startServer, type TestServer } from '../helpers/origin.js';
 // Regression tests from a review of the product against its design contract (2026-11-27).
 
 /**
- * Fixed: a replay call takes no token as a /v2 call; its own admission charges it once.
+ * Fixed: a replay call takes no token as a /v2 call; its own admission charges it once (a refused one: one token of its own bucket).
  * DESIGN, One admission: "A proxied request, a `/v2` call and a replay pass the same
  * admission, written once ... The three entry points differ only in what they do with an
  * admitted request." Wake detail and replay: the replaying key "is charged to its own
@@ -102,12 +102,13 @@ describe('a replay is admitted once and charges the replaying key once', () => {
     // Today the 202 says 2, but one token is left: [200, 429].
     expect(after).toEqual(Array(remaining).fill(200));
   });
-  it('a replay over the bucket is 429 with the headers, nothing sent; a refused replay call takes no token', async () => {
-    const secret = await replayer('refusals', 1);
-    // Refused before its admission (no such wake): no token taken.
+  it('a replay over the bucket is 429 with the headers, nothing sent; a refused replay call takes one token', async () => {
+    const secret = await replayer('refusals', 2);
+    // Refused before its admission (no such wake): one token taken, told in its headers.
     const missing = await replay(secret, 'wk_0000000000000000000000');
     await missing.arrayBuffer();
     expect(missing.status).toBe(404);
+    expect(missing.headers.get('x-ratelimit-remaining')).toBe('1');
     const before = hits;
     const first = await replay(secret);
     await first.arrayBuffer();
