@@ -36,18 +36,38 @@ const MARKED = /^["']?(?:\[redacted:|%5Bredacted)/;
 
 const indentOf = (line: string): number => line.length - line.trimStart().length;
 
-/** Text with each named value replaced by its marker. */
-export function redactLines(text: string, r: LineRedaction): string {
+/** Whether a type is `.properties` (java.util.Properties): a name may end at whitespace alone, and holds escapes. */
+export const propertiesTyped = (ct: string): boolean => ct.indexOf('properties') !== -1;
+
+/**
+ * A `.properties` line whose name ends at whitespace (`password hunter2`, or `password :
+ * x`): the name runs to its first unescaped space, tab or form feed. Not a comment.
+ */
+const PROPS_LINE = /^([ \t\f]*)((?:[^\s:=#!\\]|\\.)(?:[^\s:=\\]|\\.)*)([ \t\f]+(?:[:=][ \t\f]*)?)(\S.*)$/;
+/** A `.properties` name as java.util.Properties reads it: `\uXXXX` and `\x` escapes undone. */
+const propsName = (name: string): string =>
+  name.indexOf('\\') === -1
+    ? name
+    : name.replace(/\\(?:u([0-9a-fA-F]{4})|(.))/g, (_, hex?: string, c?: string) =>
+        hex !== undefined ? String.fromCharCode(Number.parseInt(hex, 16)) : (c ?? ''),
+      );
+
+/**
+ * Text with each named value replaced by its marker. `properties`: read as
+ * java.util.Properties reads it too (propertiesTyped): names ending at whitespace, escapes in names.
+ */
+export function redactLines(text: string, r: LineRedaction, properties = false): string {
   const lines = text.split('\n');
   let changed = false;
   for (let i = 0; i < lines.length; i++) {
     const raw = lines[i] as string;
     const cr = raw.endsWith('\r') ? '\r' : '';
     const line = cr === '' ? raw : raw.slice(0, -1);
-    const m = LINE.exec(line);
+    const m = LINE.exec(line) ?? (properties ? propsLine(line) : null);
     let out = line;
     if (m !== null) {
-      const name = (m[2] ?? m[3] ?? m[4] ?? '').trim();
+      const written = (m[2] ?? m[3] ?? m[4] ?? '').trim();
+      const name = properties ? propsName(written) : written;
       const value = m[6] as string;
       if (name !== '' && r.named(name) && value !== '' && !MARKED.test(value)) {
         r.count();
@@ -78,6 +98,14 @@ export function redactLines(text: string, r: LineRedaction): string {
     }
   }
   return changed ? lines.join('\n') : text;
+}
+
+/** A `.properties` line whose name ends at whitespace, in LINE's groups (name in the 4th, value in the 6th). */
+function propsLine(line: string): RegExpExecArray | null {
+  const p = PROPS_LINE.exec(line);
+  if (p === null) return null;
+  const m = [p[0], p[1], undefined, undefined, p[2], p[3], p[4]] as unknown as RegExpExecArray;
+  return m;
 }
 
 /** How many lines after line `i` are indented deeper than `indent` (blank ones among them; not those after the last). */

@@ -25,6 +25,8 @@ export interface Part {
   end: number;
   /** The field name as each common parser reads it (decoded; none when it has no name). */
   names: readonly string[];
+  /** The part's own Content-Type ('' for none): a multipart one nests parts (RFC 2388 §5.4). */
+  type: string;
 }
 
 /**
@@ -53,7 +55,8 @@ export function eachPart(text: string, boundary: string, each: (p: Part) => void
       sepLen = 2;
     }
     if (sep !== -1 && sep < end) {
-      each({ start: sep + sepLen, end, names: partNames(text.slice(from, sep)) });
+      const headers = text.slice(from, sep);
+      each({ start: sep + sepLen, end, names: partNames(headers), type: partType(headers) });
     }
     at = next;
   }
@@ -101,6 +104,13 @@ function partNames(headers: string): string[] {
   return out;
 }
 const NO_NAMES: string[] = [];
+const CONTENT_TYPE = /(?:^|\n)content-type:[ \t]*([^\r\n]*(?:\r?\n[ \t][^\r\n]*)*)/i;
+
+/** A part's Content-Type header (unfolded), or ''. */
+function partType(headers: string): string {
+  const m = CONTENT_TYPE.exec(headers);
+  return m === null ? '' : (m[1] as string).replace(FOLDS, ' ').trim();
+}
 const FOLDED = /\n[ \t]/;
 const FOLDS = /\r?\n[ \t]+/g;
 

@@ -5,7 +5,7 @@ import { type Coding, codingOf } from './codings.js';
 import type { CapturedBody } from './detail-types.js';
 import { FieldNames } from './field-names.js';
 import { KEY, maySpellKey, replaceCutKey, replaceKeys } from './key-spelling.js';
-import { hasLines, type LineRedaction, lineTyped, redactLines } from './line-formats.js';
+import { hasLines, type LineRedaction, lineTyped, propertiesTyped, redactLines } from './line-formats.js';
 import { boundaryOf, eachPart } from './multipart.js';
 import {
   basicCredentials,
@@ -30,6 +30,8 @@ export interface BodyOptions {
 }
 
 const DEFAULT_OPTIONS: BodyOptions = { budget: budgetFor(32_768), keepOpaque: false };
+/** Multipart bodies nested in a part are read down to this depth. */
+const MAX_MULTIPART_DEPTH = 4;
 
 /** Values a wake marks with a salt of their own (as they appear in the exchange: raw, encoded, escaped). */
 export interface FreshValues {
@@ -444,7 +446,12 @@ export class Redactor {
         !multiLine &&
         searched.indexOf('=') !== -1 &&
         (ct === '' || ct.startsWith('text/plain') || mentioned || encodedName()));
-    const lines = !formType && mentioned && lineTyped(ct) && hasLines(searched);
+    // .properties names may hide behind escapes (`p\u0061ssword`): any such body is read as lines.
+    const properties = propertiesTyped(ct);
+    const lines =
+      !formType &&
+      lineTyped(ct) &&
+      (properties ? mentioned || searched.indexOf('\\') !== -1 : mentioned && hasLines(searched));
     if (!json && !form && !lines && !maySpellKey(searched)) return null;
     let text = bytes.toString('utf8');
     let done = false;
@@ -464,7 +471,7 @@ export class Redactor {
         text = this.scrubKeys(text);
       else text = this.params(text, 0);
     }
-    if (lines && !done) text = redactLines(text, this.lineRedaction);
+    if (lines && !done) text = redactLines(text, this.lineRedaction, properties);
     const out = this.scrubKeys(text, truncated);
     return out === searched && out === bytes.toString('utf8') ? null : out;
   }
@@ -491,7 +498,7 @@ export class Redactor {
   }
 
   /** A multipart body with each named part's content replaced, and JSON in other parts followed. */
-  private multipart(buf: Buffer, boundary: string): Buffer {
+  private multipart(buf: Buffer, boundary: string, depth = 0): Buffer {
     const w = this.work as Work;
     const text = buf.toString('latin1');
     let out = '';
@@ -500,9 +507,16 @@ export class Redactor {
       w.match();
       const content = text.slice(p.start, p.end);
       let next = content;
+      const inner = /^multipart\//i.test(p.type) ? boundaryOf(p.type) : null;
       // Named when any parser's reading of its name is.
       if (p.names.some((n) => this.fields.has(n))) next = this.marker(content);
-      else if (this.fields.keyed(content)) {
+      // Parts nested in a part (multipart/mixed in form-data, RFC 2388), read as the outer ones;
+      // past MAX_MULTIPART_DEPTH, a part that mentions a named field is one marker.
+      else if (inner !== null) {
+        if (depth < MAX_MULTIPART_DEPTH)
+          next = this.multipart(Buffer.from(content, 'latin1'), inner, depth + 1).toString('latin1');
+        else if (this.fields.mentions(content)) next = this.marker(content);
+      } else if (this.fields.keyed(content)) {
         const utf8 = Buffer.from(content, 'latin1');
         if (isUtf8(utf8)) next = Buffer.from(this.jsonText(this.nested(utf8.toString(), 1))).toString('latin1');
       }

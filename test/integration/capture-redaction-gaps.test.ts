@@ -62,6 +62,16 @@ describe('named values stored in clear', () => {
     expect(await stored()).not.toContain('hunter2-folded');
   });
 
+  it('a multipart/mixed part nested in a form-data part (RFC 2388 nesting, read by cgi.FieldStorage): the password is not stored', async () => {
+    const body =
+      '--outer\r\nContent-Disposition: form-data; name="files"\r\nContent-Type: multipart/mixed; boundary=inner\r\n\r\n' +
+      '--inner\r\nContent-Disposition: form-data; name="password"\r\n\r\nhunter2-nested-mp\r\n--inner--\r\n' +
+      '\r\n--outer--\r\n';
+    const w = await send('/pub/mp2', body, 'multipart/form-data; boundary=outer');
+    expect(shown(w)).not.toContain('hunter2-nested-mp');
+    expect(await stored()).not.toContain('hunter2-nested-mp');
+  });
+
   it('opaque_bodies: keep: a urlencoded form holding one byte that is not UTF-8 (a Latin-1 name) keeps its password field redacted', async () => {
     // body-parser, PHP and Rails all read password=… from this body.
     const body = Buffer.concat([

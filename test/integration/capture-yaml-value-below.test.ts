@@ -47,4 +47,11 @@ describe('line formats whose named value is stored in clear', () => {
     expect(w.request.body).not.toContain('hunter2-nextline');
     expect(await stored()).not.toContain('hunter2-nextline');
   });
+
+  it('.properties with a whitespace separator (java.util.Properties reads "password hunter2-props-space"): not stored', async () => {
+    const body = 'user=ann\npassword hunter2-props-space\n';
+    const w = await send(body, 'text/x-java-properties');
+    expect(w.request.body).not.toContain('hunter2-props-space');
+    expect(await stored()).not.toContain('hunter2-props-space');
+  });
 });

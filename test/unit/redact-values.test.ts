@@ -204,3 +204,52 @@ describe('redaction: multipart parts as servers split them', () => {
     expect(redact(lf, CT)).not.toContain('hunter2');
   });
 });
+
+describe('redaction: .properties as java.util.Properties reads it', () => {
+  const P = 'text/x-java-properties';
+  it('a name ending at whitespace, alone or before = or :', () => {
+    for (const line of [
+      'password hunter2-a',
+      'password\thunter2-a',
+      '  password  :  hunter2-a',
+      'password =hunter2-a',
+    ]) {
+      const out = redact(`user=ann\n${line}\nhost=db\n`, P);
+      expect(out, line).not.toContain('hunter2');
+      expect(out).toContain('user=ann\n');
+      expect(out).toContain('\nhost=db\n');
+      expect(out).toMatch(/\[redacted:[0-9a-f]{12}\]/);
+    }
+  });
+  it('a name spelled with escapes (p\\u0061ssword, pass\\word) is read as its parser reads it', () => {
+    for (const line of ['p\\u0061ssword=hunter2-b', 'pass\\word hunter2-b', 'p\\u0061ssword : hunter2-b']) {
+      expect(redact(`${line}\n`, P), line).not.toContain('hunter2');
+    }
+  });
+  it('comments and names not named are kept as sent', () => {
+    const body = '# password hunter2-c\n! password hunter2-c\nuser ann\n';
+    expect(redact(body, P)).toBe(body);
+    // Plain text is not read with whitespace separators: prose keeps its words.
+    expect(redact('reset your password now\n', 'text/plain')).toBe('reset your password now\n');
+  });
+});
+
+describe('redaction: multipart nested in a part (RFC 2388 multipart/mixed in form-data)', () => {
+  const nest = (depth: number): { body: string; type: string } => {
+    let body = '--b0\r\nContent-Disposition: form-data; name="password"\r\n\r\nhunter2-deep\r\n--b0--\r\n';
+    for (let d = 1; d <= depth; d++) {
+      body = `--b${d}\r\nContent-Disposition: form-data; name="files"\r\nContent-Type: multipart/mixed;\r\n boundary=b${d - 1}\r\n\r\n${body}\r\n--b${d}--\r\n`;
+    }
+    return { body, type: `multipart/form-data; boundary=b${depth}` };
+  };
+  it('a named field at any depth is not kept, the parts around it are', () => {
+    for (const depth of [0, 1, 2, 4, 5, 8]) {
+      const { body, type } = nest(depth);
+      const out = redact(body, type);
+      expect(out, `depth ${depth}`).not.toContain('hunter2-deep');
+      expect(out).toContain(`--b${depth}--`);
+    }
+    // Within the depth read, only the value goes.
+    expect(redact(nest(2).body, nest(2).type)).toContain('name="password"');
+  });
+});
