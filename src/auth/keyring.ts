@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { follow, type TableChanges } from '../store/changes.js';
-import type { KeyTable } from '../store/keys.js';
+import type { KeyTable, Revocation } from '../store/keys.js';
 import type { KeyRecord } from './key.js';
 import { hashSecret } from './secrets.js';
 
@@ -50,6 +50,8 @@ export class KeyRing {
   private latest = Number.NEGATIVE_INFINITY;
   private readonly dirtyUsage = new Map<string, number>();
   private maxUpdated = 0;
+  /** How many revocations storage held at the last poll that read them all (-1: none yet). */
+  private revocationsSeen = -1;
   private unfollow: (() => void) | null = null;
   /** Usage waits for a flush armed by the first use after one (the embedded store: no poll to ride). */
   private usageFlushMs: number | null = null;
@@ -87,7 +89,11 @@ export class KeyRing {
   }
 
   async load(): Promise<void> {
-    if (this.table) for (const k of await this.table.changedSince(0)) this.apply(k);
+    if (!this.table) return;
+    // Counted first: a revocation stored meanwhile moves the count, and the next poll reads it.
+    const count = await this.table.revocationCount();
+    for (const k of await this.table.changedSince(0)) this.apply(k);
+    this.revocationsSeen = count;
   }
 
   /**
@@ -224,7 +230,13 @@ export class KeyRing {
     if (this.polling) return this.polling;
     this.polling = (async () => {
       try {
+        // Revocations whatever clock stamped them: all of them read again when their count moved.
+        const count = await table.revocationCount();
         for (const k of await table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
+        if (count !== this.revocationsSeen) {
+          for (const [id, r] of await table.allRevocations()) this.revokeHeld(id, r);
+          this.revocationsSeen = count;
+        }
         return true;
       } catch (e) {
         this.log.warn('key poll failed; keeping the keys held', { err: e as Error });
@@ -234,6 +246,24 @@ export class KeyRing {
       }
     })();
     return this.polling;
+  }
+
+  /**
+   * A stored revocation of a key held here without it (or with a later one): the held
+   * version, revoked as storage says, as a version at least as new as either.
+   */
+  private revokeHeld(id: string, r: Revocation): void {
+    const held = this.byId.get(id);
+    if (held === undefined) return;
+    const revokedAt = r.revoked_at !== null && (held.revoked_at === null || r.revoked_at < held.revoked_at);
+    const revokeAt = r.revoke_at !== null && (held.revoke_at === null || r.revoke_at < held.revoke_at);
+    if (!revokedAt && !revokeAt) return;
+    this.apply({
+      ...held,
+      revoked_at: revokedAt ? r.revoked_at : held.revoked_at,
+      revoke_at: revokeAt ? r.revoke_at : held.revoke_at,
+      updated_at: Math.max(held.updated_at, r.written_at),
+    });
   }
 
   /** A read that starts now (one already running may have started before a write it must see). */

@@ -45,7 +45,7 @@ const fromRow = (r: KeyRowOut): KeyRecord => ({
   ...(r.bucket ? { bucket: r.bucket } : {}),
 });
 
-interface Revocation {
+export interface Revocation {
   revoke_at: number | null;
   revoked_at: number | null;
   written_at: number;
@@ -144,6 +144,25 @@ export class KeyTable {
     const sql = `${SELECT} FROM ${this.store.db}.api_keys FINAL WHERE secret_hash = {h:String} LIMIT 1`;
     const [row] = await queryRows<KeyRowOut>(this.store, sql, { h: hash });
     return row ? withRevocation(fromRow(row), (await this.revocations({ ids: [row.id] })).get(row.id)) : null;
+  }
+
+  /**
+   * How many revocations were ever stored (rows are never replaced nor deleted, so the
+   * count only grows): a poll that sees it change reads them all (allRevocations), whatever
+   * clock stamped them. A revocation written by an instance whose clock is far behind
+   * this one's falls before the poll's window of updated_at, and would be missed.
+   */
+  async revocationCount(): Promise<number> {
+    const [row] = await queryRows<{ n: string }>(
+      this.store,
+      `SELECT count() AS n FROM ${this.store.db}.key_revocations`,
+    );
+    return Number(row?.n ?? 0);
+  }
+
+  /** Every key's earliest revoke_at and revoked_at (and its newest written_at). */
+  allRevocations(): Promise<Map<string, Revocation>> {
+    return this.revocations(null);
   }
 
   /**

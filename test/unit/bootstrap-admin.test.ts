@@ -21,6 +21,8 @@ function memoryTable(): KeyTable & { rows: Map<string, KeyRecord> } {
       if (!held || held.updated_at <= k.updated_at) rows.set(k.id, { ...k });
     },
     changedSince: async () => [...rows.values()].map((k) => ({ ...k })),
+    revocationCount: async () => 0,
+    allRevocations: async () => new Map(),
     get: async (id: string) => rows.get(id) ?? null,
     byHash: async (h: string) => [...rows.values()].find((k) => k.secret_hash === h) ?? null,
     count: async () => rows.size,

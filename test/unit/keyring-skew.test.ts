@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { KeyRecord } from '../../src/auth/key.js';
 import { KeyRing } from '../../src/auth/keyring.js';
 import { createLogger } from '../../src/log.js';
@@ -16,6 +16,14 @@ function storage() {
   const rows = new Map<string, KeyRecord>();
   const table = {
     changedSince: async (since: number) => [...rows.values()].filter((k) => k.updated_at >= since),
+    // Each revoked row stands for one stored revocation (they are never removed).
+    revocationCount: async () => [...rows.values()].filter((k) => k.revoked_at !== null || k.revoke_at !== null).length,
+    allRevocations: async () =>
+      new Map(
+        [...rows.values()]
+          .filter((k) => k.revoked_at !== null || k.revoke_at !== null)
+          .map((k) => [k.id, { revoke_at: k.revoke_at, revoked_at: k.revoked_at, written_at: k.updated_at }]),
+      ),
     get: async (id: string) => rows.get(id) ?? null,
     writeUsage: async () => {},
   } as unknown as KeyTable;
@@ -63,5 +71,24 @@ describe('the key poll under clock skew between instances', () => {
     rows.set(y.id, { ...y, revoked_at: t, updated_at: t });
     for (let i = 0; i < 4; i++) await ring.poll();
     expect(ring.get('key_y')?.revoked_at).not.toBeNull();
+  });
+
+  it('a revocation stamped by an instance whose clock is 10 minutes behind (past the poll window) still reaches the ring', async () => {
+    const { rows, table } = storage();
+    const now = Date.now();
+    const y: KeyRecord = { ...keyRecord('key_y'), updated_at: now - 86_400_000, created_at: now - 86_400_000 };
+    const fresh: KeyRecord = { ...keyRecord('key_fresh'), updated_at: now };
+    rows.set(y.id, y);
+    rows.set(fresh.id, fresh);
+    const ring = new KeyRing(table, createLogger('silent'));
+    await ring.load();
+    const behind = now - 600_000;
+    rows.set(y.id, { ...y, revoked_at: behind, updated_at: Math.max(behind, y.updated_at + 1) });
+    await ring.poll();
+    expect(ring.get('key_y')?.revoked_at).toBe(behind);
+    // Read once: a poll with no new revocation reads none of them again.
+    const spy = vi.spyOn(table, 'allRevocations');
+    await ring.poll();
+    expect(spy).not.toHaveBeenCalled();
   });
 });

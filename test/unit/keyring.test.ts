@@ -12,6 +12,8 @@ function slowReads() {
   const table = {
     get: () => new Promise<KeyRecord>((resolve) => reads.push(resolve)),
     changedSince: async () => [],
+    revocationCount: async () => 0,
+    allRevocations: async () => new Map(),
   } as unknown as KeyTable;
   return { ring: new KeyRing(table, createLogger('silent')), reads };
 }
@@ -113,6 +115,8 @@ describe('the key ring on the embedded store', () => {
     let failWrite = false;
     const v1: KeyRecord = { ...keyRecord('key_a'), updated_at: 1000 };
     const table = {
+      revocationCount: async () => 0,
+      allRevocations: async () => new Map(),
       changedSince: async () => {
         reads++;
         return [v1];
