@@ -88,12 +88,18 @@ export const changeKeyBody = z.strictObject({
 });
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$/;
+/** The last instant storage's DateTime64(3) holds (a later one would be stored as another, past, instant). */
+const LAST_STORED = '2299-12-31T23:59:59.999Z';
 export const revokeKeyBody = z.strictObject({
   revoke_at: z
     .string()
     .regex(ISO_UTC, 'must be an ISO 8601 UTC timestamp such as 2026-12-01T00:00:00.000Z')
     .refine(isRealDate, 'is not a real date (no such day or time)')
-    .meta({ format: 'date-time', description: 'in the future; UTC, a day or time that does not exist is refused' })
+    .refine((v) => Date.parse(v) <= Date.parse(LAST_STORED), `must be at most ${LAST_STORED}`)
+    .meta({
+      format: 'date-time',
+      description: `in the future, at most ${LAST_STORED}; UTC, a day or time that does not exist is refused`,
+    })
     .optional(),
 });
 export const keyIdParams = z.strictObject({ key_id: z.string().max(64) });
