@@ -954,10 +954,17 @@ export function replaceCutKey(s: string, replace: (k: string) => string): string
  * be cut out (nested deeper), `whole(text)` stands for all of it.
  */
 export function replaceKeys(s: string, replace: (k: string) => string, whole: (s: string) => string): string {
-  if (!maySpellKey(s)) return s;
+  if (s.length < KEY_MIN_LENGTH || !maySpellKey(s)) return s;
   let out = s.replace(EVERY_SPELLED, replace);
   if (!spellsKey(out)) return out;
   out = out.replace(EVERY_AS_SENT, replace);
   return spellsKey(out) ? whole(s) : out;
 }
 const EVERY_AS_SENT = new RegExp(KEY.source, 'g');
+/**
+ * The fewest characters a key has (`svc_live_` and 32 base62, as KEY reads it). Every
+ * pass of a reading (escapes, percent-encoding, references; NULs left out) makes text
+ * shorter or leaves it, never longer: text shorter than this spells no key in any
+ * reading, and is not read (a form of a thousand short values costs a look each).
+ */
+const KEY_MIN_LENGTH = 'svc_live_'.length + 32;

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { budgetFor, omittedInfo } from '../../src/capture/budget.js';
 import type { CapturedBody } from '../../src/capture/detail-types.js';
+import { decodeWork } from '../../src/capture/key-spelling.js';
 import { Redactor } from '../../src/capture/redact.js';
 import { encodeText } from '../helpers/key-spellings.js';
 
@@ -93,6 +94,19 @@ describe('reading a hostile body costs a bounded amount (issue #25, item 1)', ()
         if ((ratios.at(-1) as number) < 3) break;
       }
       expect(Math.min(...ratios), name).toBeLessThan(3);
+    }
+  });
+
+  it('a form of a thousand short values with escapes in each is read for keys once, not a reading of every value (a review, 2026-11-28)', () => {
+    // Each value was read for gateway keys in every spelling (passes of escapes each),
+    // ~4 to 20x a plain body's CPU. Text shorter than a key spells none in any reading
+    // (no pass lengthens text), so only the whole body is read: counted in bytes decoded.
+    const mix = Buffer.from(rep('token a-"\\"{\\\\\\"password=PLANTED&', 32_768));
+    for (const ct of ['application/json', 'text/plain', 'application/x-www-form-urlencoded']) {
+      const before = decodeWork.bytes;
+      expect(r.forWake('wk_mix').body(mix, mix.length, ct, undefined, o).bytes, ct).toBe(mix.length);
+      // The body read whole, a few passes (4.8 bytes decoded a byte; each value read too: 7.6).
+      expect(decodeWork.bytes - before, ct).toBeLessThan(6 * mix.length);
     }
   });
 
