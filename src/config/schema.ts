@@ -215,7 +215,11 @@ export const configSchema = z.strictObject({
     detail_max_buffered_bytes: positiveInt,
   }),
   routes: z.array(routeSchema),
-  rate_limits: z.record(z.string(), rateLimitPolicySchema),
+  // A policy's name is written into answers' RateLimit-Policy and RateLimit headers, quoted.
+  rate_limits: z.record(
+    z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a policy name is letters, digits, _ . - only (1-64)'),
+    rateLimitPolicySchema,
+  ),
   webhooks: z.strictObject({
     timeout_ms: durationMs,
     retry_schedule_s: z.array(nonNegativeInt).max(20),
