@@ -89,7 +89,7 @@ export class FleetQueue implements DeliveryQueue {
     }
   }
 
-  due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
+  due(now: number, reserve: (d: DeliveryRecord) => boolean): DeliveryRecord[] {
     return this.held.due(now, reserve);
   }
 

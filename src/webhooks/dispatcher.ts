@@ -40,7 +40,7 @@ export interface DispatcherOptions {
 
 /**
  * Runs delivery attempts: takes what is due from its queue within the caps (at
- * most `max_per_endpoint` per endpoint and `max_concurrency` in all), sends each,
+ * most `max_per_endpoint` per endpoint and `max_concurrency` for each environment), sends each,
  * and hands the queue the outcome, with the next attempt's time from the backoff
  * schedule. A delivery is written before its first attempt. After a restart,
  * unfinished deliveries resume on their schedule; an attempt whose outcome was not
@@ -64,6 +64,8 @@ export class Dispatcher {
   /** Attempts settled (their delivery back in the queue, or ended) that still hold their slot: counted once. */
   private settledInSlot = 0;
   private readonly perEndpoint = new Map<string, number>();
+  /** Attempts running for each environment's endpoints (at most max_concurrency each). */
+  private readonly perEnvironment = new Map<string, number>();
   private readonly active = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
   /** The tick's period once started (null before). */
@@ -175,11 +177,14 @@ export class Dispatcher {
   tick(): void {
     if (this.stopped) return;
     const w = this.o.cfg.webhooks;
-    const reserve = (endpointId: string): boolean => {
-      const n = this.perEndpoint.get(endpointId) ?? 0;
-      if (this.inflight >= w.max_concurrency || n >= w.max_per_endpoint) return false;
+    // Places are counted per environment: a sandbox's receivers that hang never hold production's.
+    const reserve = (d: DeliveryRecord): boolean => {
+      const n = this.perEndpoint.get(d.endpoint_id) ?? 0;
+      const inEnv = this.perEnvironment.get(d.environment) ?? 0;
+      if (inEnv >= w.max_concurrency || n >= w.max_per_endpoint) return false;
       this.inflight++;
-      this.perEndpoint.set(endpointId, n + 1);
+      this.perEndpoint.set(d.endpoint_id, n + 1);
+      this.perEnvironment.set(d.environment, inEnv + 1);
       return true;
     };
     const now = this.o.clock.now();
@@ -236,6 +241,9 @@ export class Dispatcher {
         const n = (this.perEndpoint.get(d.endpoint_id) ?? 1) - 1;
         if (n === 0) this.perEndpoint.delete(d.endpoint_id);
         else this.perEndpoint.set(d.endpoint_id, n);
+        const e = (this.perEnvironment.get(d.environment) ?? 1) - 1;
+        if (e === 0) this.perEnvironment.delete(d.environment);
+        else this.perEnvironment.set(d.environment, e);
         this.active.delete(p);
         this.tick();
       });

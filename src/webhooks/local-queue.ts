@@ -33,7 +33,7 @@ export class LocalQueue implements DeliveryQueue {
     for (const d of rows) this.held.push(d);
   }
 
-  due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
+  due(now: number, reserve: (d: DeliveryRecord) => boolean): DeliveryRecord[] {
     return this.held.due(now, reserve);
   }
 

@@ -24,10 +24,10 @@ export interface DeliveryQueue {
   /**
    * Takes the deliveries due by `now`, endpoints taking turns (the first one
    * rotates, so a busy endpoint cannot starve the others). `reserve` is asked
-   * before each is taken and counts it: false when that endpoint (or everything)
-   * is at its cap.
+   * before each is taken and counts it: false when its endpoint (or its environment)
+   * is at its cap, and that endpoint's turn ends.
    */
-  due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[];
+  due(now: number, reserve: (d: DeliveryRecord) => boolean): DeliveryRecord[];
   /**
    * Moves each waiting delivery due after `now + longestMs` (`longestMs`: the longest wait
    * the schedule gives; a due time past it no correct clock could have set: the clock was

@@ -68,7 +68,7 @@ export class Waiting {
   }
 
   /** See DeliveryQueue.due. */
-  due(now: number, reserve: (endpointId: string) => boolean): DeliveryRecord[] {
+  due(now: number, reserve: (d: DeliveryRecord) => boolean): DeliveryRecord[] {
     const out: DeliveryRecord[] = [];
     const ids = [...this.heaps.keys()];
     const n = ids.length;
@@ -78,7 +78,7 @@ export class Waiting {
       const id = ids[(this.rotate + k) % n] as string;
       const q = this.heaps.get(id) as MinHeap<DeliveryRecord>;
       for (let d = q.peek(); d !== undefined && (d.next_attempt_at ?? 0) <= now; d = q.peek()) {
-        if (!reserve(id)) break;
+        if (!reserve(d)) break;
         q.pop();
         this.count--;
         out.push(d);

@@ -519,7 +519,7 @@ describe('FleetQueue: the rest of the interface', () => {
     const other = delivery(f, { endpoint_id: 'we_b' });
     await a.queue.add([d, other]);
     expect(await b.queue.resume()).toBe(2);
-    const [taken] = b.queue.due(now, (ep) => ep === d.endpoint_id) as [DeliveryRecord];
+    const [taken] = b.queue.due(now, (x) => x.endpoint_id === d.endpoint_id) as [DeliveryRecord];
     expect(taken.id).toBe(d.id);
     const attempting = await b.queue.claim(taken);
     expect(attempting).not.toBeNull();
@@ -577,9 +577,9 @@ describe('FleetQueue: the rest of the interface', () => {
       delivery(f, { endpoint_id: 'we_b' }),
     ]);
     const asked: string[] = [];
-    const onlyB = (ep: string) => {
-      asked.push(ep);
-      return ep === 'we_b';
+    const onlyB = (x: DeliveryRecord) => {
+      asked.push(x.endpoint_id);
+      return x.endpoint_id === 'we_b';
     };
     expect(a.queue.due(now, onlyB).map((d) => d.endpoint_id)).toEqual(['we_b']);
     expect(asked).toContain('we_a');
@@ -740,7 +740,7 @@ describe('FleetQueue: a backlog of its own', () => {
     await b.queue.add([d]);
     await b.co.close();
     expect(await a.queue.scan()).toBe(1);
-    expect(a.queue.due(t0, (ep) => ep === 'we_other').map((x) => x.id)).toEqual([d.id]);
+    expect(a.queue.due(t0, (x) => x.endpoint_id === 'we_other').map((x) => x.id)).toEqual([d.id]);
     expect(await a.queue.claim(d)).toMatchObject({ id: d.id, attempt: 0 });
   });
 });
