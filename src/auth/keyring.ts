@@ -20,6 +20,8 @@ const CONFIRM_MS = [250, 250, 1000];
  * late (each thread hands its uses over every second): earlier than that, the clock stepped back.
  */
 const USAGE_STEP_MS = 10_000;
+/** The stored revocations are counted at most this often (a poll may run more often). */
+const REVOCATIONS_COUNT_MS = 1000;
 /** Announced keys being re-read at once, at most (more wait for the poll). */
 const MAX_REREADS = 1000;
 
@@ -52,6 +54,8 @@ export class KeyRing {
   private maxUpdated = 0;
   /** How many revocations storage held at the last poll that read them all (-1: none yet). */
   private revocationsSeen = -1;
+  /** When the revocations were last counted (performance.now()). */
+  private countedAt = Number.NEGATIVE_INFINITY;
   private unfollow: (() => void) | null = null;
   /** Usage waits for a flush armed by the first use after one (the embedded store: no poll to ride). */
   private usageFlushMs: number | null = null;
@@ -230,8 +234,11 @@ export class KeyRing {
     if (this.polling) return this.polling;
     this.polling = (async () => {
       try {
-        // Revocations whatever clock stamped them: all of them read again when their count moved.
-        const count = await table.revocationCount();
+        // Revocations whatever clock stamped them: all of them read again when their count
+        // moved (counted at most once a second, however often the poll runs).
+        const counting = performance.now() - this.countedAt >= REVOCATIONS_COUNT_MS;
+        const count = counting ? await table.revocationCount() : this.revocationsSeen;
+        if (counting) this.countedAt = performance.now();
         for (const k of await table.changedSince(this.maxUpdated - POLL_OVERLAP_MS)) this.apply(k);
         if (count !== this.revocationsSeen) {
           for (const [id, r] of await table.allRevocations()) this.revokeHeld(id, r);
