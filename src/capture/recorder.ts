@@ -98,6 +98,7 @@ export interface DetailDeps {
 }
 
 const MAX_UA = 512;
+const cutAgent = (ua: string): string => (ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua);
 /** A stored wake path is capped (DESIGN.md); the wake says when it was cut. */
 export const MAX_PATH = 2048;
 
@@ -261,7 +262,8 @@ export class Recorder {
         ua === undefined
           ? ''
           : recordedAgent(
-              withoutGatewayKeys(ua.length > MAX_UA ? ua.slice(0, MAX_UA) : ua),
+              // Keys out first, then cut: a key cut at MAX_UA would no longer read as one.
+              cutAgent(withoutGatewayKeys(ua)),
               this.markKey,
               req,
               x.start,

@@ -156,7 +156,9 @@ export class SpanExporter<T> {
 
   add(item: T): void {
     const n = this.o.count(item);
-    if (this.closed || this.waiting + n > this.o.queueSize) return this.o.dropped('queue_full', n);
+    // After the stop, a span is lost as the stop's are (export_failed), not to a full queue.
+    if (this.closed) return this.o.dropped('export_failed', n);
+    if (this.waiting + n > this.o.queueSize) return this.o.dropped('queue_full', n);
     this.queue.push(item);
     this.waiting += n;
     this.o.queued(this.waiting);

@@ -1,4 +1,5 @@
-import type { Exchange } from '../capture/recorder.js';
+import { type Exchange, MAX_PATH } from '../capture/recorder.js';
+import { withoutGatewayKeys } from '../capture/text.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
 import { raisesError, raisesSlow } from '../events/wake-rules.js';
@@ -26,7 +27,7 @@ export interface SpanInput {
   protocol: string;
   /** 'https' on a TLS connection, else 'http'. */
   scheme: string;
-  /** The path and query sent upstream ('' when it never went). */
+  /** The path sent upstream, without its query, its gateway keys replaced, cut as wakes' are ('' when it never went). */
   upstreamPath: string;
   keyId: string;
   environment: string;
@@ -44,6 +45,18 @@ export interface SpanInput {
   admittedAtMs?: number;
   /** The gateway's own error type ('' when the answer was the origin's). */
   errorType: string;
+}
+
+/**
+ * The path sent upstream as a span may show it: its query left out (a token may stand
+ * there), a gateway key replaced as a wake's path has it, cut at MAX_PATH characters as
+ * a wake's is (a queued span holds no more than that, however long the request's path).
+ */
+function sentPath(upstream: string): string {
+  if (upstream === '') return '';
+  const q = upstream.indexOf('?');
+  const path = withoutGatewayKeys(q === -1 ? upstream : upstream.slice(0, q));
+  return path.length > MAX_PATH ? path.slice(0, MAX_PATH) : path;
 }
 
 /** The recorder's hook: called with every finished exchange that takes part in a trace. */
@@ -78,7 +91,7 @@ export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: 
       userAgent: w.user_agent,
       protocol: x.protocol,
       scheme: x.secure ? 'https' : 'http',
-      upstreamPath: x.upstreamPath,
+      upstreamPath: sentPath(x.upstreamPath),
       keyId: w.key_id,
       environment: w.environment,
       start: x.start,

@@ -116,8 +116,8 @@ export function webhookSpan(a: WebhookAttempt, w: SpanSink, ids: HexSource): voi
     const server = serverOf(u);
     w.str(K.serverAddress, server.host);
     w.num(K.serverPort, server.port);
-    // Without its query: a receiver's URL may carry a token there.
-    w.str(K.urlFull, `${u.origin}${u.pathname}`);
+    // The path of a receiver's URL is often its secret (Slack's, Discord's): its origin and `/…` only, as events show it.
+    w.str(K.urlFull, `${u.origin}/…`);
   }
   if (a.status !== 0) w.num(K.status, a.status);
   if (failed) w.str(K.errorType, a.status === 0 ? (a.error ?? 'error') : String(a.status));

@@ -85,12 +85,13 @@ const until = async (ok: () => boolean) => {
   expect(ok()).toBe(true);
 };
 
-const attempt = (i: number, path = '/in'): WebhookAttempt => ({
+/** An attempt; `pad` makes its span larger (an event type no real event has: a receiver URL's path is not exported). */
+const attempt = (i: number, pad = ''): WebhookAttempt => ({
   kind: 'webhook',
   deliveryId: `del_${String(i).padStart(4, '0')}`,
-  eventType: 'wake.error',
+  eventType: `wake.error${pad}`,
   attempt: 1,
-  url: `https://hooks.example.com${path}`,
+  url: 'https://hooks.example.com/in',
   payload: '{}',
   startMs: 1_700_000_000_000 + i,
   durationMs: 5,
