@@ -63,7 +63,7 @@ import type { TlsMaterial } from './tls/material.js';
 import { insecureOrigins } from './tls/origin-trust.js';
 import { tlsPart } from './tls/part.js';
 import type { WatchFiles } from './tls/reloader.js';
-import { exposedTicketFiles } from './tls/tickets.js';
+import { exposedTicketFiles, secretTlsFiles } from './tls/tickets.js';
 import { traceStart } from './tracing/context.js';
 import { createTracing, type Tracing } from './tracing/index.js';
 import { tracedSend } from './tracing/webhook-spans.js';
@@ -432,12 +432,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       if (insecure) log.warn(insecure);
       for (const line of keyedPathsExposed(routes)) log.warn(line);
       for (const line of routesUnderManagement(cfg)) log.warn(line);
-      for (const w of exposedTicketFiles([
-        { at: 'server.tls.ticket_keys_file', file: cfg.server.tls?.ticket_keys_file ?? null },
-        { at: 'server.ops_tls.ticket_keys_file', file: cfg.server.ops_tls?.ticket_keys_file ?? null },
-        { at: 'management.tls.ticket_keys_file', file: cfg.management.tls?.ticket_keys_file ?? null },
-      ]))
-        log.warn(w);
+      for (const w of exposedTicketFiles(secretTlsFiles(cfg))) log.warn(w);
       beforeAnnounce?.();
       if (why) log.info(why);
       // The embedded engine has loaded, migrated and read its tables: what only that touched of its library leaves the resident set.

@@ -11,25 +11,36 @@ export const MAX_PEM_BYTES = 1024 * 1024;
  * on a reload, where the old certificates then keep serving).
  */
 export function readBounded(file: string, path: string, max: number): Buffer {
+  const shown = shownPath(file);
   let fd: number;
   try {
     // Non-blocking: opening a FIFO no one writes would otherwise wait for good.
     fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
-    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
+    throw new ConfigError(path, `cannot read ${shown}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
   }
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw new ConfigError(path, `${file} is not a regular file`);
+    if (!st.isFile()) throw new ConfigError(path, `${shown} is not a regular file`);
     if (st.size > max)
-      throw new ConfigError(path, `${file} is ${st.size} bytes, larger than the ${max} such a file may be`);
+      throw new ConfigError(path, `${shown} is ${st.size} bytes, larger than the ${max} such a file may be`);
     return readFileSync(fd);
   } catch (e) {
     if (e instanceof ConfigError) throw e;
-    throw new ConfigError(path, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
+    throw new ConfigError(path, `cannot read ${shown}: ${(e as NodeJS.ErrnoException).code ?? firstLine(e)}`);
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * A file's path as an error may print it: a value that is no path (the PEM text itself
+ * given in its place, `key: ${TLS_KEY}`) is never repeated, since it may be a private key.
+ */
+export function shownPath(file: string): string {
+  return /[\r\n]|-----BEGIN/.test(file) || file.length > 1024
+    ? 'the value given (PEM text or a long value, not repeated here: a path to a file is expected)'
+    : file;
 }
 
 /** An error's message, its first line only (OpenSSL's run on). */

@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { ConfigError } from '../config/index.js';
 import type { ListenerTls } from '../config/tls-schema.js';
@@ -41,6 +41,13 @@ export function readMaterial(t: ListenerTls, at: string): TlsMaterial {
     } catch (e) {
       throw new ConfigError(`${where}.key`, `${c.key} does not load with ${c.cert}: ${firstLine(e)}`);
     }
+    // OpenSSL compares a key with the certificate of its own type only: a key of another
+    // algorithm (RSA beside an EC certificate) loads, and every handshake then fails.
+    let matches = false;
+    try {
+      matches = new X509Certificate(pair.cert).checkPrivateKey(createPrivateKey(pair.key));
+    } catch {}
+    if (!matches) throw new ConfigError(`${where}.key`, `${c.key} is not the private key of ${c.cert}`);
     return pair;
   });
   let ca: string | null = null;

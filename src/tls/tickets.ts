@@ -1,6 +1,6 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { ConfigError } from '../config/index.js';
+import { type Config, ConfigError } from '../config/index.js';
 import { readBounded } from './files.js';
 
 /**
@@ -33,8 +33,11 @@ export function readTicketFile(file: string, path: string): TicketSource {
   // Keys as base64 text with line breaks: well within 64 kB for any number worth rotating.
   const raw = readBounded(file, path, 64 * 1024);
   const text = raw.toString('latin1').replace(/\s+/g, '');
-  const bytes =
-    raw.length % TICKET_KEY_BYTES !== 0 && /^[A-Za-z0-9+/]+=*$/.test(text) ? Buffer.from(text, 'base64') : raw;
+  // Base64 whenever the whole file reads as base64 of whole keys (`base64 -w0` of 144 bytes
+  // is 192 characters, a multiple of 48 too); random raw bytes all in base64's alphabet
+  // do not happen (a chance of 4^-48 per key).
+  const decoded = /^[A-Za-z0-9+/]+=*$/.test(text) ? Buffer.from(text, 'base64') : null;
+  const bytes = decoded !== null && decoded.length > 0 && decoded.length % TICKET_KEY_BYTES === 0 ? decoded : raw;
   if (bytes.length === 0 || bytes.length % TICKET_KEY_BYTES !== 0)
     throw new ConfigError(
       path,
@@ -53,7 +56,34 @@ export function ticketKeyFor(src: TicketSource, day: number): Buffer {
 }
 
 /**
- * The start's warnings: a ticket keys file that others than its owner may read. With
+ * The files of the config that must be private: each listener's private keys and ticket
+ * keys file (`server.tls`, `server.ops_tls`, `management.tls`), each once, by its place.
+ */
+export function secretTlsFiles(cfg: Pick<Config, 'server' | 'management'>): { at: string; file: string | null }[] {
+  const out: { at: string; file: string | null }[] = [];
+  const seen = new Set<string>();
+  const listeners = [
+    ['server.tls', cfg.server.tls],
+    ['server.ops_tls', cfg.server.ops_tls],
+    ['management.tls', cfg.management.tls],
+  ] as const;
+  for (const [at, t] of listeners) {
+    if (!t) continue;
+    const files = [
+      ...t.certificates.map((c, i) => ({ at: `${at}.certificates[${i}].key`, file: c.key })),
+      { at: `${at}.ticket_keys_file`, file: t.ticket_keys_file },
+    ];
+    for (const f of files) {
+      if (f.file === null || seen.has(f.file)) continue;
+      seen.add(f.file);
+      out.push(f);
+    }
+  }
+  return out;
+}
+
+/**
+ * The start's warnings: a ticket keys file (or a private key) that others than its owner may read. With
  * it, anyone can decrypt the tickets the gateway issues, and so the traffic of TLS 1.2
  * sessions resumed from them; it should be private as a certificate's key is (0600).
  */
@@ -69,7 +99,7 @@ export function exposedTicketFiles(files: readonly { at: string; file: string | 
     }
     if ((mode & 0o077) !== 0)
       out.push(
-        `${at}: ${file} may be read by others than its owner (mode ${(mode & 0o777).toString(8)}); anyone who reads it can decrypt resumed TLS sessions: chmod 600 it`,
+        `${at}: ${file} may be read by others than its owner (mode ${(mode & 0o777).toString(8)}); anyone who reads it can ${at.endsWith('.key') ? 'pose as this listener' : 'decrypt resumed TLS sessions'}: chmod 600 it`,
       );
   }
   return out;
