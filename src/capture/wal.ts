@@ -545,6 +545,13 @@ export class Wal<T> {
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i] as string;
       if (line === '') continue;
+      // Every line is written with its newline: a last one without it was torn by a kill,
+      // never decoded (cut at a tab, it could read as a line of an older, shorter form).
+      if (i === lines.length - 1 && !text.endsWith('\n')) {
+        this.torn++;
+        bad++;
+        continue;
+      }
       try {
         rows.push(this.codec.decode(line));
         if (this.codec.isCurrent && !this.codec.isCurrent(line)) rewrite = true;
