@@ -93,6 +93,9 @@ export class Batcher<T> {
   private readonly onDrop: (n: number, reason: string) => void;
   private readonly onFlush: (rows: number, ms: number) => void;
 
+  /** The backlog's oldest segment could not be read back (said once until it can). */
+  private backlogStuck = false;
+
   constructor(
     private readonly opts: BatcherOptions,
     private readonly sink: Sink<T>,
@@ -216,7 +219,17 @@ export class Batcher<T> {
    * interval), so a busy gateway writes few large batches instead of many small ones.
    */
   private async drain(): Promise<void> {
-    await this.replayBacklog();
+    try {
+      await this.replayBacklog();
+      this.backlogStuck = false;
+    } catch (e) {
+      // The log's disk refused the backlog's oldest segment (rewriting a torn one, say):
+      // tried again later (said once), and the rows of now are still sealed, behind it.
+      if (!this.backlogStuck)
+        this.log.error('capture: the backlog could not be read back from the log; retrying', { err: e as Error });
+      this.backlogStuck = true;
+      this.scheduleRetry();
+    }
     const n = this.waiting();
     if (n === 0) {
       this.refreshLogStats();
@@ -354,7 +367,10 @@ export class Batcher<T> {
   /** Flushes everything, stops the timers and closes the log (what storage did not take stays in it). */
   async stop(): Promise<void> {
     await this.flush();
-    await this.replayBacklog();
+    // What the log's disk will not give back now stays in the log, for the next start.
+    await this.replayBacklog().catch((e: Error) =>
+      this.log.error('capture: the backlog could not be read back at the stop; it stays in the log', { err: e }),
+    );
     await this.telling;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
