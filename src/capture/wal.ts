@@ -482,6 +482,18 @@ export class Wal<T> {
     return rows.length;
   }
 
+  /** How many whole lines a segment's file holds (0 when it cannot be read). */
+  private linesOnDisk(token: string): number {
+    try {
+      const b = readFileSync(join(this.dir, token));
+      let n = 0;
+      for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) n++;
+      return n;
+    } catch {
+      return 0;
+    }
+  }
+
   /** Writes a segment's file again whole from its rows; false when the disk will not take it. */
   private rewrite(token: string, rows: readonly T[]): boolean {
     try {
@@ -657,11 +669,10 @@ export class Wal<T> {
         this.unhold(token);
         continue;
       }
-      lost += held.rows.length;
+      // The file stays: the lines the disk took are read at the next start (a torn last
+      // one skipped); only the rows it does not hold are lost.
       this.unhold(token);
-      const i = this.backlog.indexOf(token);
-      if (i !== -1) this.backlog.splice(i, 1);
-      this.acknowledge(token);
+      lost += Math.max(0, held.rows.length - this.linesOnDisk(token));
     }
     if (lost > 0)
       this.log.error('write-ahead log: rows held in memory are lost at this stop: the disk would not take them', {
