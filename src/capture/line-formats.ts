@@ -103,9 +103,7 @@ export function redactLines(text: string, r: LineRedaction, properties = false):
 /** A `.properties` line whose name ends at whitespace, in LINE's groups (name in the 4th, value in the 6th). */
 function propsLine(line: string): RegExpExecArray | null {
   const p = PROPS_LINE.exec(line);
-  if (p === null) return null;
-  const m = [p[0], p[1], undefined, undefined, p[2], p[3], p[4]] as unknown as RegExpExecArray;
-  return m;
+  return p === null ? null : ([p[0], p[1], undefined, undefined, p[2], p[3], p[4]] as unknown as RegExpExecArray);
 }
 
 /** How many lines after line `i` are indented deeper than `indent` (blank ones among them; not those after the last). */

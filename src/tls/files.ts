@@ -1,4 +1,6 @@
+import { X509Certificate } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { ConfigError } from '../config/index.js';
 
 /** A PEM file of a certificate chain, a key or client CAs is kilobytes (all of Mozilla's CAs: ~220 kB). */
@@ -41,6 +43,22 @@ export function shownPath(file: string): string {
   return /[\r\n]|-----BEGIN/.test(file) || file.length > 1024
     ? 'the value given (PEM text or a long value, not repeated here: a path to a file is expected)'
     : file;
+}
+
+/**
+ * A file of CA certificates (a listener's `client_ca`, a route's `ca`), read within its
+ * bound; one that holds no PEM certificate (empty, say) is a config error, never taken
+ * as no `ca` at all (Node would then trust the system's CAs).
+ */
+export function readCaFile(file: string, path: string): string {
+  const ca = readBounded(file, path, MAX_PEM_BYTES).toString('utf8');
+  try {
+    createSecureContext({ ca });
+    new X509Certificate(ca);
+  } catch (e) {
+    throw new ConfigError(path, `${shownPath(file)} holds no PEM certificate: ${firstLine(e)}`);
+  }
+  return ca;
 }
 
 /** An error's message, its first line only (OpenSSL's run on). */

@@ -2,7 +2,7 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { ConfigError } from '../config/index.js';
 import type { ListenerTls } from '../config/tls-schema.js';
-import { firstLine, MAX_PEM_BYTES, readBounded } from './files.js';
+import { firstLine, MAX_PEM_BYTES, readBounded, readCaFile } from './files.js';
 import { readTicketFile, type TicketSource } from './tickets.js';
 
 /**
@@ -52,13 +52,7 @@ export function readMaterial(t: ListenerTls, at: string): TlsMaterial {
   });
   let ca: string | null = null;
   if (t.client_ca !== null) {
-    ca = readText(t.client_ca, `${at}.client_ca`);
-    try {
-      createSecureContext({ ca });
-      new X509Certificate(ca);
-    } catch (e) {
-      throw new ConfigError(`${at}.client_ca`, `${t.client_ca} is not a PEM certificate: ${firstLine(e)}`);
-    }
+    ca = readCaFile(t.client_ca, `${at}.client_ca`);
   }
   if (t.ticket_keys_file === null) return { certs, ca, expiries };
   return { certs, ca, expiries, tickets: readTicketFile(t.ticket_keys_file, `${at}.ticket_keys_file`) };

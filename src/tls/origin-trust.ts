@@ -1,8 +1,6 @@
-import { X509Certificate } from 'node:crypto';
-import { createSecureContext } from 'node:tls';
-import { type Config, ConfigError } from '../config/index.js';
+import type { Config } from '../config/index.js';
 import type { OriginTls } from '../config/tls-schema.js';
-import { firstLine, MAX_PEM_BYTES, readBounded, shownPath } from './files.js';
+import { readCaFile } from './files.js';
 
 /** How a route's https:// origins are verified (routes[].tls), read once at start. */
 export interface OriginTrust {
@@ -21,14 +19,8 @@ export function originTrust(t: OriginTls | null | undefined, at: string): Origin
   if (!t) return null;
   let ca: string | null = null;
   if (t.ca !== null) {
-    ca = readBounded(t.ca, `${at}.ca`, MAX_PEM_BYTES).toString('utf8');
     // At least one certificate: an empty file given as `ca` must not fall back to the system's CAs.
-    try {
-      createSecureContext({ ca });
-      new X509Certificate(ca);
-    } catch (e) {
-      throw new ConfigError(`${at}.ca`, `${shownPath(t.ca)} holds no PEM certificate: ${firstLine(e)}`);
-    }
+    ca = readCaFile(t.ca, `${at}.ca`);
   }
   return {
     ca,

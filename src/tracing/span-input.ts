@@ -49,13 +49,15 @@ export interface SpanInput {
 
 /**
  * The path sent upstream as a span may show it: its query left out (a token may stand
- * there), a gateway key replaced as a wake's path has it, cut at MAX_PATH characters as
- * a wake's is (a queued span holds no more than that, however long the request's path).
+ * there), a gateway key replaced as a wake's path has it (unless admission found the
+ * URL holds none: `clean`, as the recorder reads it), cut at MAX_PATH characters as a
+ * wake's is (a queued span holds no more than that, however long the request's path).
  */
-function sentPath(upstream: string): string {
+function sentPath(upstream: string, clean: boolean): string {
   if (upstream === '') return '';
   const q = upstream.indexOf('?');
-  const path = withoutGatewayKeys(q === -1 ? upstream : upstream.slice(0, q));
+  const sent = q === -1 ? upstream : upstream.slice(0, q);
+  const path = clean ? sent : withoutGatewayKeys(sent);
   return path.length > MAX_PATH ? path.slice(0, MAX_PATH) : path;
 }
 
@@ -91,7 +93,7 @@ export function spanSelector(cfg: Pick<Config, 'tracing' | 'routes'>, push: (s: 
       userAgent: w.user_agent,
       protocol: x.protocol,
       scheme: x.secure ? 'https' : 'http',
-      upstreamPath: sentPath(x.upstreamPath),
+      upstreamPath: sentPath(x.upstreamPath, x.pathClean),
       keyId: w.key_id,
       environment: w.environment,
       start: x.start,
