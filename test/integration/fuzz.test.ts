@@ -639,7 +639,12 @@ describe('fuzzing the edge rules (smuggling, path parameters, spoofed headers)',
         '[::1',
         key,
       ),
-      fc.string({ maxLength: 12 }).map((s) => s.replace(/[\r\n ]/g, '')),
+      // Not starting with `/`: after the scheme `http:/` that would make another authority
+      // (`http:/` + `/&` is `http://&`) than the one the checks below compare with.
+      fc
+        .string({ maxLength: 12 })
+        .map((s) => s.replace(/[\r\n ]/g, ''))
+        .filter((s) => !s.startsWith('/')),
     );
     const path = fc.constantFrom(
       '',
