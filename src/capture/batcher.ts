@@ -76,6 +76,8 @@ export class Batcher<T> {
   private readonly runs = new Set<Promise<void>>();
   private replaying = false;
   private inflight = 0;
+  /** Rows of batches in flight that are held in memory (all of them, unless rowsInLog). */
+  private inflightInMemory = 0;
   private readonly listeners: RowListener<T>[] = [];
   /** The listeners' work on the batches told so far (see tell). */
   private telling: Promise<void> = Promise.resolve();
@@ -128,9 +130,18 @@ export class Batcher<T> {
     this.listeners.push(l);
   }
 
+  /**
+   * Rows held in memory: those waiting and in flight, or with rowsInLog only those the
+   * log's disk would not take (the rest are on disk, bounded by its budget).
+   */
+  private inMemory(): number {
+    if (!this.rowsInLog) return this.waiting() + this.inflight;
+    return this.inflightInMemory + (this.wal?.heldInMemory ?? 0);
+  }
+
   /** Hot path: one serialization for the log and an array push (or a count). False when the row was dropped (and counted). */
   push(row: T): boolean {
-    if (this.waiting() + this.inflight >= this.opts.maxBufferedRows) {
+    if (this.inMemory() >= this.opts.maxBufferedRows) {
       this.stats.dropped++;
       this.onDrop(1, 'buffer_full');
       return false;
@@ -179,7 +190,13 @@ export class Batcher<T> {
     // so a replay in order is never overtaken.
     const degraded = !this.stats.storageUp || (this.wal !== null && this.wal.length > 0);
     const max = degraded ? 1 : (this.opts.maxInflight ?? 1);
-    if (this.runs.size >= max || (this.runs.size > 0 && this.waiting() === 0)) return;
+    if (this.runs.size >= max) {
+      // An insert is slow: a full batch is sealed behind it all the same, so no segment
+      // outgrows batch_rows and rows wait on disk, not in memory.
+      if (this.wal !== null && this.waiting() >= this.opts.batchRows) this.spill(this.wal);
+      return;
+    }
+    if (this.runs.size > 0 && this.waiting() === 0) return;
     const run: Promise<void> = this.drain()
       .catch((e: Error) => {
         // Not a storage failure (write() handles those): the log's disk. What the log holds stays there.
@@ -195,6 +212,26 @@ export class Batcher<T> {
         }
       });
     this.runs.add(run);
+  }
+
+  /** Seals what is waiting into the log's backlog, behind the batches in flight (see kick). */
+  private spill(wal: Wal<T>): void {
+    let rows: readonly T[] = this.buffer;
+    this.buffer = [];
+    this.held = 0;
+    const sealed = wal.seal();
+    if (sealed === null) return;
+    if (this.rowsInLog) this.tellEnd();
+    else this.tell(rows);
+    if (sealed.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
+      rows = sealed.rows;
+    const lost = wal.keep(sealed.token, sealed.file === null ? rows : null);
+    if (lost > 0) {
+      this.stats.dropped += lost;
+      this.onDrop(lost, 'wal_full');
+    }
+    this.stats.buffered = this.waiting();
+    this.refreshLogStats();
   }
 
   private async settle(): Promise<void> {
@@ -219,6 +256,24 @@ export class Batcher<T> {
    * interval), so a busy gateway writes few large batches instead of many small ones.
    */
   private async drain(): Promise<void> {
+    // Sealed before the backlog is replayed (the replay waits on storage; rows arriving
+    // meanwhile are the next batch's), so a batch holds what was waiting when it was kicked.
+    const n = this.waiting();
+    let rows: readonly T[] = this.buffer;
+    this.buffer = [];
+    this.held = 0;
+    this.inflight += n;
+    const sealed = this.wal?.seal() ?? null;
+    const token = sealed?.token ?? (n > 0 ? `${this.prefix}-${this.seq++}` : '');
+    if (n > 0 && this.rowsInLog) this.tellEnd();
+    else this.tell(rows);
+    // A batch the log could not write whole: its rows as the log kept them (read back, and
+    // in memory since the failure), detail included, inserted from memory (the log says
+    // once when its disk begins to refuse).
+    if (sealed?.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
+      rows = sealed.rows;
+    const inMemory = rows.length;
+    this.inflightInMemory += inMemory;
     try {
       await this.replayBacklog();
       this.backlogStuck = false;
@@ -230,25 +285,11 @@ export class Batcher<T> {
       this.backlogStuck = true;
       this.scheduleRetry();
     }
-    const n = this.waiting();
     if (n === 0) {
       this.refreshLogStats();
       return;
     }
-    let rows: readonly T[] = this.buffer;
-    this.buffer = [];
-    this.held = 0;
-    this.inflight += n;
-    const sealed = this.wal?.seal() ?? null;
-    const token = sealed?.token ?? `${this.prefix}-${this.seq++}`;
-    if (this.rowsInLog) this.tellEnd();
-    else this.tell(rows);
     if (this.wal && sealed) {
-      // A batch the log could not write whole: its rows as the log kept them (read back, and
-      // in memory since the failure), detail included, inserted from memory (the log says
-      // once when its disk begins to refuse).
-      if (sealed.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
-        rows = sealed.rows;
       // Behind a backlog, a batch waits its turn on disk (or in memory, the disk refusing), so order holds.
       if (this.wal.length > 0 || !(await this.write(rows, n, token, sealed.file))) {
         const lost = this.wal.keep(token, sealed.file === null ? rows : null);
@@ -263,6 +304,7 @@ export class Batcher<T> {
       this.log.error('rows dropped: storage failed and there is no write-ahead log', { count: n });
     }
     this.inflight -= n;
+    this.inflightInMemory -= inMemory;
     this.stats.buffered = this.waiting();
     this.refreshLogStats();
   }

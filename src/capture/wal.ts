@@ -166,6 +166,9 @@ export class Wal<T> {
   /** Sealed segments on disk, not in flight: oldest first. */
   private readonly backlog: string[] = [];
   private readonly sizes = new Map<string, number>();
+  /** The order segments of this run were sealed in (a batch kept late goes back to its place). */
+  private readonly sealedAt = new Map<string, number>();
+  private sealCount = 0;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly syncMs: number;
   private readonly tag: string;
@@ -438,6 +441,7 @@ export class Wal<T> {
       });
     }
     this.sizes.set(name, bytes);
+    this.sealedAt.set(name, this.sealCount++);
     const path = join(this.dir, name);
     if (!broken) return { token: name, file: path, rows: null };
     return { token: name, file: null, rows: this.recover(path, written, unwritten) };
@@ -451,6 +455,7 @@ export class Wal<T> {
     });
     this.bytes -= this.sizes.get(token) ?? 0;
     this.sizes.delete(token);
+    this.sealedAt.delete(token);
   }
 
   /**
@@ -461,7 +466,12 @@ export class Wal<T> {
    * rows had to be let go (none held past the bound): the caller counts them dropped.
    */
   keep(token: string, rows: readonly T[] | null = null): number {
-    this.backlog.push(token);
+    // In the order sealed: a batch whose insert was slow to fail goes before those sealed
+    // behind it meanwhile (segments of an earlier run come first: they have no place).
+    const at = this.sealedAt.get(token) ?? -1;
+    let i = this.backlog.length;
+    while (i > 0 && (this.sealedAt.get(this.backlog[i - 1] as string) ?? -1) > at) i--;
+    this.backlog.splice(i, 0, token);
     if (rows === null || this.rewrite(token, rows)) return 0;
     const bytes = this.sizes.get(token) ?? 0;
     if (this.heldRows + rows.length <= this.maxHeldRows && this.heldBytes + bytes <= this.maxHeldBytes) {
@@ -470,7 +480,7 @@ export class Wal<T> {
       this.heldBytes += bytes;
       return 0;
     }
-    this.backlog.pop();
+    this.backlog.splice(this.backlog.indexOf(token), 1);
     this.acknowledge(token);
     // Said at most once a minute, with the rows let go since (the caller counts each).
     const said = this.letGo.add(rows.length, Date.now());

@@ -258,5 +258,78 @@ describe('batcher', () => {
       expect(b.stats.spoolBatches).toBe(0);
       await b.stop();
     });
+
+    /** A batcher whose first insert hangs until `release` is called, then fails or succeeds as told. */
+    const stuck = (firstFails: boolean) => {
+      const dir = mkdtempSync(join(tmpdir(), 'wg-stuck-'));
+      const wal = new Wal<number>(dir, 10_000_000, WAL, silentLogger, codec);
+      const stored: number[][] = [];
+      let release = () => {};
+      const gate = new Promise<void>((r) => {
+        release = r;
+      });
+      let calls = 0;
+      const b = new Batcher<number>(
+        {
+          batchRows: 100,
+          flushIntervalMs: 60_000,
+          maxBufferedRows: 300,
+          maxInflight: 1,
+          retryIntervalMs: 20,
+          insertTimeoutMs: 60_000,
+          rowsInLog: true,
+        },
+        async (_rows, _token, file) => {
+          if (calls++ === 0) {
+            await gate;
+            if (firstFails) throw new Error('storage timed out');
+          }
+          stored.push(
+            readFileSync(file as string, 'utf8')
+              .trim()
+              .split('\n')
+              .map(Number),
+          );
+        },
+        wal,
+        silentLogger,
+      );
+      const segments = () => readdirSync(dir).filter((f) => f.endsWith('.wal'));
+      const lines = () => segments().map((f) => readFileSync(join(dir, f), 'utf8').trim().split('\n').length);
+      return { b, stored, release: () => release(), segments, lines };
+    };
+
+    it('regression: while an insert is stuck, rows the log holds on disk are not dropped as buffer_full, and segments stay batch-sized', async () => {
+      const { b, stored, release, lines } = stuck(false);
+      const drops: string[] = [];
+      (b as unknown as { onDrop: (n: number, r: string) => void }).onDrop = (_n, r) => drops.push(r);
+      for (let n = 0; n < 1100; n++) b.push(n);
+      await sleep(40);
+      // Ten times max_buffered_rows would have been dropped before; the log holds them all.
+      expect(b.stats.dropped).toBe(0);
+      expect(drops).toEqual([]);
+      // Each batch sealed as it filled, behind the one in flight.
+      const sizes = lines();
+      expect(sizes.length).toBe(11);
+      expect(Math.max(...sizes)).toBe(100);
+      release();
+      await b.flush();
+      expect(stored.flat()).toEqual(Array.from({ length: 1100 }, (_, i) => i));
+      expect(Math.max(...stored.map((r) => r.length))).toBe(100);
+      await b.stop();
+    });
+
+    it('regression: a stuck insert that then fails is stored before the batches sealed behind it', async () => {
+      const { b, stored, release, segments } = stuck(true);
+      for (let n = 0; n < 350; n++) b.push(n);
+      await sleep(40);
+      release();
+      await sleep(100);
+      await b.flush();
+      expect(stored.flat()).toEqual(Array.from({ length: 350 }, (_, i) => i));
+      expect(b.stats.dropped).toBe(0);
+      expect(segments()).toEqual([]);
+      await b.stop();
+    });
   });
 });
