@@ -51,6 +51,22 @@ export interface RowListener<T> {
 /** Rows listeners hear of a batch before the event loop is let go (a slice takes well under a millisecond). */
 const TELL_SLICE = 256;
 
+/**
+ * Storage answered that it will never take this batch (a value it cannot parse): a
+ * sink throws it, so the batch is set aside rather than retried forever at the head
+ * of the backlog. Told by its `refused` mark, which survives a thread boundary's copy.
+ */
+export class BatchRefused extends Error {
+  readonly refused = true;
+}
+
+/** True for an error that says storage refuses the batch itself (see BatchRefused). */
+export const isRefused = (e: unknown): boolean =>
+  typeof e === 'object' && e !== null && (e as { refused?: unknown }).refused === true;
+
+/** Times in a row storage refuses the backlog's oldest batch before it is set aside. */
+const REFUSALS_TO_SET_ASIDE = 3;
+
 const timeout = (ms: number) =>
   new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`insert timed out after ${ms} ms`)), ms).unref());
 
@@ -97,6 +113,10 @@ export class Batcher<T> {
 
   /** The backlog's oldest segment could not be read back (said once until it can). */
   private backlogStuck = false;
+  /** The last write's failure, when storage refused the batch itself (see BatchRefused). */
+  private lastRefusal: Error | null = null;
+  /** The backlog's oldest segment and how many times in a row storage refused it. */
+  private refusals = { token: '', n: 0 };
 
   constructor(
     private readonly opts: BatcherOptions,
@@ -347,6 +367,7 @@ export class Batcher<T> {
 
   private async write(rows: readonly T[], n: number, token: string, file: string | null): Promise<boolean> {
     const t0 = performance.now();
+    this.lastRefusal = null;
     try {
       await Promise.race([this.sink(rows, token, file), timeout(this.opts.insertTimeoutMs ?? 30_000)]);
       const ms = performance.now() - t0;
@@ -357,6 +378,7 @@ export class Batcher<T> {
       this.stats.storageUp = true;
       return true;
     } catch (e) {
+      if (isRefused(e)) this.lastRefusal = e as Error;
       if (this.stats.storageUp)
         this.log.error('storage insert failed; keeping the batch in the log', { err: e as Error });
       this.stats.storageUp = false;
@@ -388,7 +410,15 @@ export class Batcher<T> {
     this.replaying = true;
     try {
       for (let seg = this.wal.peek(); seg; seg = this.wal.peek()) {
-        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.rows.length, seg.token, seg.file))) return;
+        if (seg.rows.length > 0 && !(await this.write(seg.rows, seg.rows.length, seg.token, seg.file))) {
+          if (!this.refusedForGood(seg.token)) return;
+          // Storage will never take it: kept on disk for an operator, and the backlog goes on.
+          this.wal.setAsideRefused(seg.token, this.lastRefusal as Error);
+          this.stats.dropped += seg.rows.length;
+          this.onDrop(seg.rows.length, 'storage_refused');
+          this.refreshLogStats();
+          continue;
+        }
         // A batch a crash cut short may never have reached its listeners (event rules):
         // they see it now. Events they raise have ids derived from the rows', so a batch
         // seen twice raises each event once.
@@ -399,6 +429,16 @@ export class Batcher<T> {
     } finally {
       this.replaying = false;
     }
+  }
+
+  /** The backlog's oldest batch was just refused by storage: true once that has happened REFUSALS_TO_SET_ASIDE times in a row. */
+  private refusedForGood(token: string): boolean {
+    if (this.lastRefusal === null) {
+      this.refusals = { token: '', n: 0 };
+      return false;
+    }
+    this.refusals = { token, n: this.refusals.token === token ? this.refusals.n + 1 : 1 };
+    return this.refusals.n >= REFUSALS_TO_SET_ASIDE;
   }
 
   /** Writes the log's pending lines now, synchronously (a thread about to die keeps what it answered). */

@@ -603,21 +603,41 @@ export class Wal<T> {
    * for an operator: renamed back, it is inserted at the next start).
    */
   private setAside(name: string, e: Error): void {
-    this.backlog.shift();
+    this.moveAside(name, 'unreadable', 'a segment could not be read and was set aside; its wakes are not stored', e);
+  }
+
+  /**
+   * The backlog's oldest segment, which storage refuses every time (a value it cannot
+   * parse), leaves the backlog renamed `<name>.refused`, so the rest are stored (kept
+   * for an operator: mended and renamed back, it is inserted at the next start).
+   */
+  setAsideRefused(token: string, e: Error): void {
+    const held = this.held.get(token);
+    // Rows the disk would not take are written out now if it takes them (else they are let go).
+    if (held !== undefined && this.rewrite(token, held.rows)) this.unhold(token);
+    this.unhold(token);
+    this.moveAside(
+      token,
+      'refused',
+      'storage refuses a segment every time; it was set aside and its wakes are not stored',
+      e,
+    );
+  }
+
+  private moveAside(name: string, suffix: string, msg: string, e: Error): void {
+    const at = this.backlog.indexOf(name);
+    if (at !== -1) this.backlog.splice(at, 1);
     this.inherited.delete(name);
     this.bytes -= this.sizes.get(name) ?? 0;
     this.sizes.delete(name);
-    const aside = `${name}.unreadable`;
+    this.sealedAt.delete(name);
+    const aside = `${name}.${suffix}`;
     try {
       renameSync(join(this.dir, name), join(this.dir, aside));
     } catch {
       // Left under its name: the next start tries it again.
     }
-    this.log.error('write-ahead log: a segment could not be read and was set aside; its wakes are not stored', {
-      segment: name,
-      set_aside_as: aside,
-      err: e,
-    });
+    this.log.error(`write-ahead log: ${msg}`, { segment: name, set_aside_as: aside, err: e });
   }
 
   /** True for a segment left by an earlier run: its batch's listeners may never have run. */

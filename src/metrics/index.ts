@@ -245,7 +245,7 @@ export function createMetrics(opts: { process?: boolean } = {}) {
 export type Metrics = ReturnType<typeof createMetrics>;
 
 /** Why wakes and events are dropped (the batcher's reasons). */
-export const DROP_REASONS = ['buffer_full', 'wal_full', 'storage_failed'] as const;
+export const DROP_REASONS = ['buffer_full', 'wal_full', 'storage_failed', 'storage_refused'] as const;
 /** What a webhook attempt can end as. */
 export const DELIVERY_OUTCOMES = ['delivered', 'failed', 'dead_lettered'] as const;
 

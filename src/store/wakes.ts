@@ -4,6 +4,7 @@ import { bodyFrom, type WakeDetail } from '../capture/detail-types.js';
 import type { Wake } from '../capture/wake.js';
 import type { WakeFilter } from '../capture/wake-filter.js';
 import type { LineParts } from '../capture/wake-log.js';
+import { refusalMarked } from './refusal.js';
 import type { Store } from './store.js';
 import { queryRows } from './store.js';
 import {
@@ -44,7 +45,11 @@ export class WakeInserter {
    * batch's sealed segment of the write-ahead log, which holds exactly its wakes
    * (`wakes` is empty when they were not kept in memory).
    */
-  async insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
+  insert(wakes: readonly Wake[], token: string, file: string | null = null): Promise<void> {
+    return refusalMarked(() => this.insertOnce(wakes, token, file));
+  }
+
+  private async insertOnce(wakes: readonly Wake[], token: string, file: string | null): Promise<void> {
     if (wakes.length === 0 && file === null) return;
     // Wakes not kept in memory may have detail: an earlier version's segment then takes both inserts.
     let detail = wakes.length === 0;

@@ -2,7 +2,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { ViaValues } from '../admission/via.js';
 import { KeyHolds } from '../auth/key-holds.js';
 import { KeyRing } from '../auth/keyring.js';
-import type { RowListener, Sink } from '../capture/batcher.js';
+import { BatchRefused, type RowListener, type Sink } from '../capture/batcher.js';
 import { createCapture } from '../capture/pipeline.js';
 import type { Wake } from '../capture/wake.js';
 import { type Clock, systemClock } from '../clock.js';
@@ -128,7 +128,7 @@ export async function startEdgeThread(
         send({ type: 'keys-held', seq: m.seq });
         return;
       case 'inserted':
-        inserts.settled(m.id, m.error);
+        inserts.settled(m.id, m.error, m.refused === true);
         return;
       case 'metrics':
         capture.refreshGauges();
@@ -209,11 +209,11 @@ function insertsByControl(send: (m: FromEdge) => void) {
       waiting.set(id, { resolve, reject });
       send({ type: 'insert', id, token, file, rows: file === null ? [...rows] : [] });
     });
-  const settled = (id: number, error: string | null) => {
+  const settled = (id: number, error: string | null, refused = false) => {
     const p = waiting.get(id);
     waiting.delete(id);
     if (error === null) p?.resolve();
-    else p?.reject(new Error(error));
+    else p?.reject(refused ? new BatchRefused(error) : new Error(error));
   };
   return { sink, settled };
 }

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { KeyRecord } from '../auth/key.js';
-import type { RowListener, Sink } from '../capture/batcher.js';
+import { isRefused, type RowListener, type Sink } from '../capture/batcher.js';
 import type { Wake } from '../capture/wake.js';
 import type { Config } from '../config/index.js';
 import type { EventSink } from '../events/bus.js';
@@ -176,7 +176,7 @@ export class EdgePool {
       case 'insert':
         d.insert(m.rows, m.token, m.file).then(
           () => this.post(t, { type: 'inserted', id: m.id, error: null }),
-          (e: Error) => this.post(t, { type: 'inserted', id: m.id, error: e.message }),
+          (e: Error) => this.post(t, { type: 'inserted', id: m.id, error: e.message, refused: isRefused(e) }),
         );
         return;
       case 'events':

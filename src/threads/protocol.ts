@@ -53,7 +53,7 @@ export type ToEdge =
   /** New key versions: applied, then acknowledged with `keys-held` and the same seq. */
   | { type: 'keys'; seq: number; keys: KeyRecord[] }
   /** The answer to an edge's insert. */
-  | { type: 'inserted'; id: number; error: string | null }
+  | { type: 'inserted'; id: number; error: string | null; refused?: boolean }
   | { type: 'metrics'; seq: number }
   | { type: 'stop'; graceMs: number }
   /** Certificates reloaded (and checked) by the control thread: for new handshakes. */

@@ -2,7 +2,7 @@ import { closeSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Batcher } from '../../src/capture/batcher.js';
+import { Batcher, BatchRefused } from '../../src/capture/batcher.js';
 import { Wal, type WalCodec } from '../../src/capture/wal.js';
 import { silentLogger } from '../../src/log.js';
 
@@ -329,6 +329,61 @@ describe('batcher', () => {
       expect(stored.flat()).toEqual(Array.from({ length: 350 }, (_, i) => i));
       expect(b.stats.dropped).toBe(0);
       expect(segments()).toEqual([]);
+      await b.stop();
+    });
+
+    it('sets a batch storage refuses three times in a row aside, and never one it fails on otherwise', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'wg-refused-'));
+      const wal = new Wal<number>(dir, 1_000_000, WAL, silentLogger, codec);
+      const stored: number[] = [];
+      // Row 1's batch is refused (a value storage cannot parse) until told otherwise; row 2's fails as a network does.
+      let refuse = true;
+      let downFor = 0;
+      const reasons: string[] = [];
+      const b = new Batcher<number>(
+        {
+          batchRows: 1,
+          flushIntervalMs: 60_000,
+          maxBufferedRows: 100,
+          retryIntervalMs: 60_000,
+          rowsInLog: true,
+          onDrop: (_n, r) => reasons.push(r),
+        },
+        async (_rows, _token, file) => {
+          const rows = readFileSync(file as string, 'utf8')
+            .trim()
+            .split('\n')
+            .map(Number);
+          if (rows[0] === 1 && refuse) throw new BatchRefused('Cannot parse input');
+          if (rows[0] === 2 && downFor-- > 0) throw new Error('socket hang up');
+          stored.push(...rows);
+        },
+        wal,
+        silentLogger,
+      );
+      // Refused three times (the insert the push began, then a replay per flush: two in the
+      // backlog's replay, which counts), then taken: nothing set aside.
+      b.push(1);
+      for (let i = 0; i < 2; i++) await b.flush();
+      expect(stored).toEqual([]);
+      refuse = false;
+      await b.flush();
+      expect(stored).toEqual([1]);
+      // Failing many times, not as a refusal: kept until it is taken.
+      downFor = 6;
+      b.push(2);
+      for (let i = 0; i < 8; i++) await b.flush();
+      expect(stored).toEqual([1, 2]);
+      expect(reasons).toEqual([]);
+      // Refused every time: set aside after the third, and the batch behind it stored.
+      refuse = true;
+      b.push(1);
+      b.push(3);
+      for (let i = 0; i < 6 && !stored.includes(3); i++) await b.flush();
+      expect(stored).toEqual([1, 2, 3]);
+      expect(reasons).toEqual(['storage_refused']);
+      expect(readdirSync(dir).filter((f) => f.endsWith('.refused'))).toHaveLength(1);
+      expect(b.stats.spoolBatches).toBe(0);
       await b.stop();
     });
   });
