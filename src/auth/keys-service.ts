@@ -290,10 +290,13 @@ export class KeyService {
   }
 
   /**
-   * A key's own limit: its rate_limit, else the `default` policy it is held to (as the
-   * limiter does, also for a stored rate_limit that makes no policy, such as `{}`).
+   * The limit a key is held to, as the limiter chooses it: a test-class key's is the
+   * `sandbox` policy (every such key shares its one bucket, whatever its own rate_limit);
+   * any other's its rate_limit, else the `default` policy (also for a stored rate_limit
+   * that makes no policy, such as `{}`).
    */
-  private ownLimit(k: Pick<KeyRecord, 'rate_limit'>): KeyRateLimit {
+  private ownLimit(k: Pick<KeyRecord, 'rate_limit' | 'environment'>): KeyRateLimit {
+    if (this.envClass(k.environment) === 'test') return this.ratePolicy('sandbox');
     return k.rate_limit && rateLimitProblem(k.rate_limit) === null ? k.rate_limit : this.ratePolicy('default');
   }
 
