@@ -314,7 +314,11 @@ export class FleetLimiter implements RequestLimiter {
         const pending = l1.fetching ?? l2?.fetching ?? null;
         try {
           await (pending ?? this.take(l1, l2));
-        } catch {
+        } catch (e) {
+          // Redis answered, but not as a bucket does (a key of another type, a reply that is
+          // not one): what it holds is not to be trusted, and Redis is not down. Decided by
+          // this instance's share whatever on_unavailable says, so `open` lifts no limit.
+          if (!(e instanceof Unavailable)) return this.byShare(l1, l2, key, p1, now);
           this.downUntil = performance.now() + PROBE_MS;
           return this.unavailable(l1, l2, key, p1, now);
         }
@@ -371,6 +375,11 @@ export class FleetLimiter implements RequestLimiter {
       this.metrics.coordinationUnavailable.labels(this.mode === 'open' ? 'admitted' : 'refused').inc();
       return this.mode === 'open' ? UNAVAILABLE_OPEN : UNAVAILABLE_CLOSED;
     }
+    return this.byShare(l1, l2, key, p1, now);
+  }
+
+  /** This instance's share of each bucket (and its ceiling) decides, as on_unavailable: local does. */
+  private byShare(l1: Lease, l2: Lease | null, key: KeyRecord | null, p1: Policy | null, now: number): LimitDecision {
     const t = performance.now();
     const n = Math.max(1, this.instances());
     // Tokens still held in a lease are spent from it (local()) until it ends: the share is of the rest.
@@ -688,8 +697,9 @@ export class FleetLimiter implements RequestLimiter {
         if (l.debt >= 1 && paying < DEBTS_PER_SWEEP && t >= this.downUntil && this.co.ready) {
           paying++;
           kept++;
-          this.take(l, null).catch(() => {
-            this.downUntil = performance.now() + PROBE_MS;
+          this.take(l, null).catch((e: unknown) => {
+            // A bucket Redis holds as something else (remote()) is that bucket's matter, not an outage.
+            if (e instanceof Unavailable) this.downUntil = performance.now() + PROBE_MS;
           });
           continue;
         }
