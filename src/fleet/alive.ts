@@ -14,13 +14,17 @@ export const ALIVE_KEY = 'wg:alive';
 /**
  * The fleet's heartbeat: each deciding instance (an edge thread counts as one) marks
  * itself alive in Redis every few seconds and learns how many were alive in the last
- * minute. The last count is remembered: while Redis cannot answer, each instance
+ * minute. The count split by is the largest heard in the last minute: a Redis that
+ * restarts empty (or whose set is deleted) answers 1 to the first instance to beat after,
+ * which must not then take whole buckets. While Redis cannot answer, each instance
  * enforces each bucket at 1/instances of it (on_unavailable: local).
  */
 export class Heartbeat {
-  /** Instances alive in the last minute, as last heard from Redis (`start` until then). */
+  /** Instances alive in the last minute: the most Redis said in it (`start` until it first answers). */
   instances: number;
   private timer: NodeJS.Timeout | null = null;
+  /** The counts Redis gave in the last minute, oldest first, with when (monotonic ms). */
+  private readonly counts: { n: number; at: number }[] = [];
 
   /**
    * `start`: the count to split by before Redis first answers (a start during an outage):
@@ -31,6 +35,7 @@ export class Heartbeat {
     private readonly co: Coordinator,
     private readonly heard: (instances: number) => void = () => {},
     start = 1,
+    private readonly now: () => number = () => performance.now(),
   ) {
     this.instances = Math.max(1, start);
   }
@@ -40,8 +45,13 @@ export class Heartbeat {
     try {
       const n = Number(await this.co.run(ALIVE, [ALIVE_KEY], [this.co.owner, ALIVE_MS], 'alive', 1000));
       if (Number.isFinite(n) && n >= 1) {
-        this.instances = n;
-        this.heard(n);
+        const t = this.now();
+        this.counts.push({ n, at: t });
+        while ((this.counts[0]?.at ?? t) <= t - ALIVE_MS) this.counts.shift();
+        let most = 1;
+        for (const c of this.counts) most = Math.max(most, c.n);
+        this.instances = most;
+        this.heard(most);
       }
     } catch {
       // Not heard: the count from before the outage is the one to split by.
