@@ -73,16 +73,17 @@ export function checkName(value: string): { name: string } | { problem: string }
 }
 
 /**
- * A consumer as compared when reserving it: NFC, case folded (upper then lower, so
- * `ß` meets `SS` and `K` (Kelvin) meets `k`), NFC again, ends trimmed (names stored
- * before these rules). Two consumers equal here are one identity to an origin that
- * compares loosely.
+ * A consumer as compared when reserving it: NFKC (so fullwidth `ａｄｍｉｎ` and `ᵃdmin`
+ * meet `admin`, as an origin that normalizes for compatibility reads them), case folded
+ * (upper then lower, so `ß` meets `SS` and `K` (Kelvin) meets `k`), NFKC again, ends
+ * trimmed (names stored before these rules). Two consumers equal here are one identity
+ * to an origin that compares loosely.
  */
 export function consumerFold(consumer: string): string {
   return consumer
-    .normalize('NFC')
+    .normalize('NFKC')
     .toUpperCase()
     .toLowerCase()
-    .normalize('NFC')
+    .normalize('NFKC')
     .replace(/^[\p{White_Space}\u180e\u200b\u2060\ufeff]+|[\p{White_Space}\u180e\u200b\u2060\ufeff]+$/gu, '');
 }
