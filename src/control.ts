@@ -210,7 +210,7 @@ export async function buildControl(cfg: Readonly<Config>, opts: ControlOptions =
       }),
     );
     for (const r of rules) capture.batcher.onRows(r);
-    await storeOrphanLogs(cfg, log, threads, sink, rules);
+    parts.add(storeOrphanLogs(cfg, log, threads, sink, rules, opts.spoolRetryMs));
     const wakes = new WakeQuerier(store);
     const routes = new RouteTable(cfg.routes, cfg.environments, cfg.capture);
     // The one admission of this thread's /v2 calls and replays (each edge has its own, of the same rules).
