@@ -70,9 +70,31 @@ export class Coordinator {
         reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 1000),
       },
     }) as RedisClientType;
-    this.client.on('error', (e: Error) => this.outage(e.message));
+    this.client.on('error', (e: Error) => {
+      this.outage(e.message);
+      // Still 'ready' after an error: a reply the client could not read (one too long for a
+      // string, a type it does not know), not a socket that failed. From then on replies no
+      // longer line up with commands (a TAKE would be answered with another call's reply),
+      // and node-redis never reconnects by itself: the connection is made again.
+      if (this.client.isReady) this.remake();
+    });
     this.client.on('ready', () => this.recovered());
     o.metrics.coordinationUp.set(0);
+  }
+
+  private remaking = false;
+
+  /** Drops the connection (every call waiting on it fails, as Unavailable) and connects again. */
+  private remake(): void {
+    if (this.remaking || this.closed) return;
+    this.remaking = true;
+    this.client.destroy();
+    void this.client
+      .connect()
+      .catch(() => {})
+      .finally(() => {
+        this.remaking = false;
+      });
   }
 
   /** Starts connecting; resolves when connected or after `waitMs` (the gateway starts either way). */
