@@ -123,7 +123,8 @@ export function wakesPlugin(app: FastifyInstance, deps: ApiDeps): void {
           filter.pathPrefix = t.prefix;
         }
       }
-      if (q.consumer !== undefined) filter.consumer = q.consumer;
+      // Consumer names are compared after NFC (DESIGN.md), as the key list's filter is.
+      if (q.consumer !== undefined) filter.consumer = q.consumer.normalize('NFC');
       if (q.key_id !== undefined) filter.keyId = q.key_id;
       if (q.trace_id !== undefined) filter.traceId = q.trace_id;
       if (q.min_latency_ms !== undefined) filter.minLatencyMs = q.min_latency_ms;
