@@ -17,6 +17,7 @@ import { keysPlugin } from './keys.js';
 import { KnownPaths } from './methods.js';
 import { openapiPlugin } from './openapi.js';
 import { parseInput } from './parse.js';
+import { parseQuery, queryEncodingError } from './query.js';
 import { statsPlugin } from './stats.js';
 import { wakesPlugin } from './wakes.js';
 
@@ -80,7 +81,9 @@ export async function buildApi(
       handler = h;
       return server;
     },
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // A query value (or name) whose percent-escapes are not UTF-8 is refused, not read as
+    // its literal text (fastify's default keeps it raw): see the preValidation hook below.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200, querystringParser: parseQuery },
     return503OnClosing: true,
     // The router's own refusals (a path segment too long, a malformed escape) get the
     // same body as every other error, and pass the one admission first as a call any
@@ -217,10 +220,14 @@ export async function buildApi(
     if (isRevoked(deps.ring.get(k.id) ?? k, deps.ring.revocationTime(deps.clock.now()))) throw KEY_REVOKED;
   });
 
+  // A query parameter whose value (or name) has percent-escapes that are not UTF-8 names no
+  // text: 400 invalid_request naming it, before anything reads it (parseQuery, query.ts).
   // An operation that takes no query parameters, or no body, says so as every other
   // does of what it does not know: 400 invalid_request naming the first one sent (DESIGN,
   // Errors), before it acts. Those that take some parse them with their own schema.
   app.addHook('preValidation', async (request) => {
+    const undecodable = queryEncodingError(request.query);
+    if (undecodable !== null) throw undecodable;
     const doc = request.routeOptions.config.doc;
     if (doc === undefined) return;
     if (doc.query === undefined) parseInput(NO_FIELDS, request.query, 'query');
