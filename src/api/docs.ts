@@ -14,6 +14,8 @@ export interface RouteDoc {
   success: number;
   object?: string;
   errors: number[];
+  /** Not in the OpenAPI document (the route that serves the document itself). */
+  unlisted?: boolean;
 }
 
 declare module 'fastify' {

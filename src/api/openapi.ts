@@ -38,14 +38,17 @@ const jsonSchema = (s: z.ZodType) => {
 
 /**
  * The statuses an operation can answer, beyond what its route declares: what every
- * call may get (400 for a malformed query, body or path; with a key, 401, 403 and
- * 429), an id in the path (404), and `environment` naming one (404, 422).
+ * call may get (400 for a malformed query, body or path, or a query parameter or body
+ * field it does not take; 413 for a body past server.api_body_limit_bytes, which the
+ * edge refuses whatever the method; with a key, 401, 403 and 429), an id in the path
+ * (404), and `environment` naming one (404, 422).
  */
 function statusesOf(d: RouteDoc, hasEnvironment: boolean): number[] {
   const s = new Set(d.errors);
-  if (d.query || d.body || d.url.includes(':')) s.add(400);
-  // A body past server.api_body_limit_bytes.
-  if (d.body) s.add(413);
+  // An operation that takes no query parameters (or no body) refuses one sent: 400 too.
+  s.add(400);
+  // A body past server.api_body_limit_bytes, sent with any call (a GET's included).
+  s.add(413);
   if (d.scope !== null) for (const c of [401, 403, 429]) s.add(c);
   if (d.url.includes(':')) s.add(404);
   if (hasEnvironment) for (const c of [404, 422]) s.add(c);
@@ -99,6 +102,7 @@ export function listenerServer(l: ListenerAddress, viaProxy: boolean): OpenApiSe
 export function buildOpenApi(docs: readonly RouteDoc[]): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const d of docs) {
+    if (d.unlisted) continue;
     const path = d.url.replace(/:([A-Za-z_]+)/g, '{$1}');
     const params: unknown[] = [...d.url.matchAll(/:([A-Za-z_]+)/g)].map((m) => ({
       name: m[1],
@@ -166,7 +170,13 @@ export function openapiPlugin(docs: readonly RouteDoc[]) {
   return (app: FastifyInstance, deps: ApiDeps): void => {
     let base: Record<string, unknown> | null = null;
     const cached = new Map<string, Record<string, unknown>>();
-    app.get('/v2/openapi.json', { config: { auth: { scope: null } } }, async (request) => {
+    // It takes no query parameters (an unknown one is 400, as on every /v2 call), and is
+    // served at a path its document does not list.
+    const config = {
+      auth: { scope: null },
+      doc: { summary: 'This OpenAPI 3.1 document', success: 200, errors: [400], unlisted: true },
+    };
+    app.get('/v2/openapi.json', { config }, async (request) => {
       const server = deps.servedFrom?.(request.raw) ?? null;
       const key = server === null ? '' : `${server.url} ${server.description}`;
       let doc = cached.get(key);
