@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isRevoked } from '../auth/authorize.js';
-import type { KeyRecord } from '../auth/key.js';
+import { type KeyRecord, NAME_MAX } from '../auth/key.js';
 import { GatewayError, missing } from '../errors.js';
 import type { ApiDeps } from './context.js';
 import { filterFingerprint } from './cursor.js';
@@ -13,10 +13,18 @@ import { listEnvelope } from './views.js';
 const NAME_RULE =
   'Unicode, normalized to NFC; 1 to 128 characters; no control characters; no whitespace at either end. ' +
   'Origins receive the consumer in x-wakegate-consumer, percent-encoded as UTF-8 (decodeURIComponent)';
+/** Code points after NFC, as checkName counts them. */
+const charsOf = (v: unknown): number => {
+  let n = 0;
+  if (typeof v === 'string') for (const _ of v.normalize('NFC')) n++;
+  return n;
+};
 const name = (what: string) =>
   z
     .string()
-    .max(1024)
+    // A bound on the text's length before it is normalized and counted (checkName): what is said
+    // past it is the rule, never this bound (no text of more than 1024 code points has 128 after NFC).
+    .max(1024, { error: (iss) => `must be 1 to ${NAME_MAX} characters (it has ${charsOf(iss.input)})` })
     .meta({ minLength: 1, maxLength: 128, description: `${what}: ${NAME_RULE}` });
 
 const NAMES_DESCRIPTION = [
@@ -32,6 +40,9 @@ const NAMES_DESCRIPTION = [
   '`insufficient_scope` naming `consumer`.',
 ].join(' ');
 
+const POSITIVE = 'must be a positive whole number';
+const AT_MOST_1E9 = 'must be at most 1000000000 (1e9)';
+
 export const createKeyBody = z.strictObject({
   label: name('a name for people; the consumer by default'),
   environment: z.string().min(1).max(64),
@@ -46,8 +57,9 @@ export const createKeyBody = z.strictObject({
       [
         z.string().min(1).max(64),
         z.strictObject({
-          limit: z.number().int().positive().max(1e9),
-          burst: z.number().int().positive().max(1e9),
+          // The bound before .int(): past 2^53 it would say that bound (it says the first issue), not 1e9.
+          limit: z.number().positive(POSITIVE).max(1e9, AT_MOST_1E9).int(),
+          burst: z.number().positive(POSITIVE).max(1e9, AT_MOST_1E9).int(),
           window: z.enum(['second', 'minute', 'hour', 'day']),
         }),
       ],

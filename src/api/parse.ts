@@ -3,13 +3,21 @@ import { GatewayError } from '../errors.js';
 
 export { isRealDate } from '../real-date.js';
 
-/** A query parameter holding a whole number in [min, max]. */
+/**
+ * A query parameter holding a whole number in [min, max]. Any number of digits is read (as a
+ * BigInt), so a value far past a bound is told that bound, not that it is no whole number.
+ */
 export const intParam = (min: number, max: number) =>
   z
     .string()
-    .regex(/^-?\d{1,10}$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
+    .regex(/^-?\d+$/, 'must be a whole number')
+    .transform((s, ctx) => {
+      const n = BigInt(s);
+      const message = n < BigInt(min) ? `must be at least ${min}` : n > BigInt(max) ? `must be at most ${max}` : null;
+      if (message === null) return Number(n);
+      ctx.addIssue({ code: 'custom', message, input: s });
+      return z.NEVER;
+    })
     // What the OpenAPI document says of it: an integer in [min, max] (sent as text in a query).
     .meta({ type: 'integer', minimum: min, maximum: max });
 
