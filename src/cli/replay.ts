@@ -81,8 +81,13 @@ export async function replay(args: Args, api: () => ApiClient, out: (s: string) 
       throw new ApiError(e.status, { error: { ...e.body.error, message: `${e.body.error?.message}; ${hint}` } });
     })) as Started;
   const deadline = Date.now() + wait;
+  // The replay is sent from here on: a failure to read its wake (a key without wakes:read,
+  // the gateway gone) says so, or the operator, told only of the failure, sends it again.
+  const sent = `replay ${started.replay_wake_id} of ${started.wake_id} was sent`;
   for (;;) {
-    const w = await replayWake(client, started.replay_wake_id, environment);
+    const w = await replayWake(client, started.replay_wake_id, environment).catch((e: unknown) => {
+      throw new Error(`${sent}; its diff cannot be read: ${e instanceof Error ? e.message : String(e)}`);
+    });
     const diff = (w?.diff ?? null) as Diff | null;
     if (diff) {
       if (args.bools.has('json')) return out(`${JSON.stringify({ ...started, status: 'finished', diff }, null, 2)}\n`);
@@ -92,7 +97,7 @@ export async function replay(args: Args, api: () => ApiClient, out: (s: string) 
     }
     if (Date.now() >= deadline) {
       throw new Error(
-        `replay ${started.replay_wake_id} of ${started.wake_id} was sent, but its diff is not in after ${wait} ms; see wakegate wakes show ${started.replay_wake_id}`,
+        `${sent}, but its diff is not in after ${wait} ms; see wakegate wakes show ${started.replay_wake_id}`,
       );
     }
     await new Promise((r) => setTimeout(r, 250));
