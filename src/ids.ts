@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -44,6 +44,19 @@ export function sortableId(prefix: string, ms: number): string {
 export const newWakeId = (ms: number): string => sortableId('wk', ms);
 export const newEventId = (ms: number): string => sortableId('evt', ms);
 export const newDeliveryId = (ms: number): string => sortableId('dlv', ms);
+
+/**
+ * The delivery of event `eventId` (raised at `eventMs`) to endpoint `endpointId`: the
+ * same id whoever fans the event out, so a fan-out written twice (a leader paused past
+ * its lead, and the next one) is one delivery: one row in storage, one state in the
+ * fleet's queue, one POST.
+ */
+export function fanoutDeliveryId(eventMs: number, eventId: string, endpointId: string): string {
+  const h = createHash('sha256').update(`${eventId}\n${endpointId}`).digest();
+  let tail = '';
+  for (let i = 0; i < 14; i++) tail += BASE62[(h[i] as number) % 62];
+  return `dlv_${timePart(eventMs)}${tail}`;
+}
 export const newKeyId = (): string => `key_${randomBase62(20)}`;
 export const newEndpointId = (): string => `we_${randomBase62(20)}`;
 

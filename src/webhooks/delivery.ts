@@ -5,9 +5,10 @@ import type { DeliveryRecord } from './records.js';
 export function pendingDelivery(
   f: Pick<DeliveryRecord, 'environment' | 'endpoint_id' | 'event_id' | 'event_type' | 'payload' | 'max_attempts'>,
   now: number,
+  id: string = newDeliveryId(now),
 ): DeliveryRecord {
   return {
-    id: newDeliveryId(now),
+    id,
     ...f,
     attempt: 0,
     status: 'pending',

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import { type EventRecord, envelope, eventData } from '../events/event.js';
 import type { FanoutLeader } from '../fleet/dispatch.js';
+import { fanoutDeliveryId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/index.js';
 import type { EventTable } from '../store/events.js';
@@ -285,6 +286,8 @@ export class FanOut {
               max_attempts: max,
             },
             now,
+            // One id for this event and endpoint, whoever writes it (see fanoutDeliveryId).
+            fanoutDeliveryId(e.created_at, e.id, ep.id),
           ),
         );
       }
