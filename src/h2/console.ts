@@ -10,6 +10,8 @@ import {
   headerListTooLarge,
   malformedAnswer,
   SessionIdle,
+  tooLarge,
+  userinfoAnswer,
 } from './guards.js';
 import { ResetWindow } from './resets.js';
 
@@ -75,9 +77,15 @@ export function consoleH2(d: ConsoleH2Deps): (socket: tls.TLSSocket) => void {
     // Reset in the same read as its HEADERS (rapid reset's pattern), whatever its code: counted, never served.
     if (stream.destroyed) return onReset(st);
     // Node holds a client to max_header_list_bytes only once it acknowledged the SETTINGS (guards.ts).
-    if (headerListSize(raw) > l.max_header_list_bytes) return answer(stream, 431, TOO_LARGE);
-    const malformed = malformedAnswer(headers);
-    if (malformed !== null) return answer(stream, 400, malformed);
+    if (headerListSize(raw) > l.max_header_list_bytes) {
+      answer(stream, 431, TOO_LARGE, d.requestTimeoutMs);
+      // A client that never acknowledged the SETTINGS loses its session (guards.ts tooLarge).
+      if (!st.session.destroyed && tooLarge(st.session, st.resets, performance.now()))
+        calm(st.session, d.goaway, 'header_list');
+      return;
+    }
+    const malformed = malformedAnswer(headers) ?? userinfoAnswer(headers);
+    if (malformed !== null) return answer(stream, 400, malformed, d.requestTimeoutMs);
     st.idle.opened();
     track(stream, d.requestTimeoutMs, (reset) => {
       if (reset) onReset(st);

@@ -2,6 +2,7 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHt
 import type { Socket } from 'node:net';
 import type { Logger } from '../log.js';
 import type { ClientRequest, ClientResponse } from '../proxy/client.js';
+import { requestTimedOut } from '../request-timeout.js';
 import { H2Request, H2Response } from './exchange.js';
 import { FlushSweep } from './flush-sweep.js';
 import {
@@ -13,6 +14,7 @@ import {
   headerListTooLarge,
   malformedAnswer,
   SessionIdle,
+  tooLarge,
 } from './guards.js';
 import { ResetWindow } from './resets.js';
 
@@ -32,7 +34,7 @@ export interface H2EdgeDeps {
   http1Only: (path: string) => boolean;
   goaway: GoawayCounter;
   log: Logger;
-  /** Time for the reset window (ms). */
+  /** Time for the reset window (ms): the gateway's clock, which may step back (resets.ts). */
   now: () => number;
   /** Tests only: every answer says which edge thread served it. */
   threadLabel: string | null;
@@ -127,7 +129,9 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
     // max_header_list_bytes is a SETTINGS value Node holds a client to only once it acknowledged
     // it: checked here too, as HTTP/1.1's max_header_bytes is (431, no wake, never forwarded).
     if (headerListSize(raw) > l.max_header_list_bytes) {
-      answer(stream, 431, TOO_LARGE);
+      answer(stream, 431, TOO_LARGE, d.requestTimeoutMs);
+      if (!session.destroyed && tooLarge(session, st.resets, d.now()) && calm(session, d.goaway, 'header_list'))
+        d.log.debug('h2 session sent header lists past max_header_list_bytes: GOAWAY');
       return;
     }
     const path = headers[':path'];
@@ -135,15 +139,16 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
       stream.close(NGHTTP2_HTTP_1_1_REQUIRED);
       return;
     }
-    // Malformed (the method, Host against :authority, userinfo): 400, no wake (guards.ts).
+    // Malformed (the method, Host against :authority): 400, no wake (guards.ts). Userinfo in the
+    // authority is admission's to refuse (admission/host.ts), with a wake, as over HTTP/1.1.
     const malformed = malformedAnswer(headers);
     if (malformed !== null) {
-      answer(stream, 400, malformed);
+      answer(stream, 400, malformed, d.requestTimeoutMs);
       return;
     }
     st.idle.opened();
-    const req = new H2Request(stream, headers, raw, st.socket);
     const res = new H2Response(stream, headers[':method'] === 'HEAD', sweep);
+    const req = new H2Request(stream, headers, raw, st.socket, l.max_header_list_bytes, () => res.destroy());
     let timer: NodeJS.Timeout | null = null;
     // The stream's one close listener ('close' comes once): the edge's accounting, then the proxy's (res.closed).
     stream.on('close', () => {
@@ -164,7 +169,11 @@ export function createH2Edge(d: H2EdgeDeps): H2Edge {
         timer = null;
         if (stream.readableEnded || stream.destroyed) return;
         res.cut = true;
-        stream.close(NGHTTP2_CANCEL);
+        // The proxy records the wake as timed out (408, request-timeout.ts), as HTTP/1.1's connection
+        // check has it do, rather than reading the reset below as the client's going (499) or the
+        // origin's request failing with it (502); the stream is reset either way.
+        requestTimedOut(stream);
+        if (!stream.destroyed) stream.close(NGHTTP2_CANCEL);
       }, d.requestTimeoutMs);
     }
     if (d.threadLabel !== null) res.setHeader('x-wakegate-thread', d.threadLabel);

@@ -9,6 +9,8 @@ import { errorBody } from '../errors.js';
 import { type ClientRequest, type ClientResponse, h2Carries } from '../proxy/client.js';
 import { addFields, flatten, originHeaders, trailerFields } from './fields.js';
 import type { FlushSweep } from './flush-sweep.js';
+import { headerListSize } from './guards.js';
+import { stopUpload } from './stop-upload.js';
 
 const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR: NO_ERROR } = http2.constants;
 const NONE: string[] = [];
@@ -34,6 +36,10 @@ export class H2Request implements ClientRequest {
     headers: IncomingHttpHeaders,
     raw: string[],
     readonly socket: Socket,
+    /** server.http2_limits.max_header_list_bytes, which a trailer section is held to as well. */
+    maxListBytes: number,
+    /** Cuts the request (its trailer section was past maxListBytes). */
+    cut: () => void,
   ) {
     this.method = headers[':method'] as string;
     this.url = headers[':path'] as string;
@@ -47,8 +53,13 @@ export class H2Request implements ClientRequest {
       // A body with no Content-Length is still a body (HTTP/2 frames it): the proxy
       // reads one when either framing header is there, and only ever forwards rawHeaders.
       if (headers['content-length'] === undefined) headers['transfer-encoding'] = 'chunked';
-      stream.once('trailers', (t: IncomingHttpHeaders) => {
-        this.rawTrailers = flatten(t);
+      // SETTINGS_MAX_HEADER_LIST_SIZE bounds a trailer section too (RFC 9113 §6.5.2, §8.1), and Node
+      // holds a client to it only once acknowledged (guards.ts): a section past it is never passed on,
+      // and the request is cut rather than forwarded without what the client sent after its body.
+      stream.once('trailers', (t: IncomingHttpHeaders, _flags: number, rawT?: string[]) => {
+        const fields = flatten(t);
+        if (headerListSize(rawT ?? fields) > maxListBytes) return cut();
+        this.rawTrailers = fields;
       });
     }
   }
@@ -317,6 +328,7 @@ export class H2Response implements ClientResponse {
     return this;
   }
 
+  /** 'drain', and any other event (the request timeout's, request-timeout.ts, which the edge emits on the stream), are the stream's. */
   on(event: 'close' | 'drain', listener: () => void): this {
     if (event === 'close') this.addClose(listener);
     else this.stream.on(event, listener);
@@ -360,18 +372,6 @@ export class H2Response implements ClientResponse {
     else if (this.onClose === null) this.onClose = listener;
     else this.moreOnClose = [listener];
   }
-}
-
-/**
- * Closes a stream whose answer has been sent while its request's body is still coming, with
- * RST_STREAM NO_ERROR (H2Response's endUpload).
- */
-function stopUpload(s: ServerHttp2Stream): void {
-  if (s.destroyed || s.closed || s.readableEnded) return;
-  s.close(NO_ERROR);
-  // The body's unread chunks would hold the stream open (its readable side never ends
-  // on Node 20): it is done with now.
-  if (!s.destroyed) s.destroy();
 }
 
 /** A status whose answer can have content (RFC 9110 §15.3.5, §15.3.6, §15.4.5), so trailers after it. */

@@ -65,13 +65,23 @@ export function addFields(h: OutgoingHttpHeaders, raw: readonly string[]): boole
   return trailer;
 }
 
+/**
+ * Fields of SINGLE_VALUE whose value is a comma-separated list (RFC 9110 §8.4, §8.5, §13.1.1,
+ * §13.1.2): several lines of one are one list (§5.3), so they are joined rather than cut to
+ * the first. An origin's `Content-Encoding: gzip` and `Content-Encoding: br` is `gzip, br`,
+ * which the client needs whole to decode the body.
+ */
+const JOINED: ReadonlySet<string> = new Set(['content-encoding', 'content-language', 'if-match', 'if-none-match']);
+
 /** Adds one field (`name` lower-case) to HTTP/2 headers: a repeated name as a list. */
 function addField(h: OutgoingHttpHeaders, name: string, value: string): void {
   const had = h[name];
   if (had === undefined) h[name] = value;
-  // A field HTTP/2 allows once (Node refuses a list): the first is kept, as most clients read it.
-  else if (SINGLE_VALUE.has(name)) return;
-  else if (Array.isArray(had)) had.push(value);
+  // A field HTTP/2 allows once (Node refuses a list): one whose value is a list is joined with
+  // ", " (JOINED), any other keeps the first, as most clients read it.
+  else if (SINGLE_VALUE.has(name)) {
+    if (JOINED.has(name)) h[name] = `${String(had)}, ${value}`;
+  } else if (Array.isArray(had)) had.push(value);
   else h[name] = [String(had), value];
 }
 

@@ -1,6 +1,8 @@
 import { METHODS } from 'node:http';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { errorBody } from '../errors.js';
+import type { ResetWindow } from './resets.js';
+import { stopUpload } from './stop-upload.js';
 
 /**
  * What both HTTP/2 sides hold every client to, the main edge (edge.ts, Node's core
@@ -10,7 +12,7 @@ import { errorBody } from '../errors.js';
  * max_resets_per_10s is sent GOAWAY.
  */
 
-const { NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+const { NGHTTP2_CANCEL, NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
 
 /** server.http2_limits. */
 export interface H2Limits {
@@ -22,13 +24,35 @@ export interface H2Limits {
 /** The methods Node's HTTP/1.1 parser accepts; it refuses any other request as malformed. */
 const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
 
-/** Host and :authority both sent, naming different authorities (compared without case). */
+/**
+ * Host and :authority both sent, naming different authorities. RFC 9113 §8.3.1 has them
+ * compared after scheme-based normalization (RFC 3986 §6.2.3): the host without case, and an
+ * empty port, or the scheme's default (80 for http, 443 for https), the same as none, so
+ * `localhost`, `localhost:` and `localhost:80` are one authority over http.
+ */
 function otherHost(h: IncomingHttpHeaders): boolean {
   const host = h.host;
   const authority = h[':authority'];
-  // The same string (nearly always, when both come) is decided without a lower-cased copy.
+  // The same string (nearly always, when both come) is decided without a normalized copy.
   if (host === undefined || authority === undefined || host === authority) return false;
-  return host.length !== authority.length || host.toLowerCase() !== authority.toLowerCase();
+  const port = defaultPort(h[':scheme']);
+  return normalAuthority(host, port) !== normalAuthority(authority, port);
+}
+
+/** The default port of an HTTP/2 :scheme (compared without case), or '' for another scheme. */
+function defaultPort(scheme: string | undefined): string {
+  if (scheme === undefined) return '';
+  const s = scheme.toLowerCase();
+  return s === 'https' ? '443' : s === 'http' ? '80' : '';
+}
+
+/** An authority lower-cased, its port left out when empty or `dflt`. A `:` inside an IPv6 literal's brackets is no port's. */
+function normalAuthority(v: string, dflt: string): string {
+  const lower = v.toLowerCase();
+  const colon = lower.lastIndexOf(':');
+  if (colon === -1 || colon < lower.lastIndexOf(']')) return lower;
+  const port = lower.slice(colon + 1);
+  return port === '' || port === dflt ? lower.slice(0, colon) : lower;
 }
 
 const MALFORMED = JSON.stringify(errorBody('invalid_request', null, 'malformed request'));
@@ -47,9 +71,11 @@ const USERINFO_HOST = userinfo('host');
 /**
  * The userinfo of an authority (`user:pass@host`), which `:authority` MUST NOT hold (RFC 9113
  * §8.3.1), nor Host (RFC 9110 §7.2: uri-host and port only): its answer, naming the field, or
- * null. No host or port can hold a `@`, so any `@` is userinfo.
+ * null. No host or port can hold a `@`, so any `@` is userinfo. Only the ops and management
+ * listeners answer it here (console.ts); the main edge leaves it to admission (admission/host.ts),
+ * which refuses it as over HTTP/1.1: with a wake, drawn from the client's bucket.
  */
-function userinfoIn(h: IncomingHttpHeaders): string | null {
+export function userinfoAnswer(h: IncomingHttpHeaders): string | null {
   const authority = h[':authority'];
   if (authority !== undefined) return authority.indexOf('@') === -1 ? null : USERINFO_AUTHORITY;
   const host = h.host;
@@ -61,11 +87,10 @@ function userinfoIn(h: IncomingHttpHeaders): string | null {
  * length, up to the header list): only those HTTP/1.1's parser takes are requests, the others
  * malformed as they are there. A Host naming another authority than :authority is malformed
  * too (RFC 9113 §8.3.1): the gateway and what serves the request must not each read a different
- * one. Userinfo in the authority is refused naming its field: never served, nor passed on.
+ * one.
  */
 export function malformedAnswer(h: IncomingHttpHeaders): string | null {
-  if (!HTTP1_METHODS.has(h[':method'] as string) || otherHost(h)) return MALFORMED;
-  return userinfoIn(h);
+  return !HTTP1_METHODS.has(h[':method'] as string) || otherHost(h) ? MALFORMED : null;
 }
 
 /**
@@ -92,11 +117,40 @@ export const headerListTooLarge = (maxBytes: number): string =>
     ),
   );
 
-/** The gateway's own error answer to a request it does not serve (no wake); what the client still sends is read and dropped. */
-export function answer(stream: ServerHttp2Stream, status: number, body: string): void {
+/**
+ * The gateway's own error answer to a request it does not serve (no wake). A request body
+ * still coming is read and dropped until the answer is out, then its stream is closed with
+ * RST_STREAM NO_ERROR (stop-upload.ts), as a proxied answer that ends early is: such a stream
+ * is never counted open, so a client dripping DATA on it would otherwise hold its session
+ * (each frame refreshes the idle timer) without end. An answer the client's flow control
+ * keeps from going out is cut at `limitMs` (server.request_timeout_ms; 0: none) all the same.
+ */
+export function answer(stream: ServerHttp2Stream, status: number, body: string, limitMs: number): void {
   stream.respond({ ':status': status, 'content-type': 'application/json', 'content-length': body.length });
   stream.end(body);
+  if (stream.endAfterHeaders || stream.readableEnded) return;
   stream.resume();
+  stream.once('finish', () => stopUpload(stream));
+  if (limitMs <= 0) return;
+  const timer = setTimeout(() => {
+    if (!stream.destroyed && !stream.closed) stream.close(NGHTTP2_CANCEL);
+  }, limitMs);
+  stream.once('close', () => clearTimeout(timer));
+}
+
+/**
+ * A header list past max_header_list_bytes was answered 431: true when its session is to be
+ * sent GOAWAY ENHANCE_YOUR_CALM (calm(), RFC 9113 §10.5.1), else the 431 counts against the
+ * session's reset budget like a reset (it cost a list decoded for nothing). Until a client
+ * acknowledges the SETTINGS, Node decodes each of its lists whole into strings however large
+ * (its own bound holds only once acknowledged), and the HPACK dynamic table makes that cheap
+ * to ask for: one 4 kB field indexed, then named by one byte 2,000 times, is a 2 kB frame
+ * that decodes to 8 MB, and 99 of them stalled the process for 1.8 s. Such a client loses its
+ * session at its first such list (its 431 still answered); one that acknowledged is held to
+ * the limit by Node itself first.
+ */
+export function tooLarge(session: ServerHttp2Session, resets: ResetWindow, now: number): boolean {
+  return session.pendingSettingsAck || resets.reset(now);
 }
 
 /** metrics.h2Goaway: the GOAWAYs the gateway sent, by reason. */
@@ -108,13 +162,13 @@ export interface GoawayCounter {
 const CALM_CLOSE_MS = 500;
 
 /**
- * A session past its rapid-reset limit (resets.ts): GOAWAY (ENHANCE_YOUR_CALM), counted as
- * rapid_reset. False when the session had already ended or been told (nothing sent, nothing
+ * A session past its rapid-reset limit (resets.ts), or sending header lists past the limit
+ * (tooLarge): GOAWAY (ENHANCE_YOUR_CALM), counted by `reason`. False when the session had already ended or been told (nothing sent, nothing
  * counted twice).
  */
-export function calm(session: ServerHttp2Session, goaway: GoawayCounter): boolean {
+export function calm(session: ServerHttp2Session, goaway: GoawayCounter, reason = 'rapid_reset'): boolean {
   if (session.destroyed || session.closed) return false;
-  goaway.labels('rapid_reset').inc();
+  goaway.labels(reason).inc();
   // GOAWAY first, the socket closed a moment later: closing at once, with the client's
   // frames still unread, makes the kernel reset the connection and the GOAWAY is lost.
   // Meanwhile nghttp2 ignores every new stream (past the GOAWAY's last stream id).

@@ -14,9 +14,15 @@ export class ResetWindow {
 
   constructor(private readonly max: number) {}
 
-  /** Counts one reset at `now` (ms); true when the session is past its limit. */
+  /**
+   * Counts one reset at `now` (ms); true when the session is past its limit. A `now` before
+   * the window's start (a wall clock stepped back, by NTP) starts a new window too: otherwise
+   * the window would last until the clock is back past its start, an hour for a one-hour step,
+   * and a session resetting well under the limit would be sent GOAWAY. That costs at most one
+   * more boundary, as any window's end does.
+   */
   reset(now: number): boolean {
-    if (now - this.start >= RESET_WINDOW_MS) {
+    if (now - this.start >= RESET_WINDOW_MS || now < this.start) {
       this.start = now;
       this.count = 0;
     }

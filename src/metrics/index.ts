@@ -230,7 +230,7 @@ export function createMetrics(opts: { process?: boolean } = {}) {
     }),
     h2Goaway: new Counter({
       name: 'wakegate_h2_goaway_total',
-      help: 'HTTP/2 sessions sent GOAWAY by the gateway, by reason (rapid_reset: a client resetting streams past server.http2_limits.max_resets_per_10s; drain: a stop)',
+      help: 'HTTP/2 sessions sent GOAWAY by the gateway, by reason (rapid_reset: a client resetting streams past server.http2_limits.max_resets_per_10s; header_list: a client sending a header list past max_header_list_bytes before acknowledging the SETTINGS, or too often after; drain: a stop)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

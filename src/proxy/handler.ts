@@ -125,7 +125,7 @@ export class ProxyHandler {
     if (v instanceof Promise) {
       // A fleet's bucket decision that waits on Redis (bounded by coordination.timeout_ms):
       // server.request_timeout_ms may run out meanwhile, and the 408 is this wake's.
-      if (req.httpVersionMajor === 1 && hasBody(req)) onRequestTimeout(fw.res, () => this.timedOut(fw));
+      if (hasBody(req)) onRequestTimeout(fw.res, () => this.timedOut(fw));
       v.then(
         (r) => this.decided(fw, r, expectsContinue),
         (e: Error) => this.fail(fw, new GatewayError('internal_error', e.message, null, 0)),
@@ -179,9 +179,9 @@ export class ProxyHandler {
     const m = req.method;
     if ((m === 'OPTIONS' || m === 'TRACE') && req.headers['max-forwards'] !== undefined && this.lastHop(fw)) return;
     if (!hasBody(req)) return this.dispatch(fw, null);
-    // server.request_timeout_ms may cut this body (HTTP/1.1; HTTP/2 has its own per stream): the
-    // 408 is this wake's (timedOut is once per exchange, if also taken while the decision waited).
-    if (req.httpVersionMajor === 1) onRequestTimeout(fw.res, () => this.timedOut(fw));
+    // server.request_timeout_ms may cut this body (HTTP/1.1's connection check, HTTP/2's timer per
+    // stream): the 408 is this wake's (timedOut is once per exchange, if also taken while the decision waited).
+    onRequestTimeout(fw.res, () => this.timedOut(fw));
     if (Number(req.headers['content-length']) > this.d.server.bufferBytes) return this.stream(fw, []);
     this.buffer(fw);
   }
@@ -430,15 +430,17 @@ export class ProxyHandler {
   }
 
   /**
-   * server.request_timeout_ms ran out while the body was still arriving (http-server.ts):
-   * answered 408 with this wake's id, or, its answer begun, cut off; the wake says 408.
+   * server.request_timeout_ms ran out while the body was still arriving (http-server.ts, or
+   * h2/edge.ts's timer per stream): over HTTP/1.1 answered 408 with this wake's id, or, its
+   * answer begun, cut off; over HTTP/2 the edge resets the stream. The wake says 408.
    */
   private timedOut(fw: Forwarding): void {
     const { req, res, x } = fw;
     if (x.done || req.complete || res.destroyed) return;
     // Not forwarded now (a body still being read, a wait for a connection); one in flight ends with the connection.
     fw.gone = true;
-    if (!res.headersSent) {
+    // HTTP/2 answers no 408: the edge resets the stream (CANCEL) once this returns (h2/edge.ts).
+    if (!res.headersSent && req.httpVersionMajor === 1) {
       res.shouldKeepAlive = false;
       return this.fail(fw, REQUEST_TIMED_OUT);
     }
@@ -446,7 +448,7 @@ export class ProxyHandler {
     x.errorType = REQUEST_TIMED_OUT.type;
     if (x.tap?.res) x.tap.res.short = true;
     this.d.recorder.finish(req, x);
-    res.destroy();
+    if (req.httpVersionMajor === 1) res.destroy();
   }
 
   /** The origin could not be asked or broke off: the exchange ends here. */
