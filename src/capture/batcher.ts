@@ -1,6 +1,6 @@
 import { randomBase62 } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { Wal } from './wal.js';
+import type { Sealed, Wal } from './wal.js';
 
 export interface BatcherOptions {
   batchRows: number;
@@ -234,17 +234,29 @@ export class Batcher<T> {
     this.runs.add(run);
   }
 
-  /** Seals what is waiting into the log's backlog, behind the batches in flight (see kick). */
-  private spill(wal: Wal<T>): void {
+  /**
+   * Takes what is waiting as one batch: its rows leave the buffer, its segment of the log
+   * is sealed, and the listeners are told. A batch the log could not write whole comes with
+   * its rows as the log kept them (read back, and in memory since the failure), detail
+   * included, to be inserted from memory (the log says once when its disk begins to refuse).
+   */
+  private take(): { n: number; rows: readonly T[]; sealed: Sealed<T> | null } {
+    const n = this.waiting();
     let rows: readonly T[] = this.buffer;
     this.buffer = [];
     this.held = 0;
-    const sealed = wal.seal();
-    if (sealed === null) return;
-    if (this.rowsInLog) this.tellEnd();
+    const sealed = this.wal?.seal() ?? null;
+    if (n > 0 && this.rowsInLog) this.tellEnd();
     else this.tell(rows);
-    if (sealed.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
+    if (sealed?.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
       rows = sealed.rows;
+    return { n, rows, sealed };
+  }
+
+  /** Seals what is waiting into the log's backlog, behind the batches in flight (see kick). */
+  private spill(wal: Wal<T>): void {
+    const { rows, sealed } = this.take();
+    if (sealed === null) return;
     const lost = wal.keep(sealed.token, sealed.file === null ? rows : null);
     if (lost > 0) {
       this.stats.dropped += lost;
@@ -278,20 +290,9 @@ export class Batcher<T> {
   private async drain(): Promise<void> {
     // Sealed before the backlog is replayed (the replay waits on storage; rows arriving
     // meanwhile are the next batch's), so a batch holds what was waiting when it was kicked.
-    const n = this.waiting();
-    let rows: readonly T[] = this.buffer;
-    this.buffer = [];
-    this.held = 0;
+    const { n, rows, sealed } = this.take();
     this.inflight += n;
-    const sealed = this.wal?.seal() ?? null;
     const token = sealed?.token ?? (n > 0 ? `${this.prefix}-${this.seq++}` : '');
-    if (n > 0 && this.rowsInLog) this.tellEnd();
-    else this.tell(rows);
-    // A batch the log could not write whole: its rows as the log kept them (read back, and
-    // in memory since the failure), detail included, inserted from memory (the log says
-    // once when its disk begins to refuse).
-    if (sealed?.file === null && sealed.rows !== null && (this.rowsInLog || sealed.rows.length >= rows.length))
-      rows = sealed.rows;
     const inMemory = rows.length;
     this.inflightInMemory += inMemory;
     try {

@@ -614,7 +614,7 @@ export class Wal<T> {
   setAsideRefused(token: string, e: Error): void {
     const held = this.held.get(token);
     // Rows the disk would not take are written out now if it takes them (else they are let go).
-    if (held !== undefined && this.rewrite(token, held.rows)) this.unhold(token);
+    if (held !== undefined) this.rewrite(token, held.rows);
     this.unhold(token);
     this.moveAside(
       token,
